@@ -1,0 +1,41 @@
+"""Shared option types and the one wrapper that turns failures into one line and an exit code."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import ExitCode, PeagleError
+from ..output import Output, redact
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (progress goes to stderr).")]
+RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (default: AWS_REGION, then us-east-1).")]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", help="AWS profile name.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+
+
+def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
+    """Run a command body with an Output; map every failure to one stderr line and an exit code."""
+    out = Output(json_mode)
+    try:
+        body(out)
+    except PeagleError as exc:
+        out.error(exc.one_line())
+        raise typer.Exit(int(exc.exit_code)) from None
+    except KeyboardInterrupt:
+        out.error("interrupted")
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never a raw traceback
+        if os.environ.get("PEAGLE_DEBUG"):
+            out.stderr.write(redact(traceback.format_exc()))
+        out.error(
+            f"unexpected {type(exc).__name__}: {redact(str(exc)).splitlines()[0] if str(exc) else ''}"
+            " (set PEAGLE_DEBUG=1 for a traceback and report it)"
+        )
+        raise typer.Exit(int(ExitCode.UNEXPECTED)) from None

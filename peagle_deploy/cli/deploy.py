@@ -1,0 +1,80 @@
+"""`peagle deploy MODEL`: build the plan; with --dry-run print it, else hand it to the lifecycle."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .common import JsonOpt, ProfileOpt, RegionOpt, YesOpt, run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("deploy")(deploy)
+
+
+def deploy(
+    model: Annotated[str, typer.Argument(help="Model alias (see `peagle models`) or JumpStart model id.")],
+    mode: Annotated[str, typer.Option(help="p-eagle (parallel drafting), eagle3 (sequential) or off.")] = "p-eagle",
+    k: Annotated[str | None, typer.Option("--k", help="Speculative tokens per step (default: the model's).")] = None,
+    name: Annotated[str | None, typer.Option(help="Endpoint name (also the model and config name).")] = None,
+    instance_type: Annotated[str | None, typer.Option(help="An ml.g7e type the spec supports.")] = None,
+    instance_count: Annotated[int, typer.Option(help="Instances behind the endpoint.")] = 1,
+    allow_any_instance: Annotated[bool, typer.Option(help="Allow instance types outside ml.g7e.")] = False,
+    region: RegionOpt = None,
+    profile: ProfileOpt = None,
+    role: Annotated[str | None, typer.Option(help="SageMaker execution role ARN (required to deploy).")] = None,
+    accept_eula: Annotated[bool, typer.Option(help="Accept the model licence (required for gated models).")] = False,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Extra tag KEY=VALUE (repeatable).")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable).")] = None,
+    ttl: Annotated[str | None, typer.Option(help="Expiry, e.g. 90m, 4h, 2d (cleanup --expired removes it).")] = None,
+    image: Annotated[str | None, typer.Option(help="Container image URI to use instead of JumpStart's.")] = None,
+    model_id: Annotated[str | None, typer.Option(help="Override the JumpStart model id.")] = None,
+    model_version: Annotated[str | None, typer.Option(help="JumpStart spec version (default: latest).")] = None,
+    offline: Annotated[bool, typer.Option(help="Resolve from the specs peagle ships; no AWS calls.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the complete plan and stop; needs no AWS account.")] = False,
+    wait: Annotated[bool, typer.Option(help="Wait until the endpoint is InService.")] = True,
+    timeout: Annotated[int, typer.Option(help="Seconds to wait for InService.")] = 3600,
+    keep_on_failure: Annotated[bool, typer.Option(help="On failure keep what was created and print the cleanup command.")] = False,
+    yes: YesOpt = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Deploy MODEL with P-EAGLE on an ml.g7e SageMaker endpoint (or print the plan with --dry-run)."""
+
+    def body(out):
+        from ..aws import resolve_region
+        from ..inputs import parse_env, parse_tags, parse_ttl
+        from ..plan import PlanRequest, build_plan
+        from ..speculative import parse_mode
+        from .render_plan import render_plan
+
+        request = PlanRequest(
+            model=model, model_id=model_id, model_version=model_version, mode=parse_mode(mode), k=k, name=name,
+            instance_type=instance_type, instance_count=instance_count, allow_any_instance=allow_any_instance,
+            region=resolve_region(region), role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
+            ttl=parse_ttl(ttl) if ttl is not None else None, image=image, env=parse_env(env or []),
+            offline=offline or dry_run and _no_credentials(profile),
+        )
+        plan = build_plan(request)
+        if dry_run:
+            out.result({"dry_run": True, "plan": plan}, lambda console: render_plan(console, plan))
+            return
+        _deploy_for_real(out, plan, profile=profile, wait=wait, timeout=timeout, yes=yes,
+                         keep_on_failure=keep_on_failure)
+
+    run(json_output, body)
+
+
+def _no_credentials(profile: str | None) -> bool:
+    """A dry run without credentials resolves from the shipped specs at once instead of timing out."""
+    from ..aws import credentials_available
+
+    return not credentials_available(profile)
+
+
+def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure) -> None:
+    from ..errors import UsageError
+
+    if not plan.create_model.get("ExecutionRoleArn"):
+        raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
+    raise UsageError("real deploys are not available in this build", "use --dry-run")

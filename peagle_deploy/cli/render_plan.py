@@ -1,0 +1,54 @@
+"""Human rendering of a DeploymentPlan: a summary, what is unverified or missing, then the bodies."""
+
+from __future__ import annotations
+
+import json
+
+from ..plan import DeploymentPlan
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}/h"
+
+
+def render_plan(console, plan: DeploymentPlan) -> None:
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+    from rich.table import Table
+
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="bold")
+    summary.add_column()
+    gpus = "?" if plan.gpus_per_instance is None else str(plan.gpus_per_instance)
+    rows = [
+        ("endpoint", plan.endpoint_name),
+        ("model", f"{plan.display_name} ({plan.model_id} v{plan.model_version})"),
+        ("region", plan.region),
+        ("instance", f"{plan.instance_count} x {plan.instance_type} ({gpus} GPU each)"),
+        ("mode", plan.mode.value + (f", K={plan.k}" if plan.k else " (no speculation)")),
+        ("speculative config", plan.speculative_config or "none"),
+        ("drafter channel", _drafter(plan)),
+        ("image", plan.image_uri + (" (--image)" if plan.image_overridden else "")),
+        ("price", f"{_money(plan.price_per_hour_usd)} ({plan.price_source})"),
+        ("expires", plan.expires_at.isoformat() if plan.expires_at else "never (set --ttl)"),
+        ("spec source", f"{plan.resolution_source}: {plan.resolution_detail}".rstrip(": ")),
+    ]
+    for key, value in rows:
+        summary.add_row(key, value)
+    console.print(Panel(summary, title="peagle deploy --dry-run: nothing was created", expand=False))
+    for field, why in plan.unverified.items():
+        console.print(f"[yellow]unverified[/yellow] {field}: {why}")
+    for item in plan.missing:
+        console.print(f"[red]missing[/red] {item}")
+    for note in plan.notes:
+        console.print(f"[cyan]note[/cyan] {note}")
+    for title, body in (("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
+                        ("CreateEndpoint", plan.create_endpoint)):
+        console.print(f"\n[bold]{title}[/bold]")
+        console.print(Syntax(json.dumps(body, indent=2), "json", word_wrap=True, theme="ansi_dark"))
+
+
+def _drafter(plan: DeploymentPlan) -> str:
+    if not plan.drafter_channel:
+        return "none"
+    return f"{plan.drafter_channel['ChannelName']} <- {plan.drafter_channel['S3DataSource']['S3Uri']}"

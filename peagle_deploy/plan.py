@@ -1,0 +1,250 @@
+"""DeploymentPlan: the exact CreateModel, CreateEndpointConfig and CreateEndpoint request bodies.
+
+Building a plan is pure (no AWS writes): `--dry-run` renders it, `lifecycle.deploy` executes the same
+object. The speculative config is written into the environment AFTER the spec's defaults so a spec
+default can never silently override the user's mode and K (the SDK's override trap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import __version__
+from .catalog import ModelEntry, get_model
+from .errors import UsageError
+from .inputs import check_env_count, parse_instance_count, validate_name, validate_role_arn
+from .instances import G7E_PREFIX, hourly_price, instance_info, instance_table
+from .spec import ResolvedSpec
+from .speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, SpeculativeSettings, parse_k, settings_for
+
+TAG_PREFIX = "peagle:"
+MANAGED_TAG = "peagle:managed"
+VARIANT_NAME = "AllTraffic"
+TP_ENV = "SM_VLLM_TENSOR_PARALLEL_SIZE"
+
+Resolver = Callable[..., ResolvedSpec]
+
+
+class PlanRequest(BaseModel):
+    """Everything the user chose; validated values only (the CLI parses raw strings first)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    model_id: str | None = None
+    model_version: str | None = None
+    mode: Mode = Mode.P_EAGLE
+    k: int | str | None = None
+    name: str | None = None
+    instance_type: str | None = None
+    instance_count: int = 1
+    allow_any_instance: bool = False
+    region: str = "us-east-1"
+    role: str | None = None
+    accept_eula: bool = False
+    tags: dict[str, str] = Field(default_factory=dict)
+    ttl: timedelta | None = None
+    image: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    offline: bool = False
+
+
+class DeploymentPlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    endpoint_name: str = Field(description="the model, endpoint config and endpoint all carry this name")
+    region: str
+    model: str
+    display_name: str
+    model_id: str
+    model_version: str
+    mode: Mode
+    k: int | None
+    instance_type: str
+    instance_count: int
+    gpus_per_instance: int | None
+    price_per_hour_usd: float | None = Field(description="all instances together; an estimate, see price_source")
+    price_source: str
+    image_uri: str
+    image_overridden: bool
+    speculative_config: str | None
+    drafter_channel: dict[str, Any] | None
+    tags: dict[str, str]
+    created_at: datetime
+    expires_at: datetime | None
+    startup_health_check_timeout_s: int
+    model_data_download_timeout_s: int
+    resolution_source: str
+    resolution_detail: str
+    unverified: dict[str, str] = Field(description="value -> why it could not be verified")
+    missing: list[str] = Field(description="what a real deploy still needs")
+    notes: list[str]
+    create_model: dict[str, Any]
+    create_endpoint_config: dict[str, Any]
+    create_endpoint: dict[str, Any]
+
+    @property
+    def resource_names(self) -> dict[str, str]:
+        return {"endpoint": self.endpoint_name, "endpoint_config": self.endpoint_name, "model": self.endpoint_name}
+
+
+def default_name(alias: str, settings: SpeculativeSettings, now: datetime) -> str:
+    mode = settings.mode.value + (f"-k{settings.k}" if settings.k else "")
+    return f"peagle-{alias}-{mode}-{now:%y%m%d-%H%M%S}"
+
+
+def _tag_list(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+
+def _check_family(instance_type: str, allow_any: bool) -> None:
+    if not allow_any and not instance_type.startswith(G7E_PREFIX):
+        raise UsageError(f"instance type {instance_type!r} is not an ml.g7e instance",
+                         f"choose one of {', '.join(instance_table().instances)} or pass --allow-any-instance")
+
+
+def _check_supported(entry: ModelEntry, spec: ResolvedSpec, instance_type: str) -> None:
+    if instance_type not in spec.supported_instance_types:
+        supported = ", ".join(spec.supported_instance_types)
+        raise UsageError(f"the {entry.alias} JumpStart spec does not support {instance_type}",
+                         f"choose one of {supported}")
+
+
+def _environment(spec: ResolvedSpec, settings: SpeculativeSettings, user_env: dict[str, str],
+                 gpus: int | None, notes: list[str]) -> dict[str, str]:
+    if ENV_VAR in user_env:
+        raise UsageError(f"--env {ENV_VAR} would bypass peagle's speculative settings", "use --mode and --k instead")
+    env = dict(spec.environment)
+    if gpus and gpus > 1 and env.get(TP_ENV, "1") == "1" and TP_ENV not in user_env:
+        env[TP_ENV] = str(gpus)
+        notes.append(f"{TP_ENV} set to {gpus} to use every GPU of the instance")
+    rendered = settings.render()
+    if rendered is None:
+        env.pop(ENV_VAR, None)
+    else:
+        env[ENV_VAR] = rendered  # after the spec defaults: the user's mode and K always win
+    env.update(user_env)
+    check_env_count(env)
+    return env
+
+
+def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
+               now: datetime | None = None) -> DeploymentPlan:
+    """Validate the request, resolve the spec and assemble the three request bodies."""
+    now = (now or datetime.now(UTC)).replace(microsecond=0)
+    entry = get_model(request.model)
+    settings = settings_for(request.mode, parse_k(request.k, max_k=entry.max_k, model=entry.alias),
+                            default_k=entry.default_k)
+    if entry.gated and not request.accept_eula:
+        raise UsageError(f"{entry.display_name} weights are gated by a licence (EULA)",
+                         "read the model licence, then pass --accept-eula")
+    name = validate_name(request.name) if request.name else default_name(entry.alias, settings, now)
+    role = validate_role_arn(request.role) if request.role else None
+    parse_instance_count(request.instance_count)
+    if request.instance_type:
+        _check_family(request.instance_type, request.allow_any_instance)  # before any AWS call
+
+    if resolver is None:
+        from .jumpstart import resolve as resolver
+    model_id = request.model_id or entry.model_id
+    spec = resolver(model_id, region=request.region, instance_type=request.instance_type,
+                    version=request.model_version, offline=request.offline)
+    instance_type = request.instance_type or spec.default_instance_type or entry.default_instance_type
+    _check_family(instance_type, request.allow_any_instance)
+    _check_supported(entry, spec, instance_type)
+    if settings.enabled and spec.drafter is None:
+        raise UsageError(f"the {entry.alias} JumpStart spec has no P-EAGLE drafter channel",
+                         "deploy with --mode off, or pass a --model-id whose spec has one")
+
+    notes: list[str] = []
+    info = instance_info(instance_type)
+    gpus = info.gpus if info else None
+    env = _environment(spec, settings, request.env, gpus, notes)
+
+    tags = {
+        MANAGED_TAG: "true",
+        "peagle:model": entry.alias,
+        "peagle:model-id": model_id,
+        "peagle:mode": settings.mode.value,
+        "peagle:k": str(settings.k or 0),
+        "peagle:instance-type": instance_type,
+        "peagle:instance-count": str(request.instance_count),
+        "peagle:created-at": now.isoformat(),
+        "peagle:version": __version__,
+    }
+    expires_at = now + request.ttl if request.ttl else None
+    if expires_at:
+        tags["peagle:expires-at"] = expires_at.isoformat()
+    tags.update(request.tags)
+    tag_list = _tag_list(tags)
+
+    model_data: dict[str, Any] = spec.model_data.model_dump(exclude_none=True)
+    if spec.gated:
+        model_data["ModelAccessConfig"] = {"AcceptEula": bool(request.accept_eula)}
+    container: dict[str, Any] = {
+        "Image": request.image or spec.image_uri,
+        "Environment": env,
+        "ModelDataSource": {"S3DataSource": model_data},
+    }
+    drafter = None
+    if settings.enabled and spec.drafter is not None:
+        drafter = {"ChannelName": DRAFTER_CHANNEL, "S3DataSource": spec.drafter.model_dump(exclude_none=True)}
+        container["AdditionalModelDataSources"] = [drafter]
+    create_model: dict[str, Any] = {"ModelName": name, "PrimaryContainer": container}
+    missing = []
+    if role:
+        create_model["ExecutionRoleArn"] = role
+    else:
+        missing.append("ExecutionRoleArn: pass --role arn:aws:iam::<account>:role/<name> to deploy")
+    create_model["EnableNetworkIsolation"] = spec.enable_network_isolation
+    create_model["Tags"] = tag_list
+
+    variant = {
+        "VariantName": VARIANT_NAME,
+        "ModelName": name,
+        "InstanceType": instance_type,
+        "InitialInstanceCount": request.instance_count,
+        "ContainerStartupHealthCheckTimeoutInSeconds": spec.startup_health_check_timeout_s,
+        "ModelDataDownloadTimeoutInSeconds": spec.model_data_download_timeout_s,
+    }
+    unverified = {f"catalog.{k}": v for k, v in entry.unverified.items()}
+    unverified.update({f"spec.{k}": "shipped value not verified against JumpStart" for k in spec.unverified})
+    if request.image:
+        notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
+    price = hourly_price(instance_type, request.instance_count)
+    return DeploymentPlan(
+        endpoint_name=name,
+        region=request.region,
+        model=entry.alias,
+        display_name=entry.display_name,
+        model_id=model_id,
+        model_version=spec.version,
+        mode=settings.mode,
+        k=settings.k,
+        instance_type=instance_type,
+        instance_count=request.instance_count,
+        gpus_per_instance=gpus,
+        price_per_hour_usd=price,
+        price_source=instance_table().price_source if price is not None else "no price data for this instance type",
+        image_uri=container["Image"],
+        image_overridden=bool(request.image),
+        speculative_config=settings.render(),
+        drafter_channel=drafter,
+        tags=tags,
+        created_at=now,
+        expires_at=expires_at,
+        startup_health_check_timeout_s=spec.startup_health_check_timeout_s,
+        model_data_download_timeout_s=spec.model_data_download_timeout_s,
+        resolution_source=spec.source,
+        resolution_detail=spec.source_detail,
+        unverified=unverified,
+        missing=missing,
+        notes=notes,
+        create_model=create_model,
+        create_endpoint_config={"EndpointConfigName": name, "ProductionVariants": [variant], "Tags": tag_list},
+        create_endpoint={"EndpointName": name, "EndpointConfigName": name, "Tags": tag_list},
+    )

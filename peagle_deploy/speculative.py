@@ -1,0 +1,86 @@
+"""Speculative-decoding settings: mode and K -> the exact SM_VLLM_SPECULATIVE_CONFIG value.
+
+vLLM (>= 0.16) facts this follows: always send "method": "eagle3" explicitly (with it unset vLLM guesses
+from the drafter path and gets P-EAGLE heads wrong); `parallel_drafting` turns one-pass P-EAGLE drafting
+on; `num_speculative_tokens` must be > 0; no `tensor_parallel_size` inside the speculative config.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import UsageError
+
+ENV_VAR = "SM_VLLM_SPECULATIVE_CONFIG"
+DRAFTER_CHANNEL = "eagle"
+DRAFTER_PATH = f"/opt/ml/additional-model-data-sources/{DRAFTER_CHANNEL}"
+
+
+class Mode(StrEnum):
+    P_EAGLE = "p-eagle"  # eagle3 method, parallel drafting: all K draft tokens in one drafter pass
+    EAGLE3 = "eagle3"  # the same head drafting sequentially: K drafter passes (the comparison baseline)
+    OFF = "off"  # no speculation, no drafter channel: the plain baseline
+
+
+def parse_mode(value: str) -> Mode:
+    try:
+        return Mode(value.strip().lower())
+    except ValueError:
+        raise UsageError(f"unknown mode {value!r}", f"use one of {', '.join(m.value for m in Mode)}") from None
+
+
+def parse_k(value: str | int | None, *, max_k: int, model: str) -> int | None:
+    """K from the command line: a whole number from 1 to the drafter's trained depth."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        k = int(text)
+    except ValueError:
+        raise UsageError(f"--k must be a whole number, got {text!r}", f"pass --k 1..{max_k}") from None
+    if k <= 0:
+        raise UsageError(f"--k must be at least 1, got {k}", f"pass --k 1..{max_k}, or --mode off for no speculation")
+    if k > max_k:
+        raise UsageError(
+            f"--k {k} is deeper than the {model} drafter was trained for ({max_k})",
+            f"pass --k 1..{max_k}",
+        )
+    return k
+
+
+class SpeculativeSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    mode: Mode = Mode.P_EAGLE
+    k: int | None = Field(default=None, gt=0, description="num_speculative_tokens; None when mode is off")
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode is not Mode.OFF
+
+    def config(self) -> dict[str, object] | None:
+        """The speculative config object, key order as JumpStart's own default."""
+        if not self.enabled:
+            return None
+        return {
+            "model": DRAFTER_PATH,
+            "method": "eagle3",
+            "num_speculative_tokens": self.k,
+            "parallel_drafting": self.mode is Mode.P_EAGLE,
+        }
+
+    def render(self) -> str | None:
+        """The SM_VLLM_SPECULATIVE_CONFIG value, or None (the variable must be absent) when off."""
+        config = self.config()
+        return None if config is None else json.dumps(config)
+
+
+def settings_for(mode: Mode, k: int | None, *, default_k: int) -> SpeculativeSettings:
+    if mode is Mode.OFF:
+        if k is not None:
+            raise UsageError("--k has no effect with --mode off", "drop --k, or choose --mode p-eagle or eagle3")
+        return SpeculativeSettings(mode=mode, k=None)
+    return SpeculativeSettings(mode=mode, k=k if k is not None else default_k)

@@ -31,6 +31,9 @@ class PeagleError(Exception):
         if exit_code is not None:
             self.exit_code = exit_code
 
+    def __str__(self) -> str:
+        return self.one_line()
+
     def one_line(self) -> str:
         text = self.message.rstrip(".")
         if self.hint:

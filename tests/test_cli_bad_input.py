@@ -1,0 +1,63 @@
+"""Every bad input to `peagle deploy`: one line naming the fix, exit 2, no traceback, no AWS call."""
+
+import pytest
+
+from .cli_runner import run_cli
+
+
+@pytest.fixture(autouse=True)
+def no_aws(monkeypatch):
+    """Record any AWS client the command asks for: bad input must not reach AWS at all."""
+    from peagle_deploy import aws
+
+    calls = []
+    monkeypatch.setattr(aws.AwsSession, "client", lambda self, service, **kw: calls.append(service))
+    yield calls
+    assert calls == [], f"bad input reached AWS: {calls}"
+
+
+CASES = [
+    (["qwen3-codr"], "unknown model 'qwen3-codr': did you mean 'qwen3-coder'?"),
+    (["qwen3-coder", "--k", "0"], "--k must be at least 1"),
+    (["qwen3-coder", "--k", "-2"], "--k must be at least 1"),
+    (["qwen3-coder", "--k", "seven"], "--k must be a whole number, got 'seven'"),
+    (["qwen3-coder", "--k", "19"], "--k 19 is deeper than the qwen3-coder drafter was trained for (18): pass --k 1..18"),
+    (["gpt-oss-20b", "--k", "11"], "trained for (10)"),
+    (["qwen3-coder", "--mode", "turbo"], "unknown mode 'turbo': use one of p-eagle, eagle3, off"),
+    (["qwen3-coder", "--mode", "off", "--k", "3"], "--k has no effect with --mode off"),
+    (["qwen3-coder", "--instance-type", "ml.p5.48xlarge"], "is not an ml.g7e instance"),
+    (["qwen3-coder", "--instance-count", "0"], "--instance-count must be at least 1"),
+    (["qwen3-coder", "--instance-count", "two"], "Invalid value for '--instance-count'"),
+    (["qwen3-coder", "--role", "my-role"], "--role 'my-role' is not an IAM role ARN"),
+    (["qwen3-coder", "--role", "arn:aws:iam::12345:role/x"], "is not an IAM role ARN"),
+    (["qwen3-coder", "--name", "a" * 64], "is 64 characters; SageMaker allows 63"),
+    (["qwen3-coder", "--name", "bad_name"], "breaks SageMaker's naming rules"),
+    (["qwen3-coder", "--name", "-lead"], "breaks SageMaker's naming rules"),
+    (["gemma-4-31b"], "gated by a licence (EULA): read the model licence, then pass --accept-eula"),
+    (["qwen3-coder", "--env", "NOEQUALS"], "--env 'NOEQUALS' is not KEY=VALUE"),
+    (["qwen3-coder", "--env", "1BAD=x"], "is not a valid variable name"),
+    (["qwen3-coder", "--env", "BIG=" + "x" * 1025], "1025 bytes; SageMaker allows 1024"),
+    (["qwen3-coder", "--tag", "novalue"], "--tag 'novalue' is not KEY=VALUE"),
+    (["qwen3-coder", "--tag", "peagle:managed=false"], "reserved prefix"),
+    (["qwen3-coder", "--tag", "k=bad#char"], "characters AWS tags do not allow"),
+    (["qwen3-coder", "--ttl", "soon"], "--ttl 'soon' is not a duration"),
+    (["qwen3-coder", "--ttl", "0h"], "--ttl must be longer than zero"),
+    (["qwen3-coder", "--ttl", "45d"], "longer than 30 days"),
+    (["qwen3-coder", "--frobnicate"], "No such option"),
+]
+
+
+@pytest.mark.parametrize("args,expected", CASES, ids=[" ".join(a)[:40] for a, _ in CASES])
+def test_bad_input_is_one_line_exit_2(args, expected):
+    result = run_cli("deploy", *args, "--dry-run", "--offline")
+    assert result.code == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert expected in lines[0]
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_json_mode_bad_input_prints_nothing_on_stdout():
+    result = run_cli("deploy", "nope", "--dry-run", "--json")
+    assert result.code == 2 and result.stdout == ""

@@ -212,7 +212,7 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
         "ModelDataDownloadTimeoutInSeconds": spec.model_data_download_timeout_s,
     }
     unverified = {f"catalog.{k}": v for k, v in entry.unverified.items()}
-    unverified.update({f"spec.{k}": "shipped value not verified against JumpStart" for k in spec.unverified})
+    unverified.update({f"spec.{k}": v for k, v in spec.unverified.items()})
     if request.image:
         notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
     price = hourly_price(instance_type, request.instance_count)

@@ -44,5 +44,5 @@ class ResolvedSpec(BaseModel):
     gated: bool = False
     source: Literal["sdk", "shipped"] = Field(description="sdk: resolved live; shipped: the specs bundled with peagle")
     source_detail: str = ""
-    unverified: list[str] = Field(default_factory=list,
-                                  description="fields whose values peagle ships but could not verify")
+    unverified: dict[str, str] = Field(default_factory=dict,
+                                       description="spec field -> why the shipped value could not be verified")

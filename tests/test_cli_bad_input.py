@@ -61,3 +61,15 @@ def test_bad_input_is_one_line_exit_2(args, expected):
 def test_json_mode_bad_input_prints_nothing_on_stdout():
     result = run_cli("deploy", "nope", "--dry-run", "--json")
     assert result.code == 2 and result.stdout == ""
+
+
+def test_region_without_jumpstart_bucket_is_bad_input():
+    result = run_cli("deploy", "qwen3-coder", "--region", "mars-north-1", "--dry-run", "--offline")
+    assert result.code == 2 and result.stderr.count("\n") == 1
+    assert "region 'mars-north-1' has no JumpStart bucket: pass a --region JumpStart serves" in result.stderr
+
+
+def test_instance_type_outside_the_spec_list_is_bad_input():
+    result = run_cli("deploy", "gpt-oss-20b", "--instance-type", "ml.g7e.48xlarge", "--dry-run", "--offline")
+    assert result.code == 2 and result.stderr.count("\n") == 1
+    assert "the gpt-oss-20b JumpStart spec does not support ml.g7e.48xlarge: choose one of" in result.stderr

@@ -18,7 +18,7 @@ def render_plan(console, plan: DeploymentPlan) -> None:
 
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold")
-    summary.add_column()
+    summary.add_column(overflow="fold")
     gpus = "?" if plan.gpus_per_instance is None else str(plan.gpus_per_instance)
     rows = [
         ("endpoint", plan.endpoint_name),

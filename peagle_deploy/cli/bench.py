@@ -1,9 +1,172 @@
-"""`peagle bench` commands (being built)."""
+"""`peagle bench TARGET` (a run), `peagle bench compare RESULT...` and `peagle bench advise`."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from typer.core import TyperGroup
+
+from .common import JsonOpt, ProfileOpt, RegionOpt, run
+
+
+class _BenchGroup(TyperGroup):
+    """`peagle bench TARGET ...` runs a benchmark: anything that is not a subcommand means `run`."""
+
+    def parse_args(self, ctx, args):  # noqa: ANN001 - Click's signature
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+bench_app = typer.Typer(
+    cls=_BenchGroup, no_args_is_help=True, rich_markup_mode="rich",
+    help="Benchmark a target: 'peagle bench TARGET \\[options]' (same as 'peagle bench run'), compare runs, advise K.",
+)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("run")
+def bench_run(
+    target: Annotated[str, typer.Argument(help="SageMaker endpoint name, container URL (http://host:8080) or OpenAI URL (http://host:8000/v1).")],
+    concurrency: Annotated[str, typer.Option("--concurrency", "-c", help="Requests in flight, one level each, comma-separated.")] = "1,4,8,32,128",
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="humaneval, code, chat, or a JSONL file of {\"prompt\"} / {\"messages\"} lines.")] = "humaneval",
+    num_prompts: Annotated[int | None, typer.Option("--num-prompts", "-n", min=1, help="Measured requests per level (after warm-up).")] = None,
+    duration: Annotated[float | None, typer.Option("--duration", min=0.1, help="Seconds measured per level (after warm-up). Default 60 unless --num-prompts.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="max_tokens of each request.")] = 256,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy, as the published runs).")] = 0.0,
+    warmup: Annotated[int | None, typer.Option("--warmup", min=0, help="Warm-up requests per level, not measured. Default: the level's concurrency.")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for the results JSON, Markdown summary and PNG chart.")] = Path("peagle-bench"),
+    mode: Annotated[str | None, typer.Option("--mode", help="Label: p-eagle, eagle3 or off (default: the endpoint's peagle:mode tag).")] = None,
+    k: Annotated[int | None, typer.Option("--k", min=1, help="Label: speculative tokens K (default: the endpoint's peagle:k tag).")] = None,
+    instance_type: Annotated[str | None, typer.Option("--instance-type", help="Instance type, for cost, when the target is a URL.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name sent to an OpenAI server (default: the first of /v1/models).")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds before one request is abandoned.")] = 600.0,
+    no_chart: Annotated[bool, typer.Option("--no-chart", help="Do not write the PNG chart.")] = False,
+    region: RegionOpt = None,
+    profile: ProfileOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Closed-loop load at each concurrency: output tokens/s, requests/s, TTFT, ITL, TPOT, E2E, errors, acceptance, cost."""
+
+    def body(out):
+        from ..bench.datasets import load_dataset
+        from ..bench.runner import BenchPlan, parse_concurrency, run_bench
+        from ..errors import UsageError
+
+        if mode is not None and mode not in ("p-eagle", "eagle3", "off"):
+            raise UsageError(f"--mode {mode!r} is not p-eagle, eagle3 or off", "pick one of them")
+        if k is not None and mode is None:
+            raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
+        plan = BenchPlan(
+            target=target, dataset=load_dataset(dataset), concurrency=parse_concurrency(concurrency),
+            max_tokens=max_tokens, temperature=temperature, warmup=warmup,
+            duration=duration if duration is not None or num_prompts is not None else 60.0, num_prompts=num_prompts,
+            out_dir=out_dir, mode=mode, k=None if mode == "off" else k, instance_type=instance_type, model=model,
+            region=region, profile=profile, timeout=timeout, chart=not no_chart,
+        )
+        result = run_bench(plan, out)
+
+        def human(console):
+            from ..bench.report import render_result
+
+            render_result(console, result, plan.files)
+
+        out.result({"result": result, "files": plan.files}, human)
+
+    run(json_output, body)
+
+
+@bench_app.command("compare")
+def bench_compare(
+    results: Annotated[list[Path] | None, typer.Argument(help="Results JSON files written by 'peagle bench'.")] = None,
+    published: Annotated[str | None, typer.Option("--published", help="Also show published figures: 'aws-blog' (shipped) or a CSV path.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="Also write compare.md and compare.png here.")] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Runs side by side (P-EAGLE vs EAGLE-3 vs off, by K) with speed-ups, like the published tables."""
+
+    def body(out):
+        from ..bench.compare import compare_results, read_published
+        from ..bench.results import read_result
+
+        from ..errors import UsageError
+
+        if not results and published is None:
+            raise UsageError("nothing to compare", "pass results JSON files and/or --published aws-blog")
+        tables = compare_results([read_result(p) for p in results or []])
+        reference = []
+        if published is not None:
+            reference = read_published(None if published == "aws-blog" else Path(published))
+        files = []
+        if out_dir is not None:
+            from ..bench.plot import plot_tables
+            from ..bench.report import compare_markdown
+
+            out_dir.mkdir(parents=True, exist_ok=True)
+            md = out_dir / "compare.md"
+            md.write_text(compare_markdown(tables + reference), encoding="utf-8")
+            files.append(str(md))
+            png = plot_tables(tables, out_dir / "compare.png")
+            if png is not None:
+                files.append(str(png))
+
+        def human(console):
+            from ..bench.report import render_compare
+
+            render_compare(console, tables + reference)
+            for f in files:
+                console.print(f"wrote {f}")
+
+        out.result({"tables": tables, "published": reference, "files": files}, human)
+
+    run(json_output, body)
+
+
+@bench_app.command("advise")
+def bench_advise(
+    result: Annotated[Path | None, typer.Argument(help="A results JSON with acceptance data (or use --rates).")] = None,
+    rates: Annotated[str | None, typer.Option("--rates", help="Per-position acceptance rates, comma-separated, e.g. 0.85,0.70,0.56.")] = None,
+    conditional: Annotated[bool, typer.Option("--conditional", help="--rates are conditional (default: cumulative, as vLLM logs them).")] = False,
+    mode: Annotated[str, typer.Option("--mode", help="p-eagle (one drafter pass) or eagle3 (K passes).")] = "p-eagle",
+    max_k: Annotated[int | None, typer.Option("--max-k", min=1, max=32, help="Largest K to consider (default: the measured positions).")] = None,
+    verify_cost: Annotated[float, typer.Option("--verify-cost", min=0.0, help="Extra verification cost per draft token, in target decoding steps.")] = 0.02,
+    draft_cost: Annotated[float, typer.Option("--draft-cost", min=0.0, help="Cost of one drafter pass, in target decoding steps.")] = 0.06,
+    json_output: JsonOpt = False,
+) -> None:
+    """Recommend K from per-position acceptance: expected tokens per step for each K, against its cost."""
+
+    def body(out):
+        from ..bench.advisor import advise
+        from ..errors import UsageError
+
+        if (result is None) == (rates is None):
+            raise UsageError("give a results file or --rates (one of them)", "e.g. peagle bench advise --rates 0.85,0.7,0.56")
+        if rates is not None:
+            try:
+                values = [float(x) for x in rates.split(",") if x.strip()]
+            except ValueError:
+                raise UsageError(f"--rates {rates!r} is not a list of numbers", "e.g. --rates 0.85,0.70,0.56") from None
+            kind = "conditional" if conditional else "cumulative"
+        else:
+            from ..bench.results import read_result
+
+            acc = read_result(result).acceptance
+            if acc is None or not acc.per_position:
+                raise UsageError(f"{result} has no per-position acceptance",
+                                 "benchmark a speculative endpoint, or pass --rates")
+            values, kind = acc.per_position, "cumulative"
+        advice = advise(values, kind=kind, mode=mode, max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost)
+
+        def human(console):
+            from ..bench.report import render_advice
+
+            render_advice(console, advice)
+
+        out.result(advice, human)
+
+    run(json_output, body)

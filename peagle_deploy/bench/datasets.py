@@ -1,0 +1,104 @@
+"""Prompt sets: the built-in ones in templates/datasets/ and the user's own JSONL.
+
+A JSONL line is either `{"prompt": "..."}` (sent as one user message) or
+`{"messages": [{"role": "...", "content": "..."}, ...]}` (sent as is). A bad line is a
+one-line UsageError naming the file and line number (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import UsageError
+from ..resources import templates_dir
+
+BUILTIN = ("humaneval", "code", "chat")
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["system", "user", "assistant"]
+    content: str = Field(min_length=1)
+
+
+class PromptRecord(BaseModel):
+    """One JSONL line: exactly one of `prompt` or `messages`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str | None = Field(default=None, min_length=1)
+    messages: list[Message] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> PromptRecord:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError('give exactly one of "prompt" or "messages"')
+        return self
+
+    def chat_messages(self) -> list[dict[str, str]]:
+        if self.messages is not None:
+            return [m.model_dump() for m in self.messages]
+        return [{"role": "user", "content": self.prompt or ""}]
+
+
+class Dataset(BaseModel):
+    name: str
+    source: str
+    prompts: list[list[dict[str, str]]]
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{where}: {msg}" if where else msg
+
+
+def parse_jsonl(text: str, source: str) -> list[list[dict[str, str]]]:
+    """Validate every line; the first bad one raises a one-line UsageError."""
+    prompts: list[list[dict[str, str]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{source} line {number} is not valid JSON ({exc.msg})",
+                             'write one JSON object per line: {"prompt": "..."} or {"messages": [...]}') from None
+        if not isinstance(data, dict):
+            raise UsageError(f"{source} line {number} is not a JSON object",
+                             'write {"prompt": "..."} or {"messages": [...]} per line')
+        try:
+            record = PromptRecord.model_validate(data)
+        except ValidationError as exc:
+            raise UsageError(f"{source} line {number}: {_first_error(exc)}",
+                             'each line needs {"prompt": "..."} or {"messages": [{"role": "user", "content": "..."}]}') from None
+        prompts.append(record.chat_messages())
+    if not prompts:
+        raise UsageError(f"{source} has no prompts", "add at least one JSONL line")
+    return prompts
+
+
+def load_dataset(name_or_path: str) -> Dataset:
+    """A built-in set by name (humaneval, code, chat) or a JSONL file path."""
+    if name_or_path in BUILTIN:
+        path = templates_dir() / "datasets" / f"{name_or_path}.jsonl"
+        return Dataset(name=name_or_path, source=f"built-in:{name_or_path}",
+                       prompts=parse_jsonl(path.read_text(encoding="utf-8"), path.name))
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise UsageError(f"dataset {name_or_path!r} is neither a built-in set nor a file",
+                         f"use one of {', '.join(BUILTIN)} or a path to a .jsonl file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {type(exc).__name__}", "pass a readable UTF-8 JSONL file") from None
+    return Dataset(name=path.stem, source=str(path), prompts=parse_jsonl(text, path.name))

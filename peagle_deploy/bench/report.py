@@ -1,0 +1,175 @@
+"""Human renderings of results: a Markdown summary (written beside the JSON) and Rich tables."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .acceptance import Acceptance
+from .advisor import Advice
+from .compare import CompareTable
+from .results import BenchResult, LevelResult
+from .stats import Summary
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _ms(s: Summary, which: str) -> str:
+    return _f(getattr(s, which), 1)
+
+
+def level_rows(level: LevelResult) -> list[str]:
+    errors = str(level.errors)
+    if level.error_kinds:
+        errors += " (" + ", ".join(f"{k}: {v}" for k, v in sorted(level.error_kinds.items())) + ")"
+    return [
+        str(level.concurrency), _f(level.output_tokens_per_s), _f(level.requests_per_s, 2),
+        f"{level.concurrency_held:.0%}", _ms(level.ttft_ms, "mean"), _ms(level.ttft_ms, "p99"),
+        _ms(level.itl_ms, "mean"), _ms(level.itl_ms, "p99"), _ms(level.tpot_ms, "mean"),
+        _ms(level.e2e_ms, "mean"), _ms(level.e2e_ms, "p99"), _f(level.usd_per_million_output_tokens, 2), errors,
+    ]
+
+
+LEVEL_HEADERS = ["concurrency", "output tok/s", "req/s", "held", "TTFT mean ms", "TTFT p99 ms", "ITL mean ms",
+                 "ITL p99 ms", "TPOT mean ms", "E2E mean ms", "E2E p99 ms", "$/M out tok", "errors"]
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def acceptance_lines(acc: Acceptance) -> list[str]:
+    if acc.mean_acceptance_length is None and acc.acceptance_rate is None:
+        return [f"Acceptance ({acc.source}): no data. {acc.note or ''}".strip()]
+    lines = [
+        f"Acceptance ({acc.source}): mean acceptance length {_f(acc.mean_acceptance_length, 2)},"
+        f" acceptance rate {_f((acc.acceptance_rate or 0) * 100, 1)}%, {acc.accepted_tokens:,} of"
+        f" {acc.draft_tokens:,} draft tokens accepted over {acc.drafts:,.0f} drafts.",
+    ]
+    if acc.per_position:
+        lines.append("Per-position acceptance (cumulative, as vLLM reports): "
+                     + ", ".join(f"{p:.3f}" for p in acc.per_position))
+        lines.append("Per-position acceptance (conditional): " + ", ".join(f"{p:.3f}" for p in acc.per_position_conditional))
+    if acc.note:
+        lines.append(f"Note: {acc.note}")
+    return lines
+
+
+def markdown_summary(result: BenchResult) -> str:
+    t, s = result.target, result.settings
+    out = [f"# peagle bench: {result.label()}", ""]
+    out.append(f"- target: {t.kind} `{t.name}`" + (f", model {t.model}" if t.model else ""))
+    if t.mode:
+        out.append(f"- speculative decoding: {result.label()} (from {t.mode_source or 'unknown'})")
+    if t.instance_type:
+        out.append(f"- instance: {t.instance_count or 1} x {t.instance_type}")
+    if result.price and result.price.usd_per_hour is not None:
+        out.append(f"- price: ${result.price.usd_per_hour:.2f}/h ({result.price.source})")
+    bound = f"{s.duration_s:g} s per level" if s.duration_s else f"{s.num_prompts} prompts per level"
+    out.append(f"- dataset: {s.dataset} ({s.num_prompts_in_dataset} prompts, {s.dataset_source}); max_tokens"
+               f" {s.max_tokens}, temperature {s.temperature:g}; {s.warmup} warm-up requests per level; {bound}")
+    out.append(f"- run: {result.started_at:%Y-%m-%d %H:%M:%S} to {result.finished_at:%H:%M:%S} UTC,"
+               f" {result.tool} {result.tool_version}, schema {result.schema_version}")
+    out += ["", *_md_table(LEVEL_HEADERS, [level_rows(lv) for lv in result.levels]), ""]
+    if result.acceptance is not None:
+        out += acceptance_lines(result.acceptance) + [""]
+    out.append("Latencies in milliseconds. TTFT: time to first token; ITL: gap between streamed chunks; TPOT:"
+               " (E2E - TTFT) / (output tokens - 1) per request; held: mean requests in flight / concurrency.")
+    return "\n".join(out) + "\n"
+
+
+def render_result(console: Console, result: BenchResult, files: list[str]) -> None:
+    """Two tables that fit 80 columns: throughput and cost, then latencies."""
+    from rich.table import Table
+
+    rows = [level_rows(lv) for lv in result.levels]
+    title = f"peagle bench: {result.label()} ({result.settings.dataset})"
+    groups = ((title, [0, 1, 2, 3, 11, 12]), ("latency, ms (mean / p99)", [0, 4, 5, 6, 7, 8, 9, 10]))
+    for caption, idx in groups:
+        table = Table(title=caption, title_justify="left")
+        for i in idx:
+            table.add_column(LEVEL_HEADERS[i].replace(" ms", ""), justify="left" if i == 12 else "right",
+                             overflow="fold")
+        for r in rows:
+            table.add_row(*[r[i] for i in idx])
+        console.print(table)
+    if result.price and result.price.usd_per_hour is not None:
+        console.print(f"price ${result.price.usd_per_hour:.2f}/h: {result.price.source}", markup=False)
+    if result.acceptance is not None:
+        for line in acceptance_lines(result.acceptance):
+            console.print(line, markup=False)
+    for f in files:
+        console.print(f"wrote {f}", markup=False)
+
+
+def compare_markdown(tables: list[CompareTable]) -> str:
+    out: list[str] = []
+    for t in tables:
+        out += [f"## {t.title}", "", f"source: {t.source}", ""]
+        rows = [[str(r.concurrency)] + [_f(r.otps.get(c), 0) for c in t.columns] for r in t.rows]
+        out += ["Output tokens/s", "", *_md_table(["concurrency", *t.columns], rows), ""]
+        spd_cols = [c for c in t.columns if c != "off"]
+        if "off" in t.columns and spd_cols:
+            rows = [[str(r.concurrency)] + [_ratio(r.speedup_vs_off.get(c)) for c in spd_cols] for r in t.rows]
+            out += ["Speed-up over off", "", *_md_table(["concurrency", *spd_cols], rows), ""]
+        versus = list(t.rows[0].peagle_vs_eagle3) if t.rows else []
+        if any(r.peagle_vs_eagle3.get(k) is not None for r in t.rows for k in versus):
+            rows = [[str(r.concurrency)] + [_ratio(r.peagle_vs_eagle3.get(k)) for k in versus] for r in t.rows]
+            out += ["P-EAGLE over EAGLE-3", "", *_md_table(["concurrency", *versus], rows), ""]
+    return "\n".join(out)
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _short(column: str) -> str:
+    """Two-line headers keep a 7-column table within 80 characters."""
+    return column.replace("p-eagle ", "P-EAGLE\n").replace("eagle3 ", "EAGLE-3\n")
+
+
+def render_compare(console: Console, tables: list[CompareTable]) -> None:
+    """Per data set: output tokens/s, speed-up over off, and P-EAGLE over EAGLE-3 (three small tables)."""
+    from rich.table import Table
+
+    def small(title: str, headers: list[str], rows: list[list[str]]) -> None:
+        table = Table(title=title, title_justify="left")
+        table.add_column("conc.", justify="right")
+        for h in headers:
+            table.add_column(_short(h), justify="right")
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)
+
+    for t in tables:
+        console.print(f"[bold]{t.title}[/bold]  (source: {t.source})")
+        small("output tokens/s", t.columns, [[str(r.concurrency)] + [_f(r.otps.get(c), 0) for c in t.columns]
+                                            for r in t.rows])
+        spd_cols = [c for c in t.columns if c != "off"]
+        if "off" in t.columns and spd_cols:
+            small("speed-up over off", spd_cols,
+                  [[str(r.concurrency)] + [_ratio(r.speedup_vs_off.get(c)) for c in spd_cols] for r in t.rows])
+        versus = list(t.rows[0].peagle_vs_eagle3) if t.rows else []
+        if any(r.peagle_vs_eagle3.get(k) is not None for r in t.rows for k in versus):
+            small("P-EAGLE over EAGLE-3", versus,
+                  [[str(r.concurrency)] + [_ratio(r.peagle_vs_eagle3.get(k)) for k in versus] for r in t.rows])
+
+
+def render_advice(console: Console, advice: Advice) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"K advisor ({advice.mode})")
+    for h in ("K", "tokens/step", "step cost", "est. speed-up", ""):
+        table.add_column(h, justify="right")
+    for e in advice.estimates:
+        mark = "recommended" if e.k == advice.recommended_k else ("extrapolated" if e.extrapolated else "")
+        table.add_row(str(e.k), f"{e.expected_tokens_per_step:.2f}", f"{e.step_cost:.2f}", f"{e.speedup:.2f}x", mark)
+    console.print(table)
+    for line in advice.explanation:
+        console.print(line)

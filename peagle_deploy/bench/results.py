@@ -1,0 +1,119 @@
+"""The results file of one `peagle bench` run: a versioned pydantic schema, one JSON file per run."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import UsageError
+from .acceptance import Acceptance
+from .cost import Price
+from .stats import Summary
+
+SCHEMA_VERSION = 1
+
+
+class TargetInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str  # "sagemaker", "container" or "openai"
+    name: str  # endpoint name or URL
+    model: str | None = None
+    mode: str | None = None  # p-eagle | eagle3 | off, from the endpoint's peagle:mode tag or --mode
+    k: int | None = None  # from the peagle:k tag or --k
+    mode_source: str | None = None  # "tags" or "flags"
+    instance_type: str | None = None
+    instance_count: int | None = None
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str
+    dataset_source: str
+    num_prompts_in_dataset: int
+    max_tokens: int
+    temperature: float
+    warmup: int | None = Field(description="warm-up requests per level; null: one per in-flight slot")
+    duration_s: float | None
+    num_prompts: int | None
+
+
+class LevelResult(BaseModel):
+    """One concurrency level. Latencies in milliseconds; see docs/bench.md for each definition."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    concurrency: int
+    window_s: float = Field(description="length of the measured window")
+    completed: int = Field(description="measured requests that finished in the window")
+    cut_at_end: int = Field(0, description="requests still running when a --duration window closed")
+    warmup_requests: int = 0
+    errors: int = 0
+    error_kinds: dict[str, int] = {}
+    output_tokens: int = Field(description="output tokens received in the window")
+    output_tokens_per_s: float
+    requests_per_s: float
+    mean_in_flight: float = Field(description="time-weighted mean of requests in flight over the window")
+    concurrency_held: float = Field(description="mean_in_flight / concurrency")
+    ttft_ms: Summary
+    itl_ms: Summary
+    tpot_ms: Summary
+    e2e_ms: Summary
+    usd_per_million_output_tokens: float | None = None
+
+
+class BenchResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    tool: str = "peagle bench"
+    tool_version: str
+    started_at: datetime
+    finished_at: datetime
+    target: TargetInfo
+    settings: Settings
+    price: Price | None = None
+    levels: list[LevelResult]
+    acceptance: Acceptance | None = None
+
+    def label(self) -> str:
+        """'p-eagle K=7', 'eagle3 K=3', 'off', or the target name when the mode is unknown."""
+        if self.target.mode is None:
+            return self.target.name
+        if self.target.mode == "off" or not self.target.k:
+            return self.target.mode
+        return f"{self.target.mode} K={self.target.k}"
+
+
+def write_result(result: BenchResult, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = result.started_at.strftime("%Y%m%dT%H%M%SZ")
+    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in result.label().replace(" ", "-").replace("=", ""))
+    path = out_dir / f"bench-{slug[:60]}-{stamp}.json"
+    path.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def read_result(path: Path) -> BenchResult:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"result file {path} not found", "pass JSON files written by 'peagle bench --out DIR'") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path} is not a JSON results file ({type(exc).__name__})",
+                         "pass JSON files written by 'peagle bench --out DIR'") from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:
+        raise UsageError(f"{path} has schema_version {version!r}, this peagle reads {SCHEMA_VERSION}",
+                         "re-run the benchmark with this version of peagle")
+    try:
+        return BenchResult.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        raise UsageError(f"{path} is not a valid results file ({where}: {err.get('msg')})",
+                         "pass JSON files written by 'peagle bench --out DIR'") from None

@@ -1,0 +1,121 @@
+"""The load generator's bookkeeping, driven by an in-process sender (no network, no timing asserts)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from peagle_deploy.bench.loadgen import RequestRecord, measure, run_level
+
+PROMPTS = [[{"role": "user", "content": f"p{i}"}] for i in range(3)]
+
+
+def make_sender(tokens: int = 5, chunk_tokens: int = 1, usage: bool = True, fail_every: int = 0, gap: float = 0.001):
+    seen: list[str] = []
+
+    async def send(messages, rec: RequestRecord) -> None:
+        seen.append(messages[0]["content"])
+        if fail_every and (rec.index + 1) % fail_every == 0:
+            raise ConnectionResetError("reset by peer")
+        for _ in range(tokens // chunk_tokens):
+            await asyncio.sleep(gap)
+            rec.chunk_times.append(time.perf_counter())
+        if usage:
+            rec.usage_tokens = tokens
+
+    return send, seen
+
+
+def test_num_prompts_mode_counts_every_measured_token_and_cycles_prompts():
+    send, seen = make_sender(tokens=6, chunk_tokens=2)
+    m = asyncio.run(run_level(send, PROMPTS, 4, warmup=4, num_prompts=20))
+    assert m.completed == 20 and m.warmup_requests == 4 and m.errors == 0
+    assert len(seen) == 24 and seen[:4] == ["p0", "p1", "p2", "p0"]
+    # 3 chunks of 2 tokens each: usage turns chunks into tokens; TPOT uses the usage count too
+    assert m.tpot_ms.count == 20 and m.itl_ms.count == 20 * 2 and m.ttft_ms.count == 20
+    # the window opens when the last warm-up request ends: at most the 4 requests in flight then straddle it
+    assert (20 - 4) * 6 <= m.output_tokens <= 24 * 6
+
+
+def test_without_usage_a_chunk_is_a_token():
+    send, _ = make_sender(tokens=4, usage=False)
+    m = asyncio.run(run_level(send, PROMPTS, 1, warmup=0, num_prompts=5))
+    assert m.output_tokens == 20 and m.completed == 5 and m.concurrency_held == pytest.approx(1.0, abs=0.05)
+
+
+def test_errors_are_counted_by_kind_and_left_out_of_latencies():
+    send, _ = make_sender(fail_every=3)
+    m = asyncio.run(run_level(send, PROMPTS, 2, warmup=0, num_prompts=9))
+    assert m.error_kinds == {"connection": 3} and m.errors == 3 and m.completed == 6 and m.ttft_ms.count == 6
+
+
+def test_duration_mode_cuts_running_requests_at_the_end():
+    send, _ = make_sender(tokens=1000, gap=0.002)  # each request would take ~2 s
+    m = asyncio.run(run_level(send, PROMPTS, 3, warmup=0, duration=0.3))
+    assert m.completed == 0 and m.cut_at_end == 3 and m.output_tokens > 0
+    assert m.mean_in_flight == pytest.approx(3, abs=0.1)
+
+
+def test_measure_counts_only_chunks_inside_the_window():
+    recs = []
+    for i, (start, times) in enumerate([(0.0, [0.5, 1.5, 2.5]), (1.0, [1.2, 1.4, 3.5])]):
+        r = RequestRecord(index=i, warmup=False, start=start, end=times[-1] + 0.1)
+        r.chunk_times.extend(times)
+        recs.append(r)
+    m = measure(recs, [(0.0, 1), (1.0, 2), (2.6, 1), (3.6, 0)], 2, 1.0, 3.0, 0, 0.0, 0.0)
+    assert m.output_tokens == 4  # 1.5, 2.5, 1.2, 1.4
+    assert m.output_tokens_per_s == pytest.approx(2.0)
+    assert m.completed == 1  # the second request ends at 3.6, after the window
+    assert m.ttft_ms.mean == pytest.approx(500) and m.itl_ms.mean == pytest.approx(1000)
+    assert m.mean_in_flight == pytest.approx((1.6 * 2 + 0.4 * 1) / 2)
+
+
+def _vllm_stream(texts: list[str], compact: bool = True) -> bytes:
+    import json
+
+    sep = (",", ":") if compact else (", ", ": ")
+
+    def event(obj) -> bytes:
+        return b"data: " + json.dumps(obj, separators=sep).encode() + b"\n\n"
+
+    out = event({"id": "c", "object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+    for t in texts:
+        out += event({"id": "c", "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": {"content": t}, "finish_reason": None}]})
+    out += event({"id": "c", "object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": {"content": ""}, "finish_reason": "stop"}]})
+    out += event({"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": {
+        "prompt_tokens": 3, "completion_tokens": len(texts) + 2, "total_tokens": len(texts) + 5}})
+    return out + b"data: [DONE]\n\n"
+
+
+@pytest.mark.parametrize("compact", [True, False])
+@pytest.mark.parametrize("piece", [1, 7, 64, 100_000])
+def test_sse_counter_counts_content_chunks_at_any_split(compact, piece):
+    from peagle_deploy.bench.http_sender import SseTokenCounter
+
+    texts = ["def", " f", '("data: x")', "\n", ' \\"q\\"', "data:", "ok", "[DONE]", '"usage"', "x" * 50] * 3
+    stream = _vllm_stream(texts, compact)
+    rec = RequestRecord(index=0, warmup=False)
+    counter = SseTokenCounter(rec)
+    for i in range(0, len(stream), piece):
+        counter.feed(stream[i:i + piece], float(i))
+    counter.finish()
+    assert len(rec.chunk_times) == len(texts)  # the role chunk (empty content) is not a token
+    assert rec.usage_tokens == len(texts) + 2
+    assert list(rec.chunk_times) == sorted(rec.chunk_times)
+
+
+def test_sse_counter_reasoning_crlf_and_missing_done():
+    from peagle_deploy.bench.http_sender import SseTokenCounter, StreamIncomplete
+
+    rec = RequestRecord(index=0, warmup=False)
+    counter = SseTokenCounter(rec)
+    counter.feed(b'data: {"choices":[{"delta":{"reasoning_content":"hm"}}]}\r\n\r\n'
+                 b'data: {"choices":[{"delta":{"content":"a"}}]}\r\n\r\n', 1.0)
+    with pytest.raises(StreamIncomplete):
+        counter.finish()
+    assert list(rec.chunk_times) == [1.0, 1.0]

@@ -1,7 +1,8 @@
 """The load generator's own ceiling: how many output tokens/s `peagle bench` measures accurately.
 
-A fast local server (peagle_deploy.testing.fake_vllm: TTFT 0, thousands of tokens/s per stream)
-runs in its own process pinned to CPU 0; this process (the client) is pinned to CPU 1. In the same
+A fast local server (peagle_deploy.bench.paced_server: TTFT 0, thousands of tokens/s per stream,
+vLLM-shaped chunks) runs in its own process pinned to CPU 0; this process (the client) is pinned to
+CPU 1. In the same
 run, at the same concurrency, it measures:
 
 1. `peagle bench`'s load generator (bench.loadgen.run_level + bench.http_sender.HttpChatSender);
@@ -12,7 +13,11 @@ minimal client, mean requests in flight >= 98% of the concurrency, and the repor
 3% of what the server says it sent in the same window (read from the server's own counter as the
 window opens and closes).
 
-    .venv/bin/python benchmarks/bench_loadgen_ceiling.py [--concurrency 128] [--duration 10] [--json]
+    .venv/bin/python benchmarks/bench_loadgen_ceiling.py [--concurrency 128] [--duration 10]
+        [--tokens-per-s 4000] [--max-batch 0] [--json]
+
+(--max-batch 1 makes the server write one event per write, as a GPU server emits one token per step;
+0 lets it write every event that is due together, so the schedule, not its CPU, sets the pace.)
 
 Results are recorded in docs/performance.md, section "Load generator ceiling".
 """
@@ -40,24 +45,35 @@ def pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def start_server(tokens_per_s: float, n_tokens: int) -> tuple[subprocess.Popen, int]:
-    """fake_vllm in its own process on CPU 0; it prints its port on the first stdout line."""
+def start_server(tokens_per_s: float, n_tokens: int, max_batch: int) -> tuple[subprocess.Popen, int]:
+    """The paced server (peagle_deploy.bench.paced_server) in its own process, pinned to CPU 0."""
     code = (
         "import os, sys\n"
         "if hasattr(os, 'sched_setaffinity') and (os.cpu_count() or 1) > 1: os.sched_setaffinity(0, {0})\n"
-        "from peagle_deploy.testing.fake_vllm import main\n"
+        "from peagle_deploy.bench.paced_server import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
-    args = [sys.executable, "-c", code, "--port", "0", "--ttft", "0", "--tokens-per-s", str(tokens_per_s),
-            "--tokens", str(n_tokens), "--print-port"]
+    args = [
+        sys.executable,
+        "-c",
+        code,
+        "--port",
+        "0",
+        "--ttft",
+        "0",
+        "--tokens-per-s",
+        str(tokens_per_s),
+        "--tokens",
+        str(n_tokens),
+        "--max-batch",
+        str(max_batch),
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline() if proc.stdout else ""
-    try:
-        port = int(line.strip().split()[-1])
-    except (ValueError, IndexError):
+    if not line.startswith("PORT "):
         proc.kill()
-        raise SystemExit(f"the server did not print its port: {line!r}") from None
-    return proc, port
+        raise SystemExit(f"the server did not start: {line!r}")
+    return proc, int(line.split()[1])
 
 
 async def server_tokens(port: int) -> float:
@@ -84,19 +100,31 @@ async def run_loadgen(port: int, concurrency: int, duration: float, max_tokens: 
         m = await run_level(sender, prompts, concurrency, warmup=concurrency, duration=duration, on_window=on_window)
     sent = (await edges["close"]) - (await edges["open"])
     return {
-        "output_tokens_per_s": m.output_tokens_per_s, "output_tokens": m.output_tokens, "window_s": m.window_s,
-        "mean_in_flight": m.mean_in_flight, "concurrency_held": m.concurrency_held, "errors": m.errors,
-        "completed": m.completed, "server_sent_in_window": sent, "server_tokens_per_s": sent / m.window_s,
-        "ttft_ms_mean": m.ttft_ms.mean, "itl_ms_mean": m.itl_ms.mean,
+        "output_tokens_per_s": m.output_tokens_per_s,
+        "output_tokens": m.output_tokens,
+        "window_s": m.window_s,
+        "mean_in_flight": m.mean_in_flight,
+        "concurrency_held": m.concurrency_held,
+        "errors": m.errors,
+        "completed": m.completed,
+        "server_sent_in_window": sent,
+        "server_tokens_per_s": sent / m.window_s,
+        "ttft_ms_mean": m.ttft_ms.mean,
+        "itl_ms_mean": m.itl_ms.mean,
     }
 
 
 async def run_minimal(port: int, concurrency: int, duration: float, max_tokens: int) -> dict:
-    """Raw asyncio streams, HTTP/1.1 keep-alive, counts `data: ` lines that are not [DONE]."""
-    body = json.dumps({"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": max_tokens,
-                       "stream": True}).encode()
-    request = (b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    """Raw asyncio streams, HTTP/1.1 keep-alive; counts `data: ` lines, less the three per response that
+    carry no token in the paced server's format (role chunk, usage chunk, [DONE]; the finish chunk has
+    empty content and is counted neither here nor by peagle, so: less 4)."""
+    body = json.dumps(
+        {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": max_tokens, "stream": True}
+    ).encode()
+    request = (
+        b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
     counts = {"lines": 0, "done": 0}
     t0 = time.perf_counter()
     stop = t0 + duration
@@ -122,8 +150,65 @@ async def run_minimal(port: int, concurrency: int, duration: float, max_tokens: 
 
     await asyncio.gather(*[worker() for _ in range(concurrency)])
     elapsed = time.perf_counter() - t0
-    lines = counts["lines"] - counts["done"]  # every response ends with data: [DONE]
+    lines = counts["lines"] - 4 * counts["done"]  # role, finish, usage, [DONE] per completed response
     return {"data_lines": lines, "elapsed_s": elapsed, "data_lines_per_s": lines / elapsed}
+
+
+def _event_frame(payload: bytes) -> bytes:
+    """One AWS event-stream message carrying a SageMaker PayloadPart (prelude, headers, CRCs)."""
+    import binascii
+    import struct
+
+    def header(name: str, value: str) -> bytes:
+        n, v = name.encode(), value.encode()
+        return struct.pack("B", len(n)) + n + b"\x07" + struct.pack(">H", len(v)) + v
+
+    headers = header(":event-type", "PayloadPart") + header(":message-type", "event")
+    prelude = struct.pack(">II", 12 + len(headers) + len(payload) + 4, len(headers))
+    prelude += struct.pack(">I", binascii.crc32(prelude) & 0xFFFFFFFF)
+    message = prelude + headers + payload
+    return message + struct.pack(">I", binascii.crc32(message) & 0xFFFFFFFF)
+
+
+def run_sagemaker_frames(concurrency: int, duration: float, n_tokens: int) -> dict:
+    """The SageMaker transport's own ceiling: botocore (fake credentials, no network: a before-send
+    hook answers every InvokeEndpointWithResponseStream with pre-built frames, one token per frame)."""
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_EC2_METADATA_DISABLED="true")
+    from botocore.awsrequest import AWSResponse
+
+    from peagle_deploy.aws import AwsSession
+    from peagle_deploy.bench.loadgen import run_level
+    from peagle_deploy.bench.sagemaker_sender import SageMakerChatSender
+
+    token = (b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,'
+             b'"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}]}\n\n')
+    tail = (b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":%d,"total_tokens":9}}\n\n'
+            b"data: [DONE]\n\n" % n_tokens)
+    frames = [_event_frame(token)] * n_tokens + [_event_frame(tail)]
+
+    class Raw:
+        def stream(self, **_):
+            yield from frames
+
+        def close(self):
+            pass
+
+    def answer(request, **_):
+        return AWSResponse(request.url, 200, {"Content-Type": "application/vnd.amazon.eventstream"}, Raw())
+
+    session = AwsSession("us-east-1")
+    client = session.client("sagemaker-runtime", max_pool_connections=concurrency + 8, read_timeout=600)
+    client.meta.events.register("before-send.sagemaker-runtime.InvokeEndpointWithResponseStream", answer)
+
+    async def go():
+        async with SageMakerChatSender(session, "bench", max_in_flight=concurrency) as sender:
+            sender._client = client  # the hooked client (same configuration as the sender's own)
+            return await run_level(sender, [[{"role": "user", "content": "x"}]], concurrency, warmup=concurrency,
+                                   duration=duration)
+
+    m = asyncio.run(go())
+    return {"output_tokens_per_s": m.output_tokens_per_s, "concurrency_held": m.concurrency_held,
+            "errors": m.errors}
 
 
 def machine() -> dict:
@@ -131,12 +216,21 @@ def machine() -> dict:
 
     cpu = ""
     try:
-        cpu = next(ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                   if ln.startswith("model name"))
+        cpu = next(
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        )
     except (OSError, StopIteration):
         pass
-    return {"cpus": os.cpu_count(), "cpu_model": cpu, "load_avg_1m_before": os.getloadavg()[0],
-            "python": platform.python_version(), "aiohttp": aiohttp.__version__, "platform": platform.platform()}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu,
+        "load_avg_1m_before": os.getloadavg()[0],
+        "python": platform.python_version(),
+        "aiohttp": aiohttp.__version__,
+        "platform": platform.platform(),
+    }
 
 
 def main() -> int:
@@ -145,11 +239,21 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--tokens-per-s", type=float, default=4000.0, help="per stream, on the server")
     parser.add_argument("--tokens", type=int, default=2000, help="output tokens per request")
+    parser.add_argument("--max-batch", type=int, default=0, help="server: events per write (0: all due)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--sagemaker-frames", action="store_true",
+                        help="instead: the SageMaker transport's ceiling (botocore event-stream decoding, no network)")
     args = parser.parse_args()
+    if args.sagemaker_frames:
+        pin(1)
+        sm = run_sagemaker_frames(args.concurrency, args.duration, args.tokens)
+        print(json.dumps(sm, indent=2) if args.json else
+              f"SageMaker transport: {sm['output_tokens_per_s']:,.0f} tokens/s at concurrency {args.concurrency}, "
+              f"held {sm['concurrency_held']:.1%}, errors {sm['errors']}")
+        return 0
 
     info = machine()
-    proc, port = start_server(args.tokens_per_s, args.tokens)
+    proc, port = start_server(args.tokens_per_s, args.tokens, args.max_batch)
     pin(1)
     try:
         minimal = asyncio.run(run_minimal(port, args.concurrency, args.duration, args.tokens))
@@ -166,17 +270,28 @@ def main() -> int:
         "within 3% of server": agreement <= TARGETS["server_agreement"],
         "no errors": loadgen["errors"] == 0,
     }
-    report = {"settings": vars(args), "machine": info, "loadgen": loadgen, "minimal": minimal,
-              "loadgen_vs_minimal": ratio, "server_disagreement": agreement, "checks": checks}
+    report = {
+        "settings": vars(args),
+        "machine": info,
+        "loadgen": loadgen,
+        "minimal": minimal,
+        "loadgen_vs_minimal": ratio,
+        "server_disagreement": agreement,
+        "checks": checks,
+    }
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"machine: {info['cpus']} CPUs ({info['cpu_model']}), load {info['load_avg_1m_before']:.2f}, "
-              f"Python {info['python']}, aiohttp {info['aiohttp']}")
+        print(
+            f"machine: {info['cpus']} CPUs ({info['cpu_model']}), load {info['load_avg_1m_before']:.2f}, "
+            f"Python {info['python']}, aiohttp {info['aiohttp']}"
+        )
         print(f"minimal client : {minimal['data_lines_per_s']:>10,.0f} tokens/s")
-        print(f"peagle loadgen : {loadgen['output_tokens_per_s']:>10,.0f} tokens/s ({ratio:.2f}x minimal), "
-              f"held {loadgen['concurrency_held']:.1%}, server sent {loadgen['server_tokens_per_s']:,.0f}/s "
-              f"in the window ({agreement:.2%} apart), errors {loadgen['errors']}")
+        print(
+            f"peagle loadgen : {loadgen['output_tokens_per_s']:>10,.0f} tokens/s ({ratio:.2f}x minimal), "
+            f"held {loadgen['concurrency_held']:.1%}, server sent {loadgen['server_tokens_per_s']:,.0f}/s "
+            f"in the window ({agreement:.2%} apart), errors {loadgen['errors']}"
+        )
         for name, ok in checks.items():
             print(f"  {'PASS' if ok else 'FAIL'}  {name}")
     return 0 if all(checks.values()) else 1

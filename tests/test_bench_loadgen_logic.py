@@ -80,29 +80,52 @@ def _vllm_stream(texts: list[str], compact: bool = True) -> bytes:
     def event(obj) -> bytes:
         return b"data: " + json.dumps(obj, separators=sep).encode() + b"\n\n"
 
-    out = event({"id": "c", "object": "chat.completion.chunk", "choices": [
-        {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+    out = event(
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+        }
+    )
     for t in texts:
-        out += event({"id": "c", "object": "chat.completion.chunk", "choices": [
-            {"index": 0, "delta": {"content": t}, "finish_reason": None}]})
-    out += event({"id": "c", "object": "chat.completion.chunk", "choices": [
-        {"index": 0, "delta": {"content": ""}, "finish_reason": "stop"}]})
-    out += event({"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": {
-        "prompt_tokens": 3, "completion_tokens": len(texts) + 2, "total_tokens": len(texts) + 5}})
+        out += event(
+            {
+                "id": "c",
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"content": t}, "finish_reason": None}],
+            }
+        )
+    out += event(
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "stop"}],
+        }
+    )
+    out += event(
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "choices": [],
+            "usage": {"prompt_tokens": 3, "completion_tokens": len(texts) + 2, "total_tokens": len(texts) + 5},
+        }
+    )
     return out + b"data: [DONE]\n\n"
 
 
-@pytest.mark.parametrize("compact", [True, False])
+@pytest.mark.parametrize("compact, crlf", [(True, False), (False, False), (True, True)])
 @pytest.mark.parametrize("piece", [1, 7, 64, 100_000])
-def test_sse_counter_counts_content_chunks_at_any_split(compact, piece):
+def test_sse_counter_counts_content_chunks_at_any_split(compact, crlf, piece):
     from peagle_deploy.bench.http_sender import SseTokenCounter
 
     texts = ["def", " f", '("data: x")', "\n", ' \\"q\\"', "data:", "ok", "[DONE]", '"usage"', "x" * 50] * 3
     stream = _vllm_stream(texts, compact)
+    if crlf:  # JSON escapes newlines in the text, so this changes only the SSE framing
+        stream = stream.replace(b"\n", b"\r\n")
     rec = RequestRecord(index=0, warmup=False)
     counter = SseTokenCounter(rec)
     for i in range(0, len(stream), piece):
-        counter.feed(stream[i:i + piece], float(i))
+        counter.feed(stream[i : i + piece], float(i))
     counter.finish()
     assert len(rec.chunk_times) == len(texts)  # the role chunk (empty content) is not a token
     assert rec.usage_tokens == len(texts) + 2
@@ -114,8 +137,11 @@ def test_sse_counter_reasoning_crlf_and_missing_done():
 
     rec = RequestRecord(index=0, warmup=False)
     counter = SseTokenCounter(rec)
-    counter.feed(b'data: {"choices":[{"delta":{"reasoning_content":"hm"}}]}\r\n\r\n'
-                 b'data: {"choices":[{"delta":{"content":"a"}}]}\r\n\r\n', 1.0)
+    counter.feed(
+        b'data: {"choices":[{"delta":{"reasoning_content":"hm"}}]}\r\n\r\n'
+        b'data: {"choices":[{"delta":{"content":"a"}}]}\r\n\r\n',
+        1.0,
+    )
     with pytest.raises(StreamIncomplete):
         counter.finish()
     assert list(rec.chunk_times) == [1.0, 1.0]

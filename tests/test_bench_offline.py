@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 
@@ -51,20 +50,28 @@ def test_builtin_datasets_load(name):
 
 def test_jsonl_prompt_and_messages_forms(tmp_path):
     f = tmp_path / "mine.jsonl"
-    f.write_text('{"prompt": "hi"}\n\n{"messages": [{"role": "system", "content": "be brief"},'
-                 ' {"role": "user", "content": "yo"}]}\n')
+    f.write_text(
+        '{"prompt": "hi"}\n\n{"messages": [{"role": "system", "content": "be brief"},'
+        ' {"role": "user", "content": "yo"}]}\n'
+    )
     ds = load_dataset(str(f))
     assert ds.name == "mine" and ds.prompts[0] == [{"role": "user", "content": "hi"}] and len(ds.prompts[1]) == 2
 
 
-@pytest.mark.parametrize("line, expected", [
-    ('{"prompt": ""}', "line 2: prompt: String should have at least 1 character"),
-    ('{"text": "x"}', "line 2: text: Extra inputs are not permitted"),
-    ('{"prompt": "a", "messages": [{"role": "user", "content": "b"}]}', 'line 2: give exactly one of "prompt" or "messages"'),
-    ('{"messages": [{"role": "robot", "content": "b"}]}', "line 2: messages.0.role"),
-    ("not json", "line 2 is not valid JSON"),
-    ('["a"]', "line 2 is not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ('{"prompt": ""}', "line 2: prompt: String should have at least 1 character"),
+        ('{"text": "x"}', "line 2: text: Extra inputs are not permitted"),
+        (
+            '{"prompt": "a", "messages": [{"role": "user", "content": "b"}]}',
+            'line 2: give exactly one of "prompt" or "messages"',
+        ),
+        ('{"messages": [{"role": "robot", "content": "b"}]}', "line 2: messages.0.role"),
+        ("not json", "line 2 is not valid JSON"),
+        ('["a"]', "line 2 is not a JSON object"),
+    ],
+)
 def test_jsonl_errors_name_the_line(line, expected):
     with pytest.raises(UsageError) as info:
         parse_jsonl('{"prompt": "ok"}\n' + line + "\n", "p.jsonl")
@@ -91,20 +98,31 @@ def test_bench_with_missing_dataset_and_bad_concurrency_exit_2(tmp_path):
 
 
 def _price_list(usd: str) -> str:
-    return json.dumps({"product": {"productFamily": "ML Instance", "attributes": {"instanceName": "ml.g7e.2xlarge"}},
-                       "terms": {"OnDemand": {"SKU.TERM": {"priceDimensions": {"SKU.TERM.DIM": {
-                           "unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}})
+    return json.dumps(
+        {
+            "product": {"productFamily": "ML Instance", "attributes": {"instanceName": "ml.g7e.2xlarge"}},
+            "terms": {
+                "OnDemand": {
+                    "SKU.TERM": {"priceDimensions": {"SKU.TERM.DIM": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}
+                }
+            },
+        }
+    )
 
 
 def test_price_from_pricing_api_with_stubber():
     import boto3
     from botocore.stub import ANY, Stubber
 
-    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing")
+    client = boto3.client(
+        "pricing", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
     with Stubber(client) as stub:
-        stub.add_response("get_products", {"PriceList": [_price_list("4.2043")], "FormatVersion": "aws_v1"},
-                          {"ServiceCode": "AmazonSageMaker", "Filters": ANY, "FormatVersion": "aws_v1"})
+        stub.add_response(
+            "get_products",
+            {"PriceList": [_price_list("4.2043")], "FormatVersion": "aws_v1"},
+            {"ServiceCode": "AmazonSageMaker", "Filters": ANY, "FormatVersion": "aws_v1"},
+        )
         price = instance_price("ml.g7e.2xlarge", "us-west-2", count=2, pricing_client=client)
     assert price.usd_per_hour == pytest.approx(8.4086) and not price.estimate
     assert price.source.startswith("aws-pricing-api")
@@ -114,8 +132,9 @@ def test_price_falls_back_to_the_shipped_table_on_api_error():
     import boto3
     from botocore.stub import Stubber
 
-    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing")
+    client = boto3.client(
+        "pricing", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
     with Stubber(client) as stub:
         stub.add_client_error("get_products", "AccessDeniedException")
         price = instance_price("ml.g7e.2xlarge", "us-east-1", pricing_client=client)
@@ -133,7 +152,7 @@ def test_dollars_per_million_tokens():
 
 def test_advisor_expected_tokens_match_closed_form_for_constant_rate():
     a, k = 0.8, 5
-    cumulative = [a ** i for i in range(1, k + 1)]
+    cumulative = [a**i for i in range(1, k + 1)]
     advice = advise(cumulative, kind="cumulative", verify_cost=0, draft_cost=0)
     assert advice.estimates[-1].expected_tokens_per_step == pytest.approx((1 - a ** (k + 1)) / (1 - a), abs=1e-4)
     assert advice.conditional_rates == pytest.approx([a] * k)
@@ -166,23 +185,55 @@ def test_advise_command_json():
 # results, compare, report ------------------------------------------------------------------------
 
 
-def _result(mode: str, k: int | None, otps: dict[int, float], dataset: str = "humaneval", minute: int = 0) -> BenchResult:
+def _result(
+    mode: str, k: int | None, otps: dict[int, float], dataset: str = "humaneval", minute: int = 0
+) -> BenchResult:
     from peagle_deploy.bench.stats import Summary
 
-    levels = [LevelResult(concurrency=c, window_s=10, completed=10, output_tokens=int(v * 10), output_tokens_per_s=v,
-                          requests_per_s=1, mean_in_flight=c, concurrency_held=1.0, ttft_ms=Summary(),
-                          itl_ms=Summary(), tpot_ms=Summary(), e2e_ms=Summary()) for c, v in otps.items()]
+    levels = [
+        LevelResult(
+            concurrency=c,
+            window_s=10,
+            completed=10,
+            output_tokens=int(v * 10),
+            output_tokens_per_s=v,
+            requests_per_s=1,
+            mean_in_flight=c,
+            concurrency_held=1.0,
+            ttft_ms=Summary(),
+            itl_ms=Summary(),
+            tpot_ms=Summary(),
+            e2e_ms=Summary(),
+        )
+        for c, v in otps.items()
+    ]
     when = datetime(2026, 11, 22, 10, minute, tzinfo=timezone.utc)
-    return BenchResult(tool_version="0", started_at=when, finished_at=when,
-                       target=TargetInfo(kind="container", name="http://x", mode=mode, k=k, mode_source="flags"),
-                       settings=Settings(dataset=dataset, dataset_source="built-in", num_prompts_in_dataset=24,
-                                         max_tokens=256, temperature=0, warmup=None, duration_s=10, num_prompts=None),
-                       levels=levels)
+    return BenchResult(
+        tool_version="0",
+        started_at=when,
+        finished_at=when,
+        target=TargetInfo(kind="container", name="http://x", mode=mode, k=k, mode_source="flags"),
+        settings=Settings(
+            dataset=dataset,
+            dataset_source="built-in",
+            num_prompts_in_dataset=24,
+            max_tokens=256,
+            temperature=0,
+            warmup=None,
+            duration_s=10,
+            num_prompts=None,
+        ),
+        levels=levels,
+    )
 
 
 def test_compare_tables_speedups_and_peagle_vs_eagle3():
-    runs = [_result("off", None, {1: 100, 8: 600}, minute=1), _result("p-eagle", 7, {1: 300, 8: 1500}, minute=2),
-            _result("eagle3", 7, {1: 250, 8: 1250}, minute=3), _result("eagle3", 3, {1: 200, 8: 1300}, minute=4)]
+    runs = [
+        _result("off", None, {1: 100, 8: 600}, minute=1),
+        _result("p-eagle", 7, {1: 300, 8: 1500}, minute=2),
+        _result("eagle3", 7, {1: 250, 8: 1250}, minute=3),
+        _result("eagle3", 3, {1: 200, 8: 1300}, minute=4),
+    ]
     (table,) = compare_results(runs)
     assert table.columns == ["p-eagle K=7", "eagle3 K=3", "eagle3 K=7", "off"]
     row1 = table.rows[0]
@@ -211,8 +262,9 @@ def test_result_files_round_trip_and_schema_version_is_checked(tmp_path):
 def test_compare_command_writes_markdown_and_chart(tmp_path):
     a = write_result(_result("off", None, {1: 100, 8: 600}, minute=1), tmp_path)
     b = write_result(_result("p-eagle", 7, {1: 300, 8: 1500}, minute=2), tmp_path)
-    res = run_cli("bench", "compare", str(a), str(b), "--published", "aws-blog", "--out", str(tmp_path / "cmp"),
-                  "--json")
+    res = run_cli(
+        "bench", "compare", str(a), str(b), "--published", "aws-blog", "--out", str(tmp_path / "cmp"), "--json"
+    )
     assert res.code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["tables"][0]["rows"][0]["speedup_vs_off"]["p-eagle K=7"] == 3.0

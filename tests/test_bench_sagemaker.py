@@ -21,8 +21,11 @@ def _header(name: str, value: str) -> bytes:
 
 def event_frame(payload: bytes) -> bytes:
     """One AWS event-stream message (prelude, CRCs) carrying a PayloadPart."""
-    headers = _header(":event-type", "PayloadPart") + _header(":content-type", "application/octet-stream") \
+    headers = (
+        _header(":event-type", "PayloadPart")
+        + _header(":content-type", "application/octet-stream")
         + _header(":message-type", "event")
+    )
     total = 12 + len(headers) + len(payload) + 4
     prelude = struct.pack(">II", total, len(headers))
     prelude += struct.pack(">I", binascii.crc32(prelude) & 0xFFFFFFFF)
@@ -56,15 +59,19 @@ def _streaming_hook(request, **_):
     from botocore.awsrequest import AWSResponse
 
     body = sse_body(N_TOKENS)
-    pieces = [body[i:i + 37] for i in range(0, len(body), 37)]  # SSE split at arbitrary byte boundaries
+    pieces = [body[i : i + 37] for i in range(0, len(body), 37)]  # SSE split at arbitrary byte boundaries
     headers = {"Content-Type": "application/vnd.amazon.eventstream", "x-amzn-requestid": "r"}
     return AWSResponse(request.url, 200, headers, _Raw([event_frame(p) for p in pieces]))
 
 
 @pytest.fixture
 def mocked_endpoint(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, value)
     for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(name, raising=False)
@@ -88,14 +95,32 @@ def mocked_endpoint(monkeypatch):
     monkeypatch.setattr(AwsSession, "client", client)
     with mock_aws():
         sm = boto3.client("sagemaker", region_name="us-east-1")
-        sm.create_model(ModelName="m", ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
-                        PrimaryContainer={"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm:latest"})
-        sm.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[{
-            "VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.g7e.2xlarge",
-            "InitialInstanceCount": 1}])
-        sm.create_endpoint(EndpointName="pe-ep", EndpointConfigName="c", Tags=[
-            {"Key": "peagle:managed", "Value": "true"}, {"Key": "peagle:mode", "Value": "p-eagle"},
-            {"Key": "peagle:k", "Value": "7"}, {"Key": "peagle:model", "Value": "gpt-oss-20b"}])
+        sm.create_model(
+            ModelName="m",
+            ExecutionRoleArn="arn:aws:iam::123456789012:role/r",
+            PrimaryContainer={"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm:latest"},
+        )
+        sm.create_endpoint_config(
+            EndpointConfigName="c",
+            ProductionVariants=[
+                {
+                    "VariantName": "AllTraffic",
+                    "ModelName": "m",
+                    "InstanceType": "ml.g7e.2xlarge",
+                    "InitialInstanceCount": 1,
+                }
+            ],
+        )
+        sm.create_endpoint(
+            EndpointName="pe-ep",
+            EndpointConfigName="c",
+            Tags=[
+                {"Key": "peagle:managed", "Value": "true"},
+                {"Key": "peagle:mode", "Value": "p-eagle"},
+                {"Key": "peagle:k", "Value": "7"},
+                {"Key": "peagle:model", "Value": "gpt-oss-20b"},
+            ],
+        )
         logs = boto3.client("logs", region_name="us-east-1")
         logs.create_log_group(logGroupName="/aws/sagemaker/Endpoints/pe-ep")
         logs.create_log_stream(logGroupName="/aws/sagemaker/Endpoints/pe-ep", logStreamName="AllTraffic/i-1")
@@ -112,11 +137,27 @@ def test_bench_endpoint_uses_tags_table_price_event_stream_and_cloudwatch(mocked
     now_ms = int(time.time() * 1000)
     # a stats line inside the run's window and one written after it (so the poll stops at once)
     mocked_endpoint.put_log_events(
-        logGroupName="/aws/sagemaker/Endpoints/pe-ep", logStreamName="AllTraffic/i-1",
-        logEvents=[{"timestamp": now_ms + 1000, "message": vllm_line(100, [90, 80, 70, 60, 50, 40, 30])},
-                   {"timestamp": now_ms + 600_000, "message": vllm_line(10, [9, 8, 7, 6, 5, 4, 3])}])
-    res = run_cli("bench", "pe-ep", "--concurrency", "1,4", "--num-prompts", "8", "--warmup", "1",
-                  "--out", str(tmp_path), "--no-chart", "--json")
+        logGroupName="/aws/sagemaker/Endpoints/pe-ep",
+        logStreamName="AllTraffic/i-1",
+        logEvents=[
+            {"timestamp": now_ms + 1000, "message": vllm_line(100, [90, 80, 70, 60, 50, 40, 30])},
+            {"timestamp": now_ms + 600_000, "message": vllm_line(10, [9, 8, 7, 6, 5, 4, 3])},
+        ],
+    )
+    res = run_cli(
+        "bench",
+        "pe-ep",
+        "--concurrency",
+        "1,4",
+        "--num-prompts",
+        "8",
+        "--warmup",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--no-chart",
+        "--json",
+    )
     assert res.code == 0, res.stderr
     doc = json.loads(res.stdout)
     result = doc["result"]

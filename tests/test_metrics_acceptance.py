@@ -21,17 +21,26 @@ from tests.cli_runner import run_cli
 # The exact format string of vllm/v1/spec_decode/metrics.py (SpecDecodingLogging.log), rendered with
 # %-formatting as vLLM's logger does, behind vLLM's default log prefix "%(levelname)s %(asctime)s
 # [%(filename)s:%(lineno)d] " (newer vLLM also prefixes "(APIServer pid=N) ").
-VLLM_FORMAT = ("SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: %.2f tokens/s, "
-               "Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d tokens, "
-               "Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%")
+VLLM_FORMAT = (
+    "SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: %.2f tokens/s, "
+    "Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d tokens, "
+    "Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%"
+)
 
 
 def vllm_line(drafts: int, per_pos_accepted: list[int], elapsed: float = 10.0, prefix: str = "") -> str:
     k = len(per_pos_accepted)
     accepted, drafted = sum(per_pos_accepted), drafts * k
     rates = ", ".join(f"{a / drafts:.3f}" for a in per_pos_accepted)
-    msg = VLLM_FORMAT % (1 + accepted / drafts, accepted / elapsed, drafted / elapsed, accepted, drafted, rates,
-                         accepted / drafted * 100)
+    msg = VLLM_FORMAT % (
+        1 + accepted / drafts,
+        accepted / elapsed,
+        drafted / elapsed,
+        accepted,
+        drafted,
+        rates,
+        accepted / drafted * 100,
+    )
     return f"{prefix}INFO 11-22 10:15:03 [metrics.py:94] {msg}"
 
 
@@ -46,20 +55,26 @@ def test_parses_a_real_format_line():
 
 
 def test_parses_literal_line_with_process_prefix_and_ignores_other_lines():
-    line = ("(APIServer pid=71) INFO 11-22 10:15:03 [metrics.py:94] SpecDecoding metrics: Mean acceptance length: "
-            "3.94, Accepted throughput: 512.40 tokens/s, Drafted throughput: 1216.00 tokens/s, Accepted: 5124 tokens, "
-            "Drafted: 12160 tokens, Per-position acceptance rate: 0.872, 0.701, 0.552, 0.421, 0.298, 0.201, 0.125, "
-            "Avg Draft acceptance rate: 42.1%")
+    line = (
+        "(APIServer pid=71) INFO 11-22 10:15:03 [metrics.py:94] SpecDecoding metrics: Mean acceptance length: "
+        "3.94, Accepted throughput: 512.40 tokens/s, Drafted throughput: 1216.00 tokens/s, Accepted: 5124 tokens, "
+        "Drafted: 12160 tokens, Per-position acceptance rate: 0.872, 0.701, 0.552, 0.421, 0.298, 0.201, 0.125, "
+        "Avg Draft acceptance rate: 42.1%"
+    )
     iv = parse_log_line(line)
     assert iv is not None and iv.accepted == 5124 and len(iv.per_position) == 7
     assert iv.drafts() == pytest.approx(12160 / 7)
-    assert parse_log_line("INFO 11-22 10:15:03 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s") is None
+    assert (
+        parse_log_line("INFO 11-22 10:15:03 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s") is None
+    )
     assert parse_log_line("SpecDecoding metrics: nothing here") is None
 
 
 def test_older_vllm_line_without_positions():
-    iv = parse_log_line("INFO 05-01 10:00:00 [metrics.py:60] SpecDecoding metrics: Draft acceptance rate: 50.0%, "
-                        "Accepted: 100 tokens, Drafted: 200 tokens")
+    iv = parse_log_line(
+        "INFO 05-01 10:00:00 [metrics.py:60] SpecDecoding metrics: Draft acceptance rate: 50.0%, "
+        "Accepted: 100 tokens, Drafted: 200 tokens"
+    )
     assert iv is not None and (iv.accepted, iv.drafted, iv.per_position) == (100, 200, [])
     acc = aggregate_intervals([iv], "test")
     assert acc.acceptance_rate == pytest.approx(0.5)
@@ -91,8 +106,12 @@ def _moto_logs(group: str, lines: list[str], base_ms: int):
 
 @pytest.fixture
 def aws_env(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
@@ -175,14 +194,18 @@ def _bump(text: str, deltas: dict[str, float]) -> str:
 
 
 def test_prometheus_diff_gives_the_run_only():
-    after = _bump(PROM_BEFORE, {
-        "vllm:spec_decode_num_drafts_total": 1000, "vllm:spec_decode_num_draft_tokens_total": 3000,
-        "vllm:spec_decode_num_accepted_tokens_total": 2100,
-        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"}': 900,
-        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"}': 700,
-        'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"}': 500,
-        "vllm:generation_tokens_total": 3100,
-    })
+    after = _bump(
+        PROM_BEFORE,
+        {
+            "vllm:spec_decode_num_drafts_total": 1000,
+            "vllm:spec_decode_num_draft_tokens_total": 3000,
+            "vllm:spec_decode_num_accepted_tokens_total": 2100,
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"}': 900,
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"}': 700,
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"}': 500,
+            "vllm:generation_tokens_total": 3100,
+        },
+    )
     run = parse_prometheus(after).minus(parse_prometheus(PROM_BEFORE))
     assert (run.drafts, run.draft_tokens, run.accepted_tokens, run.generation_tokens) == (1000, 3000, 2100, 3100)
     acc = run.acceptance("prometheus:test")
@@ -192,9 +215,11 @@ def test_prometheus_diff_gives_the_run_only():
 
 
 def test_prometheus_sums_engines_and_flags_absent_counters():
-    two = PROM_BEFORE.replace('vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0',
-                              'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0\n'
-                              'vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 40.0')
+    two = PROM_BEFORE.replace(
+        'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0',
+        'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0\n'
+        'vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 40.0',
+    )
     assert parse_prometheus(two).drafts == 140
     off = parse_prometheus("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0.0\n")
     assert not off.present
@@ -205,3 +230,23 @@ def test_metrics_url_from_target_urls():
     assert metrics_url("http://127.0.0.1:8080") == "http://127.0.0.1:8080/metrics"
     assert metrics_url("http://h:8000/v1/") == "http://h:8000/metrics"
     assert metrics_url("http://h:8080/invocations") == "http://h:8080/metrics"
+
+
+def test_metrics_command_on_a_url_reads_its_prometheus_page():
+    from tests.test_bench_paced import start_server
+
+    proc, url = start_server("--tokens-per-s", "0", "--tokens", "3")
+    try:
+        res = run_cli("metrics", url + "/v1", "--json")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert res.code == 0, res.stderr
+    acc = json.loads(res.stdout)["acceptance"]
+    assert acc["source"] == f"prometheus:{url}/metrics" and acc["mean_acceptance_length"] is None
+    assert "no vllm:spec_decode_* counters" in acc["note"]
+
+
+def test_metrics_command_on_an_unreachable_url_exits_2():
+    res = run_cli("metrics", "http://127.0.0.1:9")
+    assert res.code == 2 and "cannot reach http://127.0.0.1:9/metrics" in res.stderr

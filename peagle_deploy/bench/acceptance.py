@@ -65,7 +65,7 @@ def parse_log_line(line: str, timestamp_ms: int | None = None) -> LogInterval | 
     at = line.find(LOG_MARKER)
     if at < 0:
         return None
-    text = line[at + len(LOG_MARKER):]
+    text = line[at + len(LOG_MARKER) :]
     found = {name: rx.search(text) for name, rx in _FIELDS.items()}
     if not found["accepted"] or not found["drafted"]:
         return None
@@ -157,8 +157,9 @@ def read_cloudwatch(logs_client, endpoint_name: str, start: datetime, end: datet
     return read_cloudwatch_with_latest(logs_client, endpoint_name, start, end)[0]
 
 
-def read_cloudwatch_with_latest(logs_client, endpoint_name: str, start: datetime,
-                                end: datetime) -> tuple[Acceptance, int]:
+def read_cloudwatch_with_latest(
+    logs_client, endpoint_name: str, start: datetime, end: datetime
+) -> tuple[Acceptance, int]:
     """read_cloudwatch, plus the timestamp (ms) of the latest stats line found (0 if none)."""
     from ..aws import error_code
 
@@ -166,8 +167,9 @@ def read_cloudwatch_with_latest(logs_client, endpoint_name: str, start: datetime
     paginator = logs_client.get_paginator("filter_log_events")
     intervals: list[LogInterval] = []
     try:
-        for page in paginator.paginate(logGroupName=group, startTime=_ms(start), endTime=_ms(end),
-                                       filterPattern='"SpecDecoding metrics"'):
+        for page in paginator.paginate(
+            logGroupName=group, startTime=_ms(start), endTime=_ms(end), filterPattern='"SpecDecoding metrics"'
+        ):
             for event in page.get("events", []):
                 parsed = parse_log_line(event.get("message", ""), event.get("timestamp"))
                 if parsed is not None:
@@ -175,18 +177,23 @@ def read_cloudwatch_with_latest(logs_client, endpoint_name: str, start: datetime
     except Exception as exc:  # botocore ClientError: map the expected ones to one line
         code = error_code(exc)
         if code == "ResourceNotFoundException":
-            raise UsageError(f"log group {group} not found",
-                             "check the endpoint name and region; the endpoint writes it once its container starts") from None
+            raise UsageError(
+                f"log group {group} not found",
+                "check the endpoint name and region; the endpoint writes it once its container starts",
+            ) from None
         if code in ("AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"):
-            raise CredentialsError(f"not allowed to read {group} ({code})",
-                                   "grant logs:FilterLogEvents on the log group") from None
+            raise CredentialsError(
+                f"not allowed to read {group} ({code})", "grant logs:FilterLogEvents on the log group"
+            ) from None
         raise
     intervals.sort(key=lambda iv: iv.timestamp_ms or 0)
     acc = aggregate_intervals(intervals, source=f"cloudwatch:{group}")
     acc.window_start, acc.window_end = start, end
     if not intervals:
-        acc.note = ("no 'SpecDecoding metrics' lines in the window: speculative decoding may be off, the "
-                    "server may log stats only while busy (every ~10 s), or logs may lag a minute behind")
+        acc.note = (
+            "no 'SpecDecoding metrics' lines in the window: speculative decoding may be off, the "
+            "server may log stats only while busy (every ~10 s), or logs may lag a minute behind"
+        )
     return acc, (intervals[-1].timestamp_ms or 0) if intervals else 0
 
 
@@ -227,19 +234,27 @@ class SpecCounters(BaseModel):
             drafts=self.drafts - before.drafts,
             draft_tokens=self.draft_tokens - before.draft_tokens,
             accepted_tokens=self.accepted_tokens - before.accepted_tokens,
-            accepted_per_position={p: self.accepted_per_position.get(p, 0) - before.accepted_per_position.get(p, 0)
-                                   for p in sorted(positions)},
+            accepted_per_position={
+                p: self.accepted_per_position.get(p, 0) - before.accepted_per_position.get(p, 0)
+                for p in sorted(positions)
+            },
             generation_tokens=gen,
             present=self.present,
         )
 
     def acceptance(self, source: str) -> Acceptance:
-        acc = Acceptance(source=source, drafts=self.drafts, draft_tokens=int(self.draft_tokens),
-                         accepted_tokens=int(self.accepted_tokens))
+        acc = Acceptance(
+            source=source,
+            drafts=self.drafts,
+            draft_tokens=int(self.draft_tokens),
+            accepted_tokens=int(self.accepted_tokens),
+        )
         per_pos = [self.accepted_per_position[p] for p in sorted(self.accepted_per_position)]
         acc = _finish(acc, per_pos)
         if not self.present:
-            acc.note = "the server exposes no vllm:spec_decode_* counters: speculative decoding is off or this is not vLLM"
+            acc.note = (
+                "the server exposes no vllm:spec_decode_* counters: speculative decoding is off or this is not vLLM"
+            )
         elif self.drafts == 0:
             acc.note = "no drafts between the two scrapes"
         return acc
@@ -254,8 +269,9 @@ def parse_prometheus(text: str) -> SpecCounters:
     try:
         families = list(text_string_to_metric_families(text))
     except ValueError as exc:
-        raise UsageError(f"the /metrics response is not Prometheus text ({str(exc)[:60]})",
-                         "point at vLLM's /metrics") from None
+        raise UsageError(
+            f"the /metrics response is not Prometheus text ({str(exc)[:60]})", "point at vLLM's /metrics"
+        ) from None
     for family in families:
         for sample in family.samples:
             name = sample.name.removesuffix("_total")
@@ -295,11 +311,15 @@ async def scrape_async(url: str, timeout: float = 10.0) -> SpecCounters:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
             async with session.get(url) as resp:
                 if resp.status != 200:
-                    raise UsageError(f"GET {url} answered HTTP {resp.status}",
-                                     "start vLLM with its metrics enabled, or check the URL")
+                    raise UsageError(
+                        f"GET {url} answered HTTP {resp.status}",
+                        "start vLLM with its metrics enabled, or check the URL",
+                    )
                 text = await resp.text()
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise UsageError(f"cannot reach {url} ({type(exc).__name__})", "check the URL and that the server is up") from None
+        raise UsageError(
+            f"cannot reach {url} ({type(exc).__name__})", "check the URL and that the server is up"
+        ) from None
     return parse_prometheus(text)
 
 

@@ -56,15 +56,19 @@ class Advice(BaseModel):
 
 def to_conditional(rates: list[float], kind: Kind) -> list[float]:
     if not rates:
-        raise UsageError("no per-position acceptance rates to advise on",
-                         "run a benchmark with speculative decoding on, or pass --rates 0.8,0.6,...")
+        raise UsageError(
+            "no per-position acceptance rates to advise on",
+            "run a benchmark with speculative decoding on, or pass --rates 0.8,0.6,...",
+        )
     if any(not 0 <= r <= 1 for r in rates):
         raise UsageError("acceptance rates must be between 0 and 1", "give fractions such as 0.82, not percentages")
     if kind == "conditional":
         return list(rates)
     if any(b > a + 1e-9 for a, b in zip(rates, rates[1:], strict=False)):
-        raise UsageError("cumulative per-position rates cannot increase with position",
-                         "pass --conditional if these are conditional rates")
+        raise UsageError(
+            "cumulative per-position rates cannot increase with position",
+            "pass --conditional if these are conditional rates",
+        )
     out, prev = [], 1.0
     for p in rates:
         out.append(p / prev if prev > 0 else 0.0)
@@ -72,8 +76,15 @@ def to_conditional(rates: list[float], kind: Kind) -> list[float]:
     return out
 
 
-def advise(rates: list[float], *, kind: Kind = "cumulative", mode: str = "p-eagle", max_k: int | None = None,
-           verify_cost: float = 0.02, draft_cost: float = 0.06) -> Advice:
+def advise(
+    rates: list[float],
+    *,
+    kind: Kind = "cumulative",
+    mode: str = "p-eagle",
+    max_k: int | None = None,
+    verify_cost: float = 0.02,
+    draft_cost: float = 0.06,
+) -> Advice:
     """Estimate E(K), the cost of a step and the speed-up for K = 1..max_k; recommend the best K.
 
     `max_k` defaults to the number of measured positions. Positions beyond them are extrapolated with
@@ -93,8 +104,15 @@ def advise(rates: list[float], *, kind: Kind = "cumulative", mode: str = "p-eagl
         expected += survive
         drafting = draft_cost if mode == "p-eagle" else draft_cost * k
         cost = 1 + verify_cost * k + drafting
-        estimates.append(KEstimate(k=k, expected_tokens_per_step=round(expected, 4), step_cost=round(cost, 4),
-                                   speedup=round(expected / cost, 4), extrapolated=k > measured))
+        estimates.append(
+            KEstimate(
+                k=k,
+                expected_tokens_per_step=round(expected, 4),
+                step_cost=round(cost, 4),
+                speedup=round(expected / cost, 4),
+                extrapolated=k > measured,
+            )
+        )
     best = max(estimates, key=lambda e: (e.speedup, -e.k))
     drafter = "one drafter pass for any K" if mode == "p-eagle" else "K sequential drafter passes"
     explanation = [
@@ -108,10 +126,22 @@ def advise(rates: list[float], *, kind: Kind = "cumulative", mode: str = "p-eagl
         f" {best.step_cost:.2f}, an estimated {best.speedup:.2f}x over no speculation.",
     ]
     if best.extrapolated:
-        explanation.append(f"K={best.k} is beyond the {measured} measured positions: its estimate extrapolates the last"
-                           " rate. Deploy it with a larger K and measure again before trusting it.")
+        explanation.append(
+            f"K={best.k} is beyond the {measured} measured positions: its estimate extrapolates the last"
+            " rate. Deploy it with a larger K and measure again before trusting it."
+        )
     elif best.k == measured:
-        explanation.append("The best K is the largest one measured: a larger K may do better (try --max-k to extrapolate,"
-                           " then deploy and measure it).")
-    return Advice(mode=mode, rates_kind=kind, conditional_rates=[round(a, 6) for a in cond], verify_cost=verify_cost,
-                  draft_cost=draft_cost, estimates=estimates, recommended_k=best.k, explanation=explanation)
+        explanation.append(
+            "The best K is the largest one measured: a larger K may do better (try --max-k to extrapolate,"
+            " then deploy and measure it)."
+        )
+    return Advice(
+        mode=mode,
+        rates_kind=kind,
+        conditional_rates=[round(a, 6) for a in cond],
+        verify_cost=verify_cost,
+        draft_cost=draft_cost,
+        estimates=estimates,
+        recommended_k=best.k,
+        explanation=explanation,
+    )

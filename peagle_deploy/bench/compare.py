@@ -98,8 +98,15 @@ def points_from_results(results: Iterable[BenchResult]) -> list[Point]:
     points = []
     for r in results:
         for level in r.levels:
-            points.append(Point(benchmark=r.settings.dataset, concurrency=level.concurrency, mode=r.target.mode,
-                                k=r.target.k, otps=level.output_tokens_per_s))
+            points.append(
+                Point(
+                    benchmark=r.settings.dataset,
+                    concurrency=level.concurrency,
+                    mode=r.target.mode,
+                    k=r.target.k,
+                    otps=level.output_tokens_per_s,
+                )
+            )
     return points
 
 
@@ -126,16 +133,24 @@ def read_published(path: Path | None = None) -> list[CompareTable]:
     reader = csv.DictReader(io.StringIO("\n".join(lines)))
     need = {"benchmark", "concurrency", "mode", "k", "otps"}
     if not reader.fieldnames or not need <= set(reader.fieldnames):
-        raise UsageError(f"{source} needs the columns {', '.join(sorted(need))}",
-                         "see templates/published/aws_blog_otps.csv for the format")
+        raise UsageError(
+            f"{source} needs the columns {', '.join(sorted(need))}",
+            "see templates/published/aws_blog_otps.csv for the format",
+        )
     grouped: dict[str, list[Point]] = {}
     for number, row in enumerate(reader, start=2):
         try:
-            point = Point(benchmark=row["benchmark"], concurrency=int(row["concurrency"]), mode=row["mode"],
-                          k=int(row["k"] or 0), otps=float(row["otps"]))
+            point = Point(
+                benchmark=row["benchmark"],
+                concurrency=int(row["concurrency"]),
+                mode=row["mode"],
+                k=int(row["k"] or 0),
+                otps=float(row["otps"]),
+            )
         except (TypeError, ValueError):
-            raise UsageError(f"{Path(source).name} row {number} is not benchmark,concurrency,mode,k,otps",
-                             "fix that row") from None
+            raise UsageError(
+                f"{Path(source).name} row {number} is not benchmark,concurrency,mode,k,otps", "fix that row"
+            ) from None
         grouped.setdefault(point.benchmark, []).append(point)
     note = _source_note(text) or str(source)
     return [build_table(points, f"published: {bench}", note) for bench, points in grouped.items()]

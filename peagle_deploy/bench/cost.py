@@ -36,8 +36,9 @@ def _pricing_filters(instance_type: str, region: str) -> list[dict[str, str]]:
 def price_from_api(pricing_client: Any, instance_type: str, region: str) -> float | None:
     """The on-demand SageMaker hosting price of one instance, or None when the API lists none."""
     paginator = pricing_client.get_paginator("get_products")
-    for page in paginator.paginate(ServiceCode=SERVICE_CODE, Filters=_pricing_filters(instance_type, region),
-                                   FormatVersion="aws_v1"):
+    for page in paginator.paginate(
+        ServiceCode=SERVICE_CODE, Filters=_pricing_filters(instance_type, region), FormatVersion="aws_v1"
+    ):
         for item in page.get("PriceList", []):
             product = json.loads(item) if isinstance(item, str) else item
             for term in product.get("terms", {}).get("OnDemand", {}).values():
@@ -56,12 +57,22 @@ def instance_price(instance_type: str, region: str, *, count: int = 1, pricing_c
         except Exception:  # noqa: BLE001 - no access, no network, throttled: the table is the fallback
             usd = None
         if usd is not None:
-            return Price(instance_type=instance_type, instance_count=count, usd_per_hour=round(usd * count, 4),
-                         source=f"aws-pricing-api ({SERVICE_CODE} hosting, {region}, on-demand)", estimate=False)
+            return Price(
+                instance_type=instance_type,
+                instance_count=count,
+                usd_per_hour=round(usd * count, 4),
+                source=f"aws-pricing-api ({SERVICE_CODE} hosting, {region}, on-demand)",
+                estimate=False,
+            )
     table_price = hourly_price(instance_type, count)
     if table_price is not None:
-        return Price(instance_type=instance_type, instance_count=count, usd_per_hour=table_price,
-                     source=f"table: {instance_table().price_source}", estimate=True)
+        return Price(
+            instance_type=instance_type,
+            instance_count=count,
+            usd_per_hour=table_price,
+            source=f"table: {instance_table().price_source}",
+            estimate=True,
+        )
     return Price(instance_type=instance_type, instance_count=count, usd_per_hour=None, source="unknown", estimate=True)
 
 

@@ -71,16 +71,22 @@ def parse_jsonl(text: str, source: str) -> list[list[dict[str, str]]]:
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"{source} line {number} is not valid JSON ({exc.msg})",
-                             'write one JSON object per line: {"prompt": "..."} or {"messages": [...]}') from None
+            raise UsageError(
+                f"{source} line {number} is not valid JSON ({exc.msg})",
+                'write one JSON object per line: {"prompt": "..."} or {"messages": [...]}',
+            ) from None
         if not isinstance(data, dict):
-            raise UsageError(f"{source} line {number} is not a JSON object",
-                             'write {"prompt": "..."} or {"messages": [...]} per line')
+            raise UsageError(
+                f"{source} line {number} is not a JSON object",
+                'write {"prompt": "..."} or {"messages": [...]} per line',
+            )
         try:
             record = PromptRecord.model_validate(data)
         except ValidationError as exc:
-            raise UsageError(f"{source} line {number}: {_first_error(exc)}",
-                             'each line needs {"prompt": "..."} or {"messages": [{"role": "user", "content": "..."}]}') from None
+            raise UsageError(
+                f"{source} line {number}: {_first_error(exc)}",
+                'each line needs {"prompt": "..."} or {"messages": [{"role": "user", "content": "..."}]}',
+            ) from None
         prompts.append(record.chat_messages())
     if not prompts:
         raise UsageError(f"{source} has no prompts", "add at least one JSONL line")
@@ -91,12 +97,17 @@ def load_dataset(name_or_path: str) -> Dataset:
     """A built-in set by name (humaneval, code, chat) or a JSONL file path."""
     if name_or_path in BUILTIN:
         path = templates_dir() / "datasets" / f"{name_or_path}.jsonl"
-        return Dataset(name=name_or_path, source=f"built-in:{name_or_path}",
-                       prompts=parse_jsonl(path.read_text(encoding="utf-8"), path.name))
+        return Dataset(
+            name=name_or_path,
+            source=f"built-in:{name_or_path}",
+            prompts=parse_jsonl(path.read_text(encoding="utf-8"), path.name),
+        )
     path = Path(name_or_path)
     if not path.is_file():
-        raise UsageError(f"dataset {name_or_path!r} is neither a built-in set nor a file",
-                         f"use one of {', '.join(BUILTIN)} or a path to a .jsonl file")
+        raise UsageError(
+            f"dataset {name_or_path!r} is neither a built-in set nor a file",
+            f"use one of {', '.join(BUILTIN)} or a path to a .jsonl file",
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -39,8 +39,17 @@ class HttpChatSender:
     """POST a streaming chat request to `url` (the container's /invocations or an OpenAI
     /v1/chat/completions) and record chunk arrival times and usage into a RequestRecord."""
 
-    def __init__(self, url: str, *, model: str | None = None, max_tokens: int = 256, temperature: float = 0.0,
-                 timeout: float = 600.0, headers: dict[str, str] | None = None, extra: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        model: str | None = None,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        timeout: float = 600.0,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ):
         self.url = url
         self.model = model
         self.max_tokens = max_tokens
@@ -52,8 +61,12 @@ class HttpChatSender:
 
     def body(self, messages: Messages) -> bytes:
         payload: dict[str, Any] = {
-            "messages": messages, "max_tokens": self.max_tokens, "temperature": self.temperature,
-            "stream": True, "stream_options": {"include_usage": True}, **self.extra,
+            "messages": messages,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **self.extra,
         }
         if self.model:
             payload["model"] = self.model
@@ -90,9 +103,9 @@ class SseTokenCounter:
     plain content chunk (the bulk of a stream: `"delta":{"content":"..."}` with non-empty content, as
     vLLM's compact JSON or Python's json.dumps spacing writes it) they are counted with bytes.count,
     without decoding JSON. Inside a content string quotes are escaped, so the pattern cannot match
-    there; "data:" inside the text does, which only sends that read down the exact path. Anything else
-    (role, usage, [DONE], errors, reasoning, tool calls, "data:" inside the text) makes the counts
-    differ and every event of that read is decoded exactly.
+    there. Other events (role, finish, usage, [DONE]) make the counts differ: they are peeled off
+    both ends of the read and decoded one by one, and if the middle still does not add up (errors,
+    reasoning or tool-call deltas, "data:" inside the text) every event of it is decoded exactly.
     """
 
     __slots__ = ("rec", "buf", "state")
@@ -104,11 +117,11 @@ class SseTokenCounter:
 
     def feed(self, data: bytes, now: float) -> None:
         buf = self.buf + data
-        if b"\n\n" not in buf:
-            if b"\r\n\r\n" not in buf:
-                self.buf = buf
-                return
+        if b"\r" in buf:  # CRLF framing (vLLM uses LF); a CR split from its LF waits in the remainder
             buf = buf.replace(b"\r\n", b"\n")
+        if b"\n\n" not in buf:
+            self.buf = buf
+            return
         complete, _, self.buf = buf.rpartition(b"\n\n")
         if _count_plain(complete, now, self.rec):
             return
@@ -118,14 +131,14 @@ class SseTokenCounter:
         tail: list[bytes] = []
         while lo < hi:
             cut = complete.rfind(b"\n\n", lo, hi)
-            event = complete[cut + 2 if cut >= 0 else lo:hi]
+            event = complete[cut + 2 if cut >= 0 else lo : hi]
             if _is_plain(event):
                 break
             tail.append(event)
             hi = cut if cut >= 0 else lo
         while lo < hi:
             cut = complete.find(b"\n\n", lo, hi)
-            event = complete[lo:cut if cut >= 0 else hi]
+            event = complete[lo : cut if cut >= 0 else hi]
             if _is_plain(event):
                 break
             _decode_events(event, now, self.rec, self.state)
@@ -188,8 +201,12 @@ def _decode_events(complete: bytes, now: float, rec: RequestRecord, state: dict)
             choices = obj.get("choices")
             if choices:
                 delta = choices[0].get("delta") or {}
-                if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") \
-                        or delta.get("tool_calls"):
+                if (
+                    delta.get("content")
+                    or delta.get("reasoning_content")
+                    or delta.get("reasoning")
+                    or delta.get("tool_calls")
+                ):
                     times.append(now)
             usage = obj.get("usage")
             if usage and usage.get("completion_tokens") is not None:

@@ -11,7 +11,8 @@ How a level is measured (docs/bench.md explains it for users):
   its edges count only their part inside it. A chunk counts as usage.completion_tokens / chunks of
   its request when the server reports usage (vLLM may put several tokens in one chunk when
   speculative decoding accepts several), else as one token.
-- Request latencies (TTFT, ITL, TPOT, E2E) come from measured requests that completed in the window.
+- Request latencies (TTFT, ITL, TPOT, E2E) come from measured requests that completed by the end of
+  the window; requests per second counts those that completed inside it.
 
 The transport (`Sender`) is given: it sends one request, appends the arrival time of each content
 chunk to `record.chunk_times` (time.perf_counter) and sets `record.usage_tokens` if the server says;
@@ -172,11 +173,19 @@ async def run_level(
             await asyncio.sleep(progress_interval)
             if on_progress is not None:
                 live = sum(len(r.chunk_times) for r in active)
-                on_progress(LevelProgress(
-                    concurrency=concurrency, elapsed_s=clock() - t_start, completed=state["done"], target=total,
-                    in_flight=state["in_flight"], tokens=state["tokens_done"] + live, errors=state["errors"],
-                    phase="measuring" if window_open.is_set() else "warmup",
-                    window_elapsed_s=clock() - marks["t0"] if window_open.is_set() else 0.0))
+                on_progress(
+                    LevelProgress(
+                        concurrency=concurrency,
+                        elapsed_s=clock() - t_start,
+                        completed=state["done"],
+                        target=total,
+                        in_flight=state["in_flight"],
+                        tokens=state["tokens_done"] + live,
+                        errors=state["errors"],
+                        phase="measuring" if window_open.is_set() else "warmup",
+                        window_elapsed_s=clock() - marks["t0"] if window_open.is_set() else 0.0,
+                    )
+                )
 
     workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
     tick = asyncio.create_task(ticker())
@@ -223,8 +232,16 @@ def _tokens_of(rec: RequestRecord, tokens_per_chunk: float) -> float:
     return tokens_per_chunk
 
 
-def measure(records: list[RequestRecord], changes: list[tuple[float, int]], concurrency: int, t0: float, t1: float,
-            warmup: int, wall0: float, wall1: float) -> LevelMeasurement:
+def measure(
+    records: list[RequestRecord],
+    changes: list[tuple[float, int]],
+    concurrency: int,
+    t0: float,
+    t1: float,
+    warmup: int,
+    wall0: float,
+    wall1: float,
+) -> LevelMeasurement:
     window = max(t1 - t0, 1e-9)
     with_usage = [r for r in records if r.usage_tokens is not None and r.chunk_times]
     chunks_u = sum(len(r.chunk_times) for r in with_usage)
@@ -232,7 +249,7 @@ def measure(records: list[RequestRecord], changes: list[tuple[float, int]], conc
 
     tokens = 0.0
     ttft, itl, tpot, e2e = [], [], [], []
-    completed = cut = 0
+    completed = cut = in_window = 0
     error_kinds: dict[str, int] = {}
     for r in records:
         times = r.chunk_times
@@ -248,9 +265,12 @@ def measure(records: list[RequestRecord], changes: list[tuple[float, int]], conc
         if r.error is not None:
             error_kinds[r.error] = error_kinds.get(r.error, 0) + 1
             continue
-        if r.end < t0 or r.end > t1 or not times:
+        # with fewer warm-up requests than in flight, a measured request can end before the window
+        # opens: it is measured (latencies) but not in the window's request rate
+        if r.end > t1 or not times:
             continue
         completed += 1
+        in_window += r.end >= t0
         ttft.append(times[0] - r.start)
         e2e.append(r.end - r.start)
         prev = times[0]
@@ -262,10 +282,22 @@ def measure(records: list[RequestRecord], changes: list[tuple[float, int]], conc
             tpot.append((r.end - times[0]) / (n_tokens - 1))
     mean_in_flight = time_weighted_mean(changes, t0, t1)
     return LevelMeasurement(
-        concurrency=concurrency, window_s=window, completed=completed, cut_at_end=cut,
-        warmup_requests=min(warmup, len(records)), errors=sum(error_kinds.values()), error_kinds=error_kinds,
-        output_tokens=round(tokens), output_tokens_per_s=tokens / window, requests_per_s=completed / window,
-        mean_in_flight=mean_in_flight, concurrency_held=mean_in_flight / concurrency,
-        ttft_ms=summarize(ttft, 1000), itl_ms=summarize(itl, 1000), tpot_ms=summarize(tpot, 1000),
-        e2e_ms=summarize(e2e, 1000), wall_start=wall0, wall_end=wall1,
+        concurrency=concurrency,
+        window_s=window,
+        completed=completed,
+        cut_at_end=cut,
+        warmup_requests=min(warmup, len(records)),
+        errors=sum(error_kinds.values()),
+        error_kinds=error_kinds,
+        output_tokens=round(tokens),
+        output_tokens_per_s=tokens / window,
+        requests_per_s=in_window / window,
+        mean_in_flight=mean_in_flight,
+        concurrency_held=mean_in_flight / concurrency,
+        ttft_ms=summarize(ttft, 1000),
+        itl_ms=summarize(itl, 1000),
+        tpot_ms=summarize(tpot, 1000),
+        e2e_ms=summarize(e2e, 1000),
+        wall_start=wall0,
+        wall_end=wall1,
     )

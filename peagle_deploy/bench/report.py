@@ -27,15 +27,37 @@ def level_rows(level: LevelResult) -> list[str]:
     if level.error_kinds:
         errors += " (" + ", ".join(f"{k}: {v}" for k, v in sorted(level.error_kinds.items())) + ")"
     return [
-        str(level.concurrency), _f(level.output_tokens_per_s), _f(level.requests_per_s, 2),
-        f"{level.concurrency_held:.0%}", _ms(level.ttft_ms, "mean"), _ms(level.ttft_ms, "p99"),
-        _ms(level.itl_ms, "mean"), _ms(level.itl_ms, "p99"), _ms(level.tpot_ms, "mean"),
-        _ms(level.e2e_ms, "mean"), _ms(level.e2e_ms, "p99"), _f(level.usd_per_million_output_tokens, 2), errors,
+        str(level.concurrency),
+        _f(level.output_tokens_per_s),
+        _f(level.requests_per_s, 2),
+        f"{level.concurrency_held:.0%}",
+        _ms(level.ttft_ms, "mean"),
+        _ms(level.ttft_ms, "p99"),
+        _ms(level.itl_ms, "mean"),
+        _ms(level.itl_ms, "p99"),
+        _ms(level.tpot_ms, "mean"),
+        _ms(level.e2e_ms, "mean"),
+        _ms(level.e2e_ms, "p99"),
+        _f(level.usd_per_million_output_tokens, 2),
+        errors,
     ]
 
 
-LEVEL_HEADERS = ["concurrency", "output tok/s", "req/s", "held", "TTFT mean ms", "TTFT p99 ms", "ITL mean ms",
-                 "ITL p99 ms", "TPOT mean ms", "E2E mean ms", "E2E p99 ms", "$/M out tok", "errors"]
+LEVEL_HEADERS = [
+    "concurrency",
+    "output tok/s",
+    "req/s",
+    "held",
+    "TTFT mean ms",
+    "TTFT p99 ms",
+    "ITL mean ms",
+    "ITL p99 ms",
+    "TPOT mean ms",
+    "E2E mean ms",
+    "E2E p99 ms",
+    "$/M out tok",
+    "errors",
+]
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -46,16 +68,19 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def acceptance_lines(acc: Acceptance) -> list[str]:
     if acc.mean_acceptance_length is None and acc.acceptance_rate is None:
-        return [f"Acceptance ({acc.source}): no data. {acc.note or ''}".strip()]
+        return [f"Acceptance ({acc.source}): no data" + (f": {acc.note}" if acc.note else "")]
     lines = [
         f"Acceptance ({acc.source}): mean acceptance length {_f(acc.mean_acceptance_length, 2)},"
         f" acceptance rate {_f((acc.acceptance_rate or 0) * 100, 1)}%, {acc.accepted_tokens:,} of"
         f" {acc.draft_tokens:,} draft tokens accepted over {acc.drafts:,.0f} drafts.",
     ]
     if acc.per_position:
-        lines.append("Per-position acceptance (cumulative, as vLLM reports): "
-                     + ", ".join(f"{p:.3f}" for p in acc.per_position))
-        lines.append("Per-position acceptance (conditional): " + ", ".join(f"{p:.3f}" for p in acc.per_position_conditional))
+        lines.append(
+            "Per-position acceptance (cumulative, as vLLM reports): " + ", ".join(f"{p:.3f}" for p in acc.per_position)
+        )
+        lines.append(
+            "Per-position acceptance (conditional): " + ", ".join(f"{p:.3f}" for p in acc.per_position_conditional)
+        )
     if acc.note:
         lines.append(f"Note: {acc.note}")
     return lines
@@ -72,15 +97,24 @@ def markdown_summary(result: BenchResult) -> str:
     if result.price and result.price.usd_per_hour is not None:
         out.append(f"- price: ${result.price.usd_per_hour:.2f}/h ({result.price.source})")
     bound = f"{s.duration_s:g} s per level" if s.duration_s else f"{s.num_prompts} prompts per level"
-    out.append(f"- dataset: {s.dataset} ({s.num_prompts_in_dataset} prompts, {s.dataset_source}); max_tokens"
-               f" {s.max_tokens}, temperature {s.temperature:g}; {s.warmup} warm-up requests per level; {bound}")
-    out.append(f"- run: {result.started_at:%Y-%m-%d %H:%M:%S} to {result.finished_at:%H:%M:%S} UTC,"
-               f" {result.tool} {result.tool_version}, schema {result.schema_version}")
+    if s.duration_s and s.num_prompts:
+        bound = f"{s.duration_s:g} s or {s.num_prompts} prompts per level"
+    warm = "one warm-up request per in-flight slot" if s.warmup is None else f"{s.warmup} warm-up requests per level"
+    out.append(
+        f"- dataset: {s.dataset} ({s.num_prompts_in_dataset} prompts, {s.dataset_source}); max_tokens"
+        f" {s.max_tokens}, temperature {s.temperature:g}; {warm}; {bound}"
+    )
+    out.append(
+        f"- run: {result.started_at:%Y-%m-%d %H:%M:%S} to {result.finished_at:%H:%M:%S} UTC,"
+        f" {result.tool} {result.tool_version}, schema {result.schema_version}"
+    )
     out += ["", *_md_table(LEVEL_HEADERS, [level_rows(lv) for lv in result.levels]), ""]
     if result.acceptance is not None:
         out += acceptance_lines(result.acceptance) + [""]
-    out.append("Latencies in milliseconds. TTFT: time to first token; ITL: gap between streamed chunks; TPOT:"
-               " (E2E - TTFT) / (output tokens - 1) per request; held: mean requests in flight / concurrency.")
+    out.append(
+        "Latencies in milliseconds. TTFT: time to first token; ITL: gap between streamed chunks; TPOT:"
+        " (E2E - TTFT) / (output tokens - 1) per request; held: mean requests in flight / concurrency."
+    )
     return "\n".join(out) + "\n"
 
 
@@ -94,8 +128,9 @@ def render_result(console: Console, result: BenchResult, files: list[str]) -> No
     for caption, idx in groups:
         table = Table(title=caption, title_justify="left")
         for i in idx:
-            table.add_column(LEVEL_HEADERS[i].replace(" ms", ""), justify="left" if i == 12 else "right",
-                             overflow="fold")
+            table.add_column(
+                LEVEL_HEADERS[i].replace(" ms", ""), justify="left" if i == 12 else "right", overflow="fold"
+            )
         for r in rows:
             table.add_row(*[r[i] for i in idx])
         console.print(table)
@@ -149,16 +184,25 @@ def render_compare(console: Console, tables: list[CompareTable]) -> None:
 
     for t in tables:
         console.print(f"[bold]{t.title}[/bold]  (source: {t.source})")
-        small("output tokens/s", t.columns, [[str(r.concurrency)] + [_f(r.otps.get(c), 0) for c in t.columns]
-                                            for r in t.rows])
+        small(
+            "output tokens/s",
+            t.columns,
+            [[str(r.concurrency)] + [_f(r.otps.get(c), 0) for c in t.columns] for r in t.rows],
+        )
         spd_cols = [c for c in t.columns if c != "off"]
         if "off" in t.columns and spd_cols:
-            small("speed-up over off", spd_cols,
-                  [[str(r.concurrency)] + [_ratio(r.speedup_vs_off.get(c)) for c in spd_cols] for r in t.rows])
+            small(
+                "speed-up over off",
+                spd_cols,
+                [[str(r.concurrency)] + [_ratio(r.speedup_vs_off.get(c)) for c in spd_cols] for r in t.rows],
+            )
         versus = list(t.rows[0].peagle_vs_eagle3) if t.rows else []
         if any(r.peagle_vs_eagle3.get(k) is not None for r in t.rows for k in versus):
-            small("P-EAGLE over EAGLE-3", versus,
-                  [[str(r.concurrency)] + [_ratio(r.peagle_vs_eagle3.get(k)) for k in versus] for r in t.rows])
+            small(
+                "P-EAGLE over EAGLE-3",
+                versus,
+                [[str(r.concurrency)] + [_ratio(r.peagle_vs_eagle3.get(k)) for k in versus] for r in t.rows],
+            )
 
 
 def render_advice(console: Console, advice: Advice) -> None:

@@ -49,7 +49,7 @@ class LevelResult(BaseModel):
 
     concurrency: int
     window_s: float = Field(description="length of the measured window")
-    completed: int = Field(description="measured requests that finished in the window")
+    completed: int = Field(description="measured requests that finished by the end of the window")
     cut_at_end: int = Field(0, description="requests still running when a --duration window closed")
     warmup_requests: int = 0
     errors: int = 0
@@ -102,18 +102,26 @@ def read_result(path: Path) -> BenchResult:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"result file {path} not found", "pass JSON files written by 'peagle bench --out DIR'") from None
+        raise UsageError(
+            f"result file {path} not found", "pass JSON files written by 'peagle bench --out DIR'"
+        ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path} is not a JSON results file ({type(exc).__name__})",
-                         "pass JSON files written by 'peagle bench --out DIR'") from None
+        raise UsageError(
+            f"{path} is not a JSON results file ({type(exc).__name__})",
+            "pass JSON files written by 'peagle bench --out DIR'",
+        ) from None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
-        raise UsageError(f"{path} has schema_version {version!r}, this peagle reads {SCHEMA_VERSION}",
-                         "re-run the benchmark with this version of peagle")
+        raise UsageError(
+            f"{path} has schema_version {version!r}, this peagle reads {SCHEMA_VERSION}",
+            "re-run the benchmark with this version of peagle",
+        )
     try:
         return BenchResult.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err.get("loc", ()))
-        raise UsageError(f"{path} is not a valid results file ({where}: {err.get('msg')})",
-                         "pass JSON files written by 'peagle bench --out DIR'") from None
+        raise UsageError(
+            f"{path} is not a valid results file ({where}: {err.get('msg')})",
+            "pass JSON files written by 'peagle bench --out DIR'",
+        ) from None

@@ -56,11 +56,22 @@ def parse_concurrency(text: str) -> list[int]:
 def _level_result(m: LevelMeasurement, price: Price | None) -> LevelResult:
     usd = usd_per_million_tokens(price.usd_per_hour if price else None, m.output_tokens_per_s)
     return LevelResult(
-        concurrency=m.concurrency, window_s=round(m.window_s, 4), completed=m.completed, cut_at_end=m.cut_at_end,
-        warmup_requests=m.warmup_requests, errors=m.errors, error_kinds=m.error_kinds, output_tokens=m.output_tokens,
-        output_tokens_per_s=round(m.output_tokens_per_s, 3), requests_per_s=round(m.requests_per_s, 4),
-        mean_in_flight=round(m.mean_in_flight, 4), concurrency_held=round(m.concurrency_held, 4),
-        ttft_ms=m.ttft_ms, itl_ms=m.itl_ms, tpot_ms=m.tpot_ms, e2e_ms=m.e2e_ms,
+        concurrency=m.concurrency,
+        window_s=round(m.window_s, 4),
+        completed=m.completed,
+        cut_at_end=m.cut_at_end,
+        warmup_requests=m.warmup_requests,
+        errors=m.errors,
+        error_kinds=m.error_kinds,
+        output_tokens=m.output_tokens,
+        output_tokens_per_s=round(m.output_tokens_per_s, 3),
+        requests_per_s=round(m.requests_per_s, 4),
+        mean_in_flight=round(m.mean_in_flight, 4),
+        concurrency_held=round(m.concurrency_held, 4),
+        ttft_ms=m.ttft_ms,
+        itl_ms=m.itl_ms,
+        tpot_ms=m.tpot_ms,
+        e2e_ms=m.e2e_ms,
         usd_per_million_output_tokens=None if usd is None else round(usd, 4),
     )
 
@@ -71,8 +82,14 @@ class _Progress:
     def __init__(self, out: Output):
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                                  TimeElapsedColumn(), console=out.err_console, transient=False)
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=out.err_console,
+            transient=False,
+        )
         self._task: Any = None
         self._last = (0.0, 0)
 
@@ -92,12 +109,16 @@ class _Progress:
         rate = (p.tokens - self._last[1]) / dt if dt > 0 else 0.0
         self._last = (p.elapsed_s, p.tokens)
         done = p.completed if p.target is not None else min(p.window_elapsed_s, duration or 0)
-        self._progress.update(self._task, completed=done,
-                              info=f"{p.phase}, {rate:,.0f} tok/s, {p.in_flight} in flight, {p.errors} errors")
+        self._progress.update(
+            self._task, completed=done, info=f"{p.phase}, {rate:,.0f} tok/s, {p.in_flight} in flight, {p.errors} errors"
+        )
 
     def finish(self, m: LevelMeasurement) -> None:
-        self._progress.update(self._task, completed=self._progress.tasks[-1].total or 0,
-                              info=f"{m.output_tokens_per_s:,.0f} tok/s, held {m.concurrency_held:.0%}, {m.errors} errors")
+        self._progress.update(
+            self._task,
+            completed=self._progress.tasks[-1].total or 0,
+            info=f"{m.output_tokens_per_s:,.0f} tok/s, held {m.concurrency_held:.0%}, {m.errors} errors",
+        )
 
 
 def resolve_target(plan: BenchPlan, out: Output) -> tuple[TargetInfo, Any]:
@@ -114,7 +135,9 @@ def resolve_target(plan: BenchPlan, out: Output) -> tuple[TargetInfo, Any]:
     info.model = plan.model or info.model
     if plan.mode is not None:
         if info.mode_source == "tags" and (info.mode, info.k) != (plan.mode, plan.k):
-            out.warn(f"--mode/--k {plan.mode}/{plan.k} differ from the endpoint's tags {info.mode}/{info.k}; using the flags")
+            out.warn(
+                f"--mode/--k {plan.mode}/{plan.k} differ from the endpoint's tags {info.mode}/{info.k}; using the flags"
+            )
         info.mode, info.k, info.mode_source = plan.mode, plan.k, "flags"
     if plan.instance_type:
         info.instance_type, info.instance_count = plan.instance_type, plan.instance_count
@@ -129,7 +152,9 @@ def resolve_price(info: TargetInfo, plan: BenchPlan, session: Any) -> Price | No
 
     if credentials_available(plan.profile, plan.region):
         try:
-            pricing = AwsSession("us-east-1", plan.profile, max_attempts=2, connect_timeout=5, read_timeout=15).client("pricing")
+            pricing = AwsSession("us-east-1", plan.profile, max_attempts=2, connect_timeout=5, read_timeout=15).client(
+                "pricing"
+            )
         except Exception:  # noqa: BLE001 - fall back to the shipped table
             pricing = None
     region = session.region if session is not None else resolve_region(plan.region)
@@ -140,12 +165,23 @@ def make_sender(info: TargetInfo, plan: BenchPlan, session: Any) -> Any:
     if info.kind == "sagemaker":
         from .sagemaker_sender import SageMakerChatSender
 
-        return SageMakerChatSender(session, info.name, max_tokens=plan.max_tokens, temperature=plan.temperature,
-                                   timeout=plan.timeout, max_in_flight=max(plan.concurrency))
+        return SageMakerChatSender(
+            session,
+            info.name,
+            max_tokens=plan.max_tokens,
+            temperature=plan.temperature,
+            timeout=plan.timeout,
+            max_in_flight=max(plan.concurrency),
+        )
     from .http_sender import HttpChatSender
 
-    return HttpChatSender(request_url(plan.target, info.kind), model=info.model, max_tokens=plan.max_tokens,
-                          temperature=plan.temperature, timeout=plan.timeout)
+    return HttpChatSender(
+        request_url(plan.target, info.kind),
+        model=info.model,
+        max_tokens=plan.max_tokens,
+        temperature=plan.temperature,
+        timeout=plan.timeout,
+    )
 
 
 async def _openai_model(url: str) -> str | None:
@@ -163,8 +199,13 @@ async def _openai_model(url: str) -> str | None:
     return models[0].get("id") if models else None
 
 
-async def _run_levels(plan: BenchPlan, info: TargetInfo, session: Any, price: Price | None, out: Output,
-                      ) -> tuple[list[LevelResult], acc_mod.Acceptance | None, float, float]:
+async def _run_levels(
+    plan: BenchPlan,
+    info: TargetInfo,
+    session: Any,
+    price: Price | None,
+    out: Output,
+) -> tuple[list[LevelResult], acc_mod.Acceptance | None, float, float]:
     prom_url = acc_mod.metrics_url(plan.target) if info.kind != "sagemaker" else None
     before = None
     if prom_url:
@@ -182,9 +223,15 @@ async def _run_levels(plan: BenchPlan, info: TargetInfo, session: Any, price: Pr
             for conc in plan.concurrency:
                 warmup = conc if plan.warmup is None else plan.warmup
                 progress.start(conc, warmup + plan.num_prompts if plan.num_prompts is not None else plan.duration)
-                m = await run_level(sender, plan.dataset.prompts, conc, warmup=warmup, duration=plan.duration,
-                                    num_prompts=plan.num_prompts,
-                                    on_progress=lambda p: progress.update(p, plan.duration))
+                m = await run_level(
+                    sender,
+                    plan.dataset.prompts,
+                    conc,
+                    warmup=warmup,
+                    duration=plan.duration,
+                    num_prompts=plan.num_prompts,
+                    on_progress=lambda p: progress.update(p, plan.duration),
+                )
                 progress.finish(m)
                 wall_start = wall_start or m.wall_start
                 wall_end = m.wall_end
@@ -199,8 +246,9 @@ async def _run_levels(plan: BenchPlan, info: TargetInfo, session: Any, price: Pr
     return levels, acceptance, wall_start, wall_end
 
 
-def _cloudwatch_acceptance(session: Any, name: str, start: float, end: float, wait: float, out: Output,
-                           sleep: Any = None) -> acc_mod.Acceptance | None:
+def _cloudwatch_acceptance(
+    session: Any, name: str, start: float, end: float, wait: float, out: Output, sleep: Any = None
+) -> acc_mod.Acceptance | None:
     """vLLM logs stats every ~10 s and CloudWatch lags behind: poll until a stats line written after the
     run's end arrives (so the last interval of the run is in), or `wait` seconds pass."""
     import time as _time
@@ -228,12 +276,23 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchResult:
     if info.kind == "sagemaker" and levels:
         acceptance = _cloudwatch_acceptance(session, info.name, wall_start, wall_end, plan.logs_wait, out)
     result = BenchResult(
-        tool_version=__version__, started_at=started, finished_at=datetime.now(timezone.utc), target=info,
-        settings=Settings(dataset=plan.dataset.name, dataset_source=plan.dataset.source,
-                          num_prompts_in_dataset=len(plan.dataset), max_tokens=plan.max_tokens,
-                          temperature=plan.temperature, warmup=plan.warmup,
-                          duration_s=plan.duration, num_prompts=plan.num_prompts),
-        price=price, levels=levels, acceptance=acceptance,
+        tool_version=__version__,
+        started_at=started,
+        finished_at=datetime.now(timezone.utc),
+        target=info,
+        settings=Settings(
+            dataset=plan.dataset.name,
+            dataset_source=plan.dataset.source,
+            num_prompts_in_dataset=len(plan.dataset),
+            max_tokens=plan.max_tokens,
+            temperature=plan.temperature,
+            warmup=plan.warmup,
+            duration_s=plan.duration,
+            num_prompts=plan.num_prompts,
+        ),
+        price=price,
+        levels=levels,
+        acceptance=acceptance,
     )
     if plan.out_dir is not None:
         plan.files.extend(write_outputs(result, plan.out_dir, chart=plan.chart))

@@ -19,8 +19,16 @@ from .loadgen import Messages, RequestRecord
 
 
 class SageMakerChatSender:
-    def __init__(self, session: Any, endpoint: str, *, max_tokens: int = 256, temperature: float = 0.0,
-                 timeout: float = 600.0, max_in_flight: int = 128):
+    def __init__(
+        self,
+        session: Any,
+        endpoint: str,
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        timeout: float = 600.0,
+        max_in_flight: int = 128,
+    ):
         self.session = session
         self.endpoint = endpoint
         self.max_tokens = max_tokens
@@ -31,12 +39,20 @@ class SageMakerChatSender:
         self._pool: ThreadPoolExecutor | None = None
 
     def body(self, messages: Messages) -> bytes:
-        return json.dumps({"messages": messages, "max_tokens": self.max_tokens, "temperature": self.temperature,
-                           "stream": True, "stream_options": {"include_usage": True}}).encode()
+        return json.dumps(
+            {
+                "messages": messages,
+                "max_tokens": self.max_tokens,
+                "temperature": self.temperature,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        ).encode()
 
     async def __aenter__(self) -> SageMakerChatSender:
-        self._client = self.session.client("sagemaker-runtime", max_pool_connections=self.max_in_flight + 8,
-                                           read_timeout=self.timeout)
+        self._client = self.session.client(
+            "sagemaker-runtime", max_pool_connections=self.max_in_flight + 8, read_timeout=self.timeout
+        )
         self._pool = ThreadPoolExecutor(max_workers=self.max_in_flight + 8, thread_name_prefix="peagle-bench")
         return self
 
@@ -59,11 +75,13 @@ class SageMakerChatSender:
         clock = time.perf_counter
         try:
             resp = self._client.invoke_endpoint_with_response_stream(
-                EndpointName=self.endpoint, Body=body, ContentType="application/json", Accept="text/event-stream")
+                EndpointName=self.endpoint, Body=body, ContentType="application/json", Accept="text/event-stream"
+            )
         except botocore.exceptions.ClientError as exc:
             meta = exc.response.get("ResponseMetadata", {})
-            raise HttpStatusError(int(meta.get("HTTPStatusCode") or 500),
-                                  str(exc.response.get("Error", {}).get("Code", ""))) from None
+            raise HttpStatusError(
+                int(meta.get("HTTPStatusCode") or 500), str(exc.response.get("Error", {}).get("Code", ""))
+            ) from None
         stream = resp["Body"]
         counter = SseTokenCounter(rec)
         try:

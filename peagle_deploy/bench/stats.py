@@ -42,8 +42,12 @@ def summarize(samples: Sequence[float], scale: float = 1.0) -> Summary:
     return Summary(
         count=n,
         mean=statistics.fmean(samples) * scale,
-        p50=pct[50], p90=pct[90], p95=pct[95], p99=pct[99],
-        min=min(samples) * scale, max=max(samples) * scale,
+        p50=pct[50],
+        p90=pct[90],
+        p95=pct[95],
+        p99=pct[99],
+        min=min(samples) * scale,
+        max=max(samples) * scale,
     )
 
 

@@ -15,8 +15,10 @@ def target_kind(target: str) -> str:
         path = urlsplit(target).path.rstrip("/")
         return "openai" if "/v1" in path else "container"
     if not target or len(target) > 63 or not all(c.isalnum() or c == "-" for c in target):
-        raise UsageError(f"{target!r} is neither a URL nor a SageMaker endpoint name",
-                         "pass http(s)://host:port[/v1] or an endpoint name (letters, digits, hyphens)")
+        raise UsageError(
+            f"{target!r} is neither a URL nor a SageMaker endpoint name",
+            "pass http(s)://host:port[/v1] or an endpoint name (letters, digits, hyphens)",
+        )
     return "sagemaker"
 
 
@@ -43,13 +45,21 @@ def describe_endpoint(sagemaker: Any, name: str) -> TargetInfo:
         code = error_code(exc)
         if code == "ValidationException":
             raise UsageError(f"endpoint {name!r} not found", "check the name and --region") from None
-        if code in ("AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException",
-                    "InvalidClientTokenId"):
-            raise CredentialsError(f"AWS refused DescribeEndpoint ({code})", "check the credentials and their permissions") from None
+        if code in (
+            "AccessDeniedException",
+            "UnrecognizedClientException",
+            "ExpiredTokenException",
+            "InvalidClientTokenId",
+        ):
+            raise CredentialsError(
+                f"AWS refused DescribeEndpoint ({code})", "check the credentials and their permissions"
+            ) from None
         raise
     if ep.get("EndpointStatus") not in (None, "InService"):
-        raise UsageError(f"endpoint {name!r} is {ep.get('EndpointStatus')}, not InService",
-                         "wait for it ('peagle deploy' waits) or bench another endpoint")
+        raise UsageError(
+            f"endpoint {name!r} is {ep.get('EndpointStatus')}, not InService",
+            "wait for it ('peagle deploy' waits) or bench another endpoint",
+        )
     info = TargetInfo(kind="sagemaker", name=name)
     try:
         config = sagemaker.describe_endpoint_config(EndpointConfigName=ep["EndpointConfigName"])

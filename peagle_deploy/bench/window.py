@@ -22,12 +22,15 @@ def parse_moment(text: str, flag: str) -> datetime:
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise UsageError(f"{flag} {text!r} is not an ISO 8601 time", "use a form such as 2026-11-22T10:30:00Z") from None
+        raise UsageError(
+            f"{flag} {text!r} is not an ISO 8601 time", "use a form such as 2026-11-22T10:30:00Z"
+        ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def resolve_window(start: str | None, end: str | None, since: str | None,
-                   now: datetime | None = None) -> tuple[datetime, datetime]:
+def resolve_window(
+    start: str | None, end: str | None, since: str | None, now: datetime | None = None
+) -> tuple[datetime, datetime]:
     """[start, end] in UTC. --since counts back from --end (default now); default window: the last 15 minutes."""
     now = now or datetime.now(timezone.utc)
     if start and since:

@@ -21,7 +21,9 @@ class _BenchGroup(TyperGroup):
 
 
 bench_app = typer.Typer(
-    cls=_BenchGroup, no_args_is_help=True, rich_markup_mode="rich",
+    cls=_BenchGroup,
+    no_args_is_help=True,
+    rich_markup_mode="rich",
     help="Benchmark a target: 'peagle bench TARGET \\[options]' (same as 'peagle bench run'), compare runs, advise K.",
 )
 
@@ -32,20 +34,61 @@ def register(app: typer.Typer) -> None:
 
 @bench_app.command("run")
 def bench_run(
-    target: Annotated[str, typer.Argument(help="SageMaker endpoint name, container URL (http://host:8080) or OpenAI URL (http://host:8000/v1).")],
-    concurrency: Annotated[str, typer.Option("--concurrency", "-c", help="Requests in flight, one level each, comma-separated.")] = "1,4,8,32,128",
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="humaneval, code, chat, or a JSONL file of {\"prompt\"} / {\"messages\"} lines.")] = "humaneval",
-    num_prompts: Annotated[int | None, typer.Option("--num-prompts", "-n", min=1, help="Measured requests per level (after warm-up).")] = None,
-    duration: Annotated[float | None, typer.Option("--duration", min=0.1, help="Seconds measured per level (after warm-up). Default 60 unless --num-prompts.")] = None,
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="SageMaker endpoint name, container URL (http://host:8080) or OpenAI URL (http://host:8000/v1)."
+        ),
+    ],
+    concurrency: Annotated[
+        str, typer.Option("--concurrency", "-c", help="Requests in flight, one level each, comma-separated.")
+    ] = "1,4,8,32,128",
+    dataset: Annotated[
+        str,
+        typer.Option(
+            "--dataset", "-d", help='humaneval, code, chat, or a JSONL file of {"prompt"} / {"messages"} lines.'
+        ),
+    ] = "humaneval",
+    num_prompts: Annotated[
+        int | None, typer.Option("--num-prompts", "-n", min=1, help="Measured requests per level (after warm-up).")
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration", min=0.1, help="Seconds measured per level (after warm-up). Default 60 unless --num-prompts."
+        ),
+    ] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="max_tokens of each request.")] = 256,
-    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy, as the published runs).")] = 0.0,
-    warmup: Annotated[int | None, typer.Option("--warmup", min=0, help="Warm-up requests per level, not measured. Default: the level's concurrency.")] = None,
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for the results JSON, Markdown summary and PNG chart.")] = Path("peagle-bench"),
-    mode: Annotated[str | None, typer.Option("--mode", help="Label: p-eagle, eagle3 or off (default: the endpoint's peagle:mode tag).")] = None,
-    k: Annotated[int | None, typer.Option("--k", min=1, help="Label: speculative tokens K (default: the endpoint's peagle:k tag).")] = None,
-    instance_type: Annotated[str | None, typer.Option("--instance-type", help="Instance type, for cost, when the target is a URL.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model name sent to an OpenAI server (default: the first of /v1/models).")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds before one request is abandoned.")] = 600.0,
+    temperature: Annotated[
+        float, typer.Option("--temperature", min=0.0, help="Sampling temperature (0: greedy, as the published runs).")
+    ] = 0.0,
+    warmup: Annotated[
+        int | None,
+        typer.Option(
+            "--warmup", min=0, help="Warm-up requests per level, not measured. Default: the level's concurrency."
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder for the results JSON, Markdown summary and PNG chart.")
+    ] = Path("peagle-bench"),
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="Label: p-eagle, eagle3 or off (default: the endpoint's peagle:mode tag)."),
+    ] = None,
+    k: Annotated[
+        int | None,
+        typer.Option("--k", min=1, help="Label: speculative tokens K (default: the endpoint's peagle:k tag)."),
+    ] = None,
+    instance_type: Annotated[
+        str | None, typer.Option("--instance-type", help="Instance type, for cost, when the target is a URL.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Model name sent to an OpenAI server (default: the first of /v1/models)."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1.0, help="Seconds before one request is abandoned.")
+    ] = 600.0,
     no_chart: Annotated[bool, typer.Option("--no-chart", help="Do not write the PNG chart.")] = False,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
@@ -63,11 +106,23 @@ def bench_run(
         if k is not None and mode is None:
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
         plan = BenchPlan(
-            target=target, dataset=load_dataset(dataset), concurrency=parse_concurrency(concurrency),
-            max_tokens=max_tokens, temperature=temperature, warmup=warmup,
-            duration=duration if duration is not None or num_prompts is not None else 60.0, num_prompts=num_prompts,
-            out_dir=out_dir, mode=mode, k=None if mode == "off" else k, instance_type=instance_type, model=model,
-            region=region, profile=profile, timeout=timeout, chart=not no_chart,
+            target=target,
+            dataset=load_dataset(dataset),
+            concurrency=parse_concurrency(concurrency),
+            max_tokens=max_tokens,
+            temperature=temperature,
+            warmup=warmup,
+            duration=duration if duration is not None or num_prompts is not None else 60.0,
+            num_prompts=num_prompts,
+            out_dir=out_dir,
+            mode=mode,
+            k=None if mode == "off" else k,
+            instance_type=instance_type,
+            model=model,
+            region=region,
+            profile=profile,
+            timeout=timeout,
+            chart=not no_chart,
         )
         result = run_bench(plan, out)
 
@@ -77,6 +132,15 @@ def bench_run(
             render_result(console, result, plan.files)
 
         out.result({"result": result, "files": plan.files}, human)
+        failed = [lv for lv in result.levels if lv.completed == 0 and lv.errors > 0]
+        if failed:
+            from ..errors import EndpointFailed
+
+            kinds = ", ".join(f"{k}: {v}" for k, v in sorted(failed[0].error_kinds.items()))
+            raise EndpointFailed(
+                f"every measured request at concurrency {failed[0].concurrency} failed ({kinds})",
+                "check that the target is up and answers a single 'peagle invoke'",
+            )
 
     run(json_output, body)
 
@@ -84,8 +148,12 @@ def bench_run(
 @bench_app.command("compare")
 def bench_compare(
     results: Annotated[list[Path] | None, typer.Argument(help="Results JSON files written by 'peagle bench'.")] = None,
-    published: Annotated[str | None, typer.Option("--published", help="Also show published figures: 'aws-blog' (shipped) or a CSV path.")] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", "-o", help="Also write compare.md and compare.png here.")] = None,
+    published: Annotated[
+        str | None, typer.Option("--published", help="Also show published figures: 'aws-blog' (shipped) or a CSV path.")
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Also write compare.md and compare.png here.")
+    ] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Runs side by side (P-EAGLE vs EAGLE-3 vs off, by K) with speed-ups, like the published tables."""
@@ -130,12 +198,26 @@ def bench_compare(
 @bench_app.command("advise")
 def bench_advise(
     result: Annotated[Path | None, typer.Argument(help="A results JSON with acceptance data (or use --rates).")] = None,
-    rates: Annotated[str | None, typer.Option("--rates", help="Per-position acceptance rates, comma-separated, e.g. 0.85,0.70,0.56.")] = None,
-    conditional: Annotated[bool, typer.Option("--conditional", help="--rates are conditional (default: cumulative, as vLLM logs them).")] = False,
+    rates: Annotated[
+        str | None, typer.Option("--rates", help="Per-position acceptance rates, comma-separated, e.g. 0.85,0.70,0.56.")
+    ] = None,
+    conditional: Annotated[
+        bool, typer.Option("--conditional", help="--rates are conditional (default: cumulative, as vLLM logs them).")
+    ] = False,
     mode: Annotated[str, typer.Option("--mode", help="p-eagle (one drafter pass) or eagle3 (K passes).")] = "p-eagle",
-    max_k: Annotated[int | None, typer.Option("--max-k", min=1, max=32, help="Largest K to consider (default: the measured positions).")] = None,
-    verify_cost: Annotated[float, typer.Option("--verify-cost", min=0.0, help="Extra verification cost per draft token, in target decoding steps.")] = 0.02,
-    draft_cost: Annotated[float, typer.Option("--draft-cost", min=0.0, help="Cost of one drafter pass, in target decoding steps.")] = 0.06,
+    max_k: Annotated[
+        int | None,
+        typer.Option("--max-k", min=1, max=32, help="Largest K to consider (default: the measured positions)."),
+    ] = None,
+    verify_cost: Annotated[
+        float,
+        typer.Option(
+            "--verify-cost", min=0.0, help="Extra verification cost per draft token, in target decoding steps."
+        ),
+    ] = 0.02,
+    draft_cost: Annotated[
+        float, typer.Option("--draft-cost", min=0.0, help="Cost of one drafter pass, in target decoding steps.")
+    ] = 0.06,
     json_output: JsonOpt = False,
 ) -> None:
     """Recommend K from per-position acceptance: expected tokens per step for each K, against its cost."""
@@ -145,7 +227,9 @@ def bench_advise(
         from ..errors import UsageError
 
         if (result is None) == (rates is None):
-            raise UsageError("give a results file or --rates (one of them)", "e.g. peagle bench advise --rates 0.85,0.7,0.56")
+            raise UsageError(
+                "give a results file or --rates (one of them)", "e.g. peagle bench advise --rates 0.85,0.7,0.56"
+            )
         if rates is not None:
             try:
                 values = [float(x) for x in rates.split(",") if x.strip()]
@@ -157,8 +241,9 @@ def bench_advise(
 
             acc = read_result(result).acceptance
             if acc is None or not acc.per_position:
-                raise UsageError(f"{result} has no per-position acceptance",
-                                 "benchmark a speculative endpoint, or pass --rates")
+                raise UsageError(
+                    f"{result} has no per-position acceptance", "benchmark a speculative endpoint, or pass --rates"
+                )
             values, kind = acc.per_position, "cumulative"
         advice = advise(values, kind=kind, mode=mode, max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost)
 

@@ -15,7 +15,9 @@ def register(app: typer.Typer) -> None:
 
 def metrics(
     target: Annotated[str, typer.Argument(help="SageMaker endpoint name, or a container / OpenAI server URL.")],
-    since: Annotated[str | None, typer.Option("--since", help="Window length back from --end (e.g. 90s, 15m, 2h). Default 15m.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Window length back from --end (e.g. 90s, 15m, 2h). Default 15m.")
+    ] = None,
     start: Annotated[str | None, typer.Option("--start", help="Window start, ISO 8601 (UTC if no offset).")] = None,
     end: Annotated[str | None, typer.Option("--end", help="Window end, ISO 8601. Default: now.")] = None,
     advise: Annotated[bool, typer.Option("--advise", help="Also run the K advisor on the per-position rates.")] = False,

@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from . import __version__
-from .errors import CredentialsError, UsageError
+from .errors import CredentialsError, PeagleError, QuotaError, UsageError
 
 DEFAULT_REGION = "us-east-1"
 USER_AGENT = f"peagle/{__version__}"
@@ -114,3 +114,28 @@ def credentials_available(profile: str | None = None, region: str | None = None)
         return AwsSession(region, profile).boto3_session.get_credentials() is not None
     except (UsageError, botocore.exceptions.BotoCoreError):
         return False
+
+
+_AUTH_CODES = {"AccessDenied", "AccessDeniedException", "UnrecognizedClientException", "InvalidClientTokenId",
+               "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId"}
+
+
+def translate_error(exc: BaseException) -> PeagleError | None:
+    """A botocore failure as a one-line PeagleError with the right exit code; None if not botocore's."""
+    import botocore.exceptions
+
+    if isinstance(exc, (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError)):
+        return CredentialsError("no usable AWS credentials", "configure them (aws configure, AWS_PROFILE, env vars)")
+    if isinstance(exc, botocore.exceptions.ClientError):
+        code, message = error_code(exc), error_message(exc)
+        if code in _AUTH_CODES:
+            return CredentialsError(f"AWS refused ({code}): {message}", "check the credentials and their permissions")
+        if code in ("ResourceLimitExceeded", "ServiceQuotaExceededException"):
+            return QuotaError(f"AWS refused ({code}): {message}", "request a quota increase or use another instance type")
+        return PeagleError(f"AWS error ({code}): {message}")
+    if isinstance(exc, botocore.exceptions.EndpointConnectionError):
+        return PeagleError(f"could not reach AWS at {getattr(exc, 'kwargs', {}).get('endpoint_url', '?')}",
+                           "check the network, --region and AWS_ENDPOINT_URL")
+    if isinstance(exc, botocore.exceptions.BotoCoreError):
+        return PeagleError(f"AWS client error: {exc}")
+    return None

@@ -32,6 +32,10 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
     except typer.Exit:
         raise
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a raw traceback
+        translated = _translate(exc)
+        if translated is not None:
+            out.error(translated.one_line())
+            raise typer.Exit(int(translated.exit_code)) from None
         if os.environ.get("PEAGLE_DEBUG"):
             out.stderr.write(redact(traceback.format_exc()))
         out.error(
@@ -39,3 +43,14 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
             " (set PEAGLE_DEBUG=1 for a traceback and report it)"
         )
         raise typer.Exit(int(ExitCode.UNEXPECTED)) from None
+
+
+def _translate(exc: Exception) -> PeagleError | None:
+    """botocore's failures, only if botocore was imported at all (it is not on --help paths)."""
+    import sys
+
+    if "botocore" not in sys.modules:
+        return None
+    from ..aws import translate_error
+
+    return translate_error(exc)

@@ -73,8 +73,33 @@ def _no_credentials(profile: str | None) -> bool:
 
 
 def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure) -> None:
+    from ..aws import AwsSession
     from ..errors import UsageError
+    from ..lifecycle import deploy as run_deploy
+    from .render_plan import render_summary
 
-    if not plan.create_model.get("ExecutionRoleArn"):
+    if "ExecutionRoleArn" not in plan.create_model:
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
-    raise UsageError("real deploys are not available in this build", "use --dry-run")
+    if timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
+    if not out.json_mode:
+        render_summary(out.err_console, plan, title="peagle deploy: about to create")
+    price = "unknown price" if plan.price_per_hour_usd is None else f"about ${plan.price_per_hour_usd:,.2f}/h (estimate)"
+    out.confirm(f"Create {plan.endpoint_name} on {plan.instance_count} x {plan.instance_type}, {price}?", yes=yes)
+    with out.status(f"creating {plan.endpoint_name}") as update:
+        def progress(status, elapsed, doing):
+            update(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
+
+        result = run_deploy(plan, AwsSession(plan.region, profile), wait=wait, timeout_s=timeout,
+                            keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note)
+
+    def human(console):
+        console.print(f"[bold]{result.endpoint_name}[/bold] is {result.status} after {int(result.elapsed_s)}s")
+        for check in result.verification:
+            mark = "[green]ok[/green]" if check.ok else "[red]FAILED[/red]"
+            console.print(f"  verified {check.name}: {mark}")
+        if result.status != "InService":
+            console.print(f"  follow it with: peagle status {result.endpoint_name} --region {result.region}")
+        console.print(f"  remove it with: peagle cleanup {result.endpoint_name} --region {result.region} --yes")
+
+    out.result({"deployed": result, "plan": plan}, human)

@@ -12,8 +12,17 @@ def _money(value: float | None) -> str:
 
 
 def render_plan(console, plan: DeploymentPlan) -> None:
-    from rich.panel import Panel
     from rich.syntax import Syntax
+
+    render_summary(console, plan)
+    for title, body in (("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
+                        ("CreateEndpoint", plan.create_endpoint)):
+        console.print(f"\n[bold]{title}[/bold]")
+        console.print(Syntax(json.dumps(body, indent=2), "json", word_wrap=True, theme="ansi_dark"))
+
+
+def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --dry-run: nothing was created") -> None:
+    from rich.panel import Panel
     from rich.table import Table
 
     summary = Table.grid(padding=(0, 2))
@@ -35,17 +44,13 @@ def render_plan(console, plan: DeploymentPlan) -> None:
     ]
     for key, value in rows:
         summary.add_row(key, value)
-    console.print(Panel(summary, title="peagle deploy --dry-run: nothing was created", expand=False))
+    console.print(Panel(summary, title=title, expand=False))
     for field, why in plan.unverified.items():
         console.print(f"[yellow]unverified[/yellow] {field}: {why}")
     for item in plan.missing:
         console.print(f"[red]missing[/red] {item}")
     for note in plan.notes:
         console.print(f"[cyan]note[/cyan] {note}")
-    for title, body in (("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
-                        ("CreateEndpoint", plan.create_endpoint)):
-        console.print(f"\n[bold]{title}[/bold]")
-        console.print(Syntax(json.dumps(body, indent=2), "json", word_wrap=True, theme="ansi_dark"))
 
 
 def _drafter(plan: DeploymentPlan) -> str:

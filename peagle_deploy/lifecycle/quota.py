@@ -1,0 +1,57 @@
+"""Service Quotas check before CreateEndpoint: 'ResourceLimitExceeded' after minutes of waiting is worse."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import QuotaError
+
+
+def quota_name(instance_type: str) -> str:
+    return f"{instance_type} for endpoint usage"
+
+
+def read_quota(session: Any, instance_type: str) -> float | None:
+    """The account's applied quota for this instance type on endpoints, or None when it cannot be read."""
+    import botocore.exceptions
+
+    name = quota_name(instance_type)
+    try:
+        client = session.client("service-quotas")
+        for page in client.get_paginator("list_service_quotas").paginate(ServiceCode="sagemaker"):
+            for quota in page.get("Quotas", []):
+                if quota.get("QuotaName") == name:
+                    return float(quota["Value"])
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError):
+        return None
+    return None
+
+
+def instances_in_use(sm: Any, instance_type: str) -> int:
+    """Instances of this type already held by endpoints in the account and region."""
+    used = 0
+    for page in sm.get_paginator("list_endpoints").paginate():
+        for summary in page.get("Endpoints", []):
+            if summary.get("EndpointStatus") in ("Deleting", "Failed"):
+                continue
+            described = sm.describe_endpoint(EndpointName=summary["EndpointName"])
+            config = sm.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
+            for variant in config.get("ProductionVariants", []):
+                if variant.get("InstanceType") == instance_type:
+                    used += int(variant.get("InitialInstanceCount", 0))
+    return used
+
+
+def check_quota(session: Any, instance_type: str, count: int) -> str:
+    """Raise QuotaError (exit 4) when the plan needs more instances than the quota leaves; else a note."""
+    limit = read_quota(session, instance_type)
+    name = quota_name(instance_type)
+    if limit is None:
+        return f"could not read the Service Quotas value '{name}'; going on (CreateEndpoint fails if it is short)"
+    used = instances_in_use(session.client("sagemaker"), instance_type)
+    if used + count > limit:
+        raise QuotaError(
+            f"quota '{name}' is {limit:g}, {used} in use, this deploy needs {count}",
+            "request an increase in the Service Quotas console (SageMaker) or pick another --instance-type",
+        )
+    return f"quota '{name}': {limit:g}, {used} in use, {count} requested"

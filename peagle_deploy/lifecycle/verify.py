@@ -1,0 +1,60 @@
+"""After InService: prove that what SageMaker holds is what the plan asked for.
+
+Users have been burned by the speculative config and the drafter channel being silently dropped,
+and by JumpStart deploying another instance type than asked; each is checked against the live
+resources, not the request we sent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..errors import EndpointFailed
+from ..plan import DeploymentPlan
+from ..speculative import DRAFTER_CHANNEL, ENV_VAR
+
+
+class Check(BaseModel):
+    name: str
+    ok: bool
+    expected: Any = None
+    actual: Any = None
+
+
+def _json_or_text(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def verify(sm: Any, plan: DeploymentPlan) -> list[Check]:
+    model = sm.describe_model(ModelName=plan.create_model["ModelName"])
+    container = model.get("PrimaryContainer", {})
+    env = container.get("Environment", {})
+    channels = {c.get("ChannelName"): c for c in container.get("AdditionalModelDataSources", [])}
+    drafter = channels.get(DRAFTER_CHANNEL)
+    expected_uri = plan.drafter_channel["S3DataSource"]["S3Uri"] if plan.drafter_channel else None
+    config = sm.describe_endpoint_config(EndpointConfigName=plan.create_endpoint_config["EndpointConfigName"])
+    variants = config.get("ProductionVariants", [])
+    checks = [
+        Check(name="speculative config", ok=_json_or_text(env.get(ENV_VAR)) == _json_or_text(plan.speculative_config),
+              expected=plan.speculative_config, actual=env.get(ENV_VAR)),
+        Check(name="drafter channel", ok=(drafter["S3DataSource"]["S3Uri"] if drafter else None) == expected_uri,
+              expected=expected_uri, actual=drafter["S3DataSource"]["S3Uri"] if drafter else None),
+        Check(name="instance type", ok=[v.get("InstanceType") for v in variants] == [plan.instance_type],
+              expected=plan.instance_type, actual=[v.get("InstanceType") for v in variants]),
+    ]
+    return checks
+
+
+def require(checks: list[Check]) -> None:
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        what = "; ".join(f"{c.name}: expected {c.expected!r}, found {c.actual!r}" for c in failed)
+        raise EndpointFailed(f"verification failed: {what}", "the endpoint does not run what was planned")

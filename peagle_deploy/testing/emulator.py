@@ -1,0 +1,242 @@
+"""moto made a faithful SageMaker for peagle: for this project's tests and for users' CI.
+
+What it adds to moto (5.2):
+- ml.g7e instance types (moto's endpoint-config validation predates them);
+- scripted endpoint status: Creating for N describes, then InService or Failed with a reason;
+- fault injection: fail a given API action N times with an AWS error code, or throttle every
+  other call (ThrottlingException, which botocore's adaptive retry absorbs);
+- a Service Quotas answer for `<instance type> for endpoint usage` (moto has none for SageMaker);
+- the JumpStart spec bucket `jumpstart-cache-prod-<region>`, seeded from the specs peagle ships;
+- server mode: moto's WSGI app on 127.0.0.1 (port 0) in a thread, for tests that run the real
+  `peagle` executable with AWS_ENDPOINT_URL. Scripted behaviour lives in this process's backend, so it
+  applies in both modes. `middlewares` wrap the WSGI app: that is how response streaming (which moto
+  lacks) is served, see `peagle_deploy.testing.streaming`.
+
+    with SageMakerEmulator.server() as emu:
+        emu.script_endpoints(creating_polls=3)
+        subprocess.run(["peagle", "deploy", "qwen3-coder", "--role", emu.role_arn, "--yes"], env=emu.env)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+ACCOUNT = "123456789012"
+FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                    "AWS_SESSION_TOKEN": "testing"}
+Middleware = Callable[[Any, "SageMakerEmulator"], Any]
+
+
+@dataclass
+class _Fault:
+    action: str
+    code: str
+    message: str
+    times: int
+    status: int = 400
+
+
+@dataclass
+class _Script:
+    creating_polls: int = 0
+    final: str = "InService"
+    reason: str | None = None
+    seen: dict[str, int] = field(default_factory=dict)
+
+
+class SageMakerEmulator:
+    """Use `SageMakerEmulator.in_process()` (mock_aws) or `SageMakerEmulator.server()` (a local endpoint)."""
+
+    def __init__(self, region: str = "us-east-1"):
+        self.region = region
+        self.role_arn = f"arn:aws:iam::{ACCOUNT}:role/peagle-emulator"
+        self.endpoint_url: str | None = None
+        self._script = _Script()
+        self._faults: list[_Fault] = []
+        self._throttle_every: int = 0
+        self._calls = 0
+        self.calls: list[str] = []
+        self.quotas: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    # configuration ------------------------------------------------------------------------------
+    def script_endpoints(self, creating_polls: int = 0, final: str = "InService", reason: str | None = None) -> None:
+        """New endpoints stay Creating for `creating_polls` describes, then turn `final`."""
+        self._script = _Script(creating_polls, final, reason or ("scripted failure" if final == "Failed" else None))
+
+    def fail(self, action: str, code: str = "InternalFailure", message: str = "injected failure",
+             times: int = 1, status: int = 400) -> None:
+        """The next `times` calls of API action `action` (e.g. 'CreateEndpoint') fail with `code`."""
+        self._faults.append(_Fault(action, code, message, times, status))
+
+    def throttle_every_other_call(self) -> None:
+        self._throttle_every = 2
+
+    def set_quota(self, instance_type: str, value: float) -> None:
+        self.quotas[f"{instance_type} for endpoint usage"] = value
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for a subprocess (server mode): fake credentials, region, endpoint URL."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(FAKE_CREDENTIALS, AWS_DEFAULT_REGION=self.region, AWS_REGION=self.region,
+                   AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+                   AWS_EC2_METADATA_DISABLED="true")
+        if self.endpoint_url:
+            env["AWS_ENDPOINT_URL"] = self.endpoint_url
+        return env
+
+    def client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url,
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    # hooks into moto ----------------------------------------------------------------------------
+    def _before_action(self, action: str) -> tuple[int, dict[str, str], str] | None:
+        with self._lock:
+            self.calls.append(action)
+            self._calls += 1
+            if self._throttle_every and self._calls % self._throttle_every == 1:
+                return _error(400, "ThrottlingException", "Rate exceeded (emulated)")
+            for fault in self._faults:
+                if fault.action == action and fault.times > 0:
+                    fault.times -= 1
+                    return _error(fault.status, fault.code, fault.message)
+        return None
+
+    def _patches(self) -> list[Any]:
+        from moto.sagemaker import models as sm_models
+        from moto.sagemaker.responses import SageMakerResponse
+        from moto.servicequotas.responses import ServiceQuotasResponse
+
+        emulator = self
+        original_call = SageMakerResponse.call_action
+        original_validate = sm_models.FakeEndpointConfig.validate_instance_type
+        original_create = sm_models.SageMakerModelBackend.create_endpoint
+        original_describe = sm_models.SageMakerModelBackend.describe_endpoint
+
+        def call_action(response_self):
+            injected = emulator._before_action(response_self._get_action())
+            return injected if injected is not None else original_call(response_self)
+
+        def validate_instance_type(config_self, instance_type):
+            if instance_type.startswith(("ml.g7e.", "ml.g6e.", "ml.p5", "ml.p6")):
+                return None
+            return original_validate(config_self, instance_type)
+
+        def create_endpoint(backend, endpoint_name, endpoint_config_name, tags):
+            endpoint = original_create(backend, endpoint_name, endpoint_config_name, tags)
+            if emulator._script.creating_polls or emulator._script.final != "InService":
+                endpoint.endpoint_status = "Creating"
+            emulator._script.seen[endpoint_name] = 0
+            return endpoint
+
+        def describe_endpoint(backend, endpoint_name):
+            endpoint = backend.endpoints.get(endpoint_name)
+            script = emulator._script
+            if endpoint is not None and endpoint_name in script.seen and endpoint.endpoint_status == "Creating":
+                script.seen[endpoint_name] += 1
+                if script.seen[endpoint_name] > script.creating_polls:
+                    endpoint.endpoint_status = script.final
+                    endpoint.failure_reason = script.reason
+            return original_describe(backend, endpoint_name)
+
+        def list_service_quotas(response_self):
+            body = {"Quotas": [{"ServiceCode": "sagemaker", "QuotaName": name, "Value": value,
+                                "QuotaCode": f"L-{abs(hash(name)) % 10**8:08d}"}
+                               for name, value in emulator.quotas.items()]}
+            return json.dumps(body)
+
+        return [
+            mock.patch.object(SageMakerResponse, "call_action", call_action),
+            mock.patch.object(sm_models.FakeEndpointConfig, "validate_instance_type", validate_instance_type),
+            mock.patch.object(sm_models.SageMakerModelBackend, "create_endpoint", create_endpoint),
+            mock.patch.object(sm_models.SageMakerModelBackend, "describe_endpoint", describe_endpoint),
+            mock.patch.object(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, create=True),
+        ]
+
+    def _seed(self) -> None:
+        from .jumpstart_bucket import seed_jumpstart_bucket
+
+        seed_jumpstart_bucket(self.client("s3"), self.region)
+
+    # modes --------------------------------------------------------------------------------------
+    @classmethod
+    @contextmanager
+    def in_process(cls, region: str = "us-east-1", seed_jumpstart: bool = True) -> Iterator[SageMakerEmulator]:
+        """moto's mock_aws around this process's boto3 calls, with fake credentials set."""
+        from moto import mock_aws
+
+        emulator = cls(region)
+        with ExitStack() as stack:
+            stack.enter_context(mock.patch.dict(os.environ, {**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region}))
+            for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
+                stack.enter_context(_without_env(name))
+            stack.enter_context(mock_aws())
+            for patch in emulator._patches():
+                stack.enter_context(patch)
+            if seed_jumpstart:
+                emulator._seed()
+            yield emulator
+
+    @classmethod
+    @contextmanager
+    def server(cls, region: str = "us-east-1", seed_jumpstart: bool = True,
+               middlewares: list[Middleware] | None = None, set_env: bool = True) -> Iterator[SageMakerEmulator]:
+        """moto's server on 127.0.0.1 (a free port) in a thread; `emulator.env` is for subprocesses.
+
+        With set_env (default) this process's environment points at it too, until the block ends.
+        """
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import WSGIRequestHandler, make_server
+
+        class QuietHandler(WSGIRequestHandler):
+            def log_request(self, *args: Any, **kwargs: Any) -> None:  # keep test output readable
+                pass
+
+        from moto.core.models import MockAWS  # noqa: F401 - registers moto's backends
+        from moto import settings
+
+        emulator = cls(region)
+        app: Any = DomainDispatcherApplication(create_backend_app)
+        for middleware in middlewares or []:
+            app = middleware(app, emulator)
+        server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        with ExitStack() as stack:
+            stack.enter_context(mock.patch.object(settings, "TEST_SERVER_MODE", False))
+            for patch in emulator._patches():
+                stack.enter_context(patch)
+            thread.start()
+            stack.callback(thread.join, 10)
+            stack.callback(server.shutdown)
+            emulator.endpoint_url = f"http://127.0.0.1:{server.server_port}"
+            if set_env:
+                stack.enter_context(mock.patch.dict(os.environ, {
+                    **FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": emulator.endpoint_url, "AWS_DEFAULT_REGION": region}))
+            if seed_jumpstart:
+                emulator._seed()
+            yield emulator
+
+
+def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], str]:
+    return status, {"Content-Type": "application/x-amz-json-1.1", "x-amzn-ErrorType": code}, \
+        json.dumps({"__type": code, "message": message})
+
+
+@contextmanager
+def _without_env(name: str) -> Iterator[None]:
+    value = os.environ.pop(name, None)
+    try:
+        yield
+    finally:
+        if value is not None:
+            os.environ[name] = value

@@ -1,0 +1,114 @@
+"""status and cleanup select by peagle's tags only: unmanaged resources always survive."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from peagle_deploy import lifecycle
+from peagle_deploy.aws import AwsSession
+from peagle_deploy.errors import PeagleError
+from peagle_deploy.plan import PlanRequest, build_plan
+from peagle_deploy.testing import SageMakerEmulator
+
+
+@pytest.fixture
+def emu():
+    with SageMakerEmulator.in_process() as emulator:
+        yield emulator
+
+
+def deploy(emu, name, **kwargs):
+    plan = build_plan(PlanRequest(model="qwen3-coder", role=emu.role_arn, region=emu.region, name=name, **kwargs))
+    lifecycle.deploy(plan, AwsSession(emu.region), sleep=lambda _s: None)
+    return plan
+
+
+def unmanaged_stack(emu, name, tags=()):
+    sm = emu.client("sagemaker")
+    sm.create_model(ModelName=name, ExecutionRoleArn=emu.role_arn,
+                    PrimaryContainer={"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/other:1"},
+                    Tags=list(tags))
+    sm.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": name, "InstanceType": "ml.g7e.2xlarge",
+        "InitialInstanceCount": 1}], Tags=list(tags))
+    sm.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=list(tags))
+
+
+def names(emu):
+    sm = emu.client("sagemaker")
+    return (sorted(e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]),
+            sorted(c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]),
+            sorted(m["ModelName"] for m in sm.list_models()["Models"]))
+
+
+def test_status_lists_only_managed_endpoints_with_cost(emu):
+    deploy(emu, "mine", k=7, ttl=timedelta(hours=2))
+    unmanaged_stack(emu, "theirs")
+    later = datetime.now(UTC) + timedelta(minutes=30)
+    [row] = lifecycle.status(AwsSession(emu.region), now=later)
+    assert (row.name, row.status, row.mode, row.k, row.instance_type) == ("mine", "InService", "p-eagle", 7,
+                                                                         "ml.g7e.2xlarge")
+    assert 29 * 60 < row.age_s < 32 * 60 and 85 * 60 < row.expires_in_s < 91 * 60
+    assert row.cost_so_far_usd == pytest.approx(3.36 * row.age_s / 3600, abs=0.01)
+    with pytest.raises(PeagleError, match="not created by peagle"):
+        lifecycle.status(AwsSession(emu.region), "theirs")
+
+
+def test_cleanup_all_spares_unmanaged_even_with_a_look_alike_tag(emu):
+    deploy(emu, "mine-1")
+    deploy(emu, "mine-2")
+    unmanaged_stack(emu, "theirs")
+    unmanaged_stack(emu, "sneaky", tags=[{"Key": "peagle:managed", "Value": "false"}])
+    report = lifecycle.cleanup(AwsSession(emu.region), all_=True)
+    assert sorted((o.kind, o.name) for o in report.deleted) == sorted(
+        (kind, name) for name in ("mine-1", "mine-2") for kind in ("endpoint", "endpoint_config", "model"))
+    assert names(emu) == (["sneaky", "theirs"], ["sneaky", "theirs"], ["sneaky", "theirs"])
+
+
+def test_cleanup_by_name_refuses_unmanaged_and_is_idempotent(emu):
+    unmanaged_stack(emu, "theirs")
+    report = lifecycle.cleanup(AwsSession(emu.region), "theirs")
+    assert [(o.kind, o.result) for o in report.outcomes] == [("endpoint", "left")]
+    assert "no peagle:managed tag" in report.outcomes[0].reason
+    deploy(emu, "mine")
+    assert [o.result for o in lifecycle.cleanup(AwsSession(emu.region), "mine").outcomes] == ["deleted"] * 3
+    assert [o.result for o in lifecycle.cleanup(AwsSession(emu.region), "mine").outcomes] == ["already gone"] * 3
+
+
+def test_managed_endpoint_on_an_unmanaged_model_keeps_the_model(emu):
+    """Tags are checked on every resource, not only on the endpoint."""
+    unmanaged_stack(emu, "shared")
+    sm = emu.client("sagemaker")
+    sm.create_endpoint_config(EndpointConfigName="mine-cfg", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": "shared", "InstanceType": "ml.g7e.2xlarge",
+        "InitialInstanceCount": 1}], Tags=[{"Key": "peagle:managed", "Value": "true"}])
+    sm.create_endpoint(EndpointName="mine", EndpointConfigName="mine-cfg",
+                       Tags=[{"Key": "peagle:managed", "Value": "true"}])
+    report = lifecycle.cleanup(AwsSession(emu.region), "mine")
+    assert [(o.kind, o.name, o.result) for o in report.outcomes] == [
+        ("endpoint", "mine", "deleted"), ("endpoint_config", "mine-cfg", "deleted"), ("model", "shared", "left")]
+    assert "shared" in names(emu)[2]
+
+
+def test_cleanup_expired_only_removes_endpoints_past_their_ttl(emu):
+    deploy(emu, "short", ttl=timedelta(hours=1))
+    deploy(emu, "long", ttl=timedelta(hours=8))
+    deploy(emu, "forever")
+    unmanaged_stack(emu, "theirs")
+    in_two_hours = datetime.now(UTC) + timedelta(hours=2)
+    report = lifecycle.cleanup(AwsSession(emu.region), expired=True, now=lambda: in_two_hours)
+    assert {o.name for o in report.deleted} == {"short"}
+    assert names(emu)[0] == ["forever", "long", "theirs"]
+
+
+def test_cleanup_all_removes_leftover_managed_models(emu):
+    sm = emu.client("sagemaker")
+    sm.create_model(ModelName="orphan", ExecutionRoleArn=emu.role_arn, PrimaryContainer={"Image": "x"},
+                    Tags=[{"Key": "peagle:managed", "Value": "true"}])
+    report = lifecycle.cleanup(AwsSession(emu.region), all_=True)
+    assert [(o.kind, o.name, o.result) for o in report.outcomes] == [("model", "orphan", "deleted")]
+
+
+def test_cleanup_needs_exactly_one_selector(emu):
+    with pytest.raises(PeagleError, match="exactly one"):
+        lifecycle.cleanup(AwsSession(emu.region), "x", all_=True)

@@ -93,6 +93,14 @@ class SageMakerEmulator:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url
         return env
 
+    def reset(self) -> None:
+        """Forget every resource (server mode; in-process mode resets when its block ends)."""
+        import urllib.request
+
+        if self.endpoint_url:
+            request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
+            urllib.request.urlopen(request, timeout=10).close()
+
     def client(self, service: str) -> Any:
         import boto3
 
@@ -219,6 +227,8 @@ class SageMakerEmulator:
             stack.callback(thread.join, 10)
             stack.callback(server.shutdown)
             emulator.endpoint_url = f"http://127.0.0.1:{server.server_port}"
+            emulator.reset()  # moto's backends are process-wide: start from nothing, leave nothing
+            stack.callback(emulator.reset)
             if set_env:
                 stack.enter_context(mock.patch.dict(os.environ, {
                     **FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": emulator.endpoint_url, "AWS_DEFAULT_REGION": region}))

@@ -1,0 +1,117 @@
+"""The installed `peagle` executable against the emulator served on loopback (AWS_ENDPOINT_URL)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from peagle_deploy.testing import SageMakerEmulator
+
+PEAGLE = str(Path(sys.executable).parent / "peagle")
+
+
+@pytest.fixture
+def emu():
+    with SageMakerEmulator.server() as emulator:
+        yield emulator
+
+
+def peagle(emu, *args, env_extra=None, timeout=120):
+    env = {**emu.env, **(env_extra or {}), "COLUMNS": "200"}
+    return subprocess.run([PEAGLE, *args], env=env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_deploy_status_cleanup_leaves_unmanaged_alone(emu):
+    sm = emu.client("sagemaker")
+    sm.create_model(ModelName="team-model", ExecutionRoleArn=emu.role_arn, PrimaryContainer={"Image": "x"})
+    sm.create_endpoint_config(EndpointConfigName="team-model", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": "team-model", "InstanceType": "ml.g7e.2xlarge",
+        "InitialInstanceCount": 1}])
+    sm.create_endpoint(EndpointName="team-model", EndpointConfigName="team-model")
+
+    emu.script_endpoints(creating_polls=1)
+    deployed = peagle(emu, "deploy", "qwen3-coder", "--name", "e2e-qwen", "--role", emu.role_arn, "--yes", "--json")
+    assert deployed.returncode == 0, deployed.stderr
+    result = json.loads(deployed.stdout)
+    assert result["deployed"]["status"] == "InService"
+    assert all(check["ok"] for check in result["deployed"]["verification"])
+    assert result["plan"]["resolution_source"] == "sdk"  # the spec came from the emulated JumpStart bucket
+
+    status = peagle(emu, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert [(e["name"], e["mode"], e["k"]) for e in json.loads(status.stdout)["endpoints"]] == [("e2e-qwen", "p-eagle", 3)]
+
+    human = peagle(emu, "status")
+    assert "e2e-qwen" in human.stdout and "team-model" not in human.stdout
+
+    refused = peagle(emu, "cleanup", "--all")
+    assert refused.returncode == 2 and "--yes" in refused.stderr  # no terminal, no --yes: refuse
+
+    cleaned = peagle(emu, "cleanup", "--all", "--yes", "--json")
+    assert cleaned.returncode == 0, cleaned.stderr
+    deleted = {(d["kind"], d["name"]) for d in json.loads(cleaned.stdout)["deleted"]}
+    assert deleted == {("endpoint", "e2e-qwen"), ("endpoint_config", "e2e-qwen"), ("model", "e2e-qwen")}
+    assert [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]] == ["team-model"]
+    assert [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]] == ["team-model"]
+    assert [m["ModelName"] for m in sm.list_models()["Models"]] == ["team-model"]
+
+
+def test_failed_endpoint_exit_6_and_nothing_left(emu):
+    emu.script_endpoints(final="Failed", reason="vLLM: drafter config.json has no mask token id")
+    out = peagle(emu, "deploy", "gpt-oss-20b", "--name", "e2e-fail", "--role", emu.role_arn, "--yes")
+    assert out.returncode == 6
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: endpoint e2e-fail is Failed: vLLM: drafter config.json has no mask token id")
+    assert "rolled back" in last and "Traceback" not in out.stderr
+    assert emu.client("sagemaker").list_models()["Models"] == []
+
+
+def test_real_deploy_without_role_is_refused_before_any_write(emu):
+    out = peagle(emu, "deploy", "qwen3-coder", "--yes")
+    assert out.returncode == 2 and "--role" in out.stderr
+    assert not any(c.startswith("Create") for c in emu.calls)
+
+
+SECRET_ID = "AKIAPEAGLELEAKTEST01"
+SECRET_KEY = "peagleLeakTestSecretKey/DoNotPrint+1234567"
+SESSION = "FwoGZXIvYXdzEPEAGLELEAKTESTSESSIONTOKEN0123456789"
+
+
+@pytest.mark.parametrize("args,code", [
+    (["status"], 3),  # ListEndpoints: AccessDenied echoing the key id and token
+    (["deploy", "qwen3-coder", "--role", "arn:aws:iam::123456789012:role/r", "--yes"], 6),  # CreateModel echoes all
+    (["cleanup", "nope", "--yes"], 0),  # 'Could not find <secret>' is an answer: already gone
+])
+def test_credentials_never_printed_even_when_commands_fail(emu, args, code):
+    creds = {"AWS_ACCESS_KEY_ID": SECRET_ID, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_SESSION_TOKEN": SESSION,
+             "PEAGLE_DEBUG": "1"}
+    emu.fail("CreateModel", code="ValidationException", message=f"echoing {SECRET_ID} {SECRET_KEY} {SESSION}")
+    emu.fail("DescribeEndpoint", code="ValidationException", message=f"Could not find {SECRET_KEY}")
+    emu.fail("ListEndpoints", code="AccessDeniedException", message=f"user {SECRET_ID} token {SESSION}")
+    out = peagle(emu, *args, env_extra=creds)
+    text = out.stdout + out.stderr
+    assert out.returncode == code, text
+    for secret in (SECRET_ID, SECRET_KEY, SESSION):
+        assert secret not in text
+
+
+def test_crash_with_debug_traceback_is_redacted(monkeypatch, capsys):
+    """An unexpected exception carrying credentials: one redacted line (and a redacted traceback)."""
+    from peagle_deploy import lifecycle
+
+    from .cli_runner import run_cli
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    monkeypatch.setenv("PEAGLE_DEBUG", "1")
+
+    def crash(*_args, **_kwargs):
+        raise RuntimeError(f"boom aws_secret_access_key={SECRET_KEY} key {SECRET_ID}")
+
+    monkeypatch.setattr(lifecycle, "status", crash)
+    result = run_cli("status")
+    assert result.code == 1
+    assert "unexpected RuntimeError" in result.stderr and "Traceback" in result.stderr
+    assert SECRET_KEY not in result.stderr + result.stdout and SECRET_ID not in result.stderr + result.stdout

@@ -1,9 +1,78 @@
-"""`peagle invoke` commands (being built)."""
+"""`peagle invoke TARGET [PROMPT]`: one chat completion, streamed live, with its timing."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from .common import JsonOpt, ProfileOpt, RegionOpt, run
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    app.command("invoke")(invoke)
+
+
+def invoke(
+    target: Annotated[str, typer.Argument(help="Endpoint name, container URL (http://host:8080) or OpenAI base URL (.../v1).")],
+    prompt: Annotated[str | None, typer.Argument(help="The user message (or use --payload).")] = None,
+    system: Annotated[str | None, typer.Option(help="A system message.")] = None,
+    max_tokens: Annotated[int, typer.Option(help="Most tokens to generate.")] = 512,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature, 0 to 2.")] = None,
+    top_p: Annotated[float | None, typer.Option(help="Nucleus sampling, (0, 1].")] = None,
+    payload: Annotated[str | None, typer.Option(help="A chat-completion JSON body: a file, or - for stdin.")] = None,
+    stream: Annotated[bool, typer.Option(help="Stream tokens as they arrive.")] = True,
+    kind: Annotated[str | None, typer.Option(help="Force the target kind: sagemaker, container or openai.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds without data before giving up.")] = 120.0,
+    region: RegionOpt = None,
+    profile: ProfileOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Send an OpenAI-style chat completion; print tokens live, then TTFT, latency and tokens/s."""
+
+    def body(out):
+        import sys
+
+        from ..errors import UsageError
+        from ..runtime import PeagleClient, build_request, parse_payload
+
+        if payload is not None:
+            if prompt is not None:
+                raise UsageError("give either PROMPT or --payload, not both", "drop one of them")
+            if payload == "-":
+                text, source = sys.stdin.read(), "the payload on stdin"
+            else:
+                try:
+                    with open(payload, encoding="utf-8") as handle:
+                        text = handle.read()
+                except OSError as exc:
+                    raise UsageError(f"cannot read --payload {payload}: {exc.strerror}", "check the path") from None
+                source = f"--payload {payload}"
+            request = parse_payload(text, source)
+        else:
+            request = build_request(prompt, system=system, max_tokens=max_tokens, temperature=temperature,
+                                    top_p=top_p)
+        if timeout <= 0:
+            raise UsageError(f"--timeout must be positive, got {timeout:g}", "pass e.g. --timeout 120")
+        client = PeagleClient(target, kind=kind, region=region, profile=profile, idle_timeout=timeout)
+        if stream:
+            for piece in client.stream(request):
+                out.write_live(piece)
+            out.write_live("\n")
+            result = client.last
+        else:
+            result = client.chat(request)
+        stats = result.stats
+
+        def human(console):
+            if not stream:
+                console.print(result.text, markup=False, highlight=False)
+            ttft = "n/a" if stats.ttft_s is None else f"{stats.ttft_s * 1000:.0f} ms"
+            rate = "n/a" if stats.tokens_per_s is None else f"{stats.tokens_per_s:.1f} tok/s"
+            tokens = "?" if stats.output_tokens is None else str(stats.output_tokens)
+            out.info(f"[{result.target_kind}] TTFT {ttft}, latency {stats.latency_s * 1000:.0f} ms, "
+                     f"{tokens} tokens ({stats.output_tokens_source}), {rate}, finish: {stats.finish_reason}")
+
+        out.result(result, human)
+
+    run(json_output, body)

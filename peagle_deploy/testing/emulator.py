@@ -65,6 +65,9 @@ class SageMakerEmulator:
         self.calls: list[str] = []
         self.quotas: dict[str, float] = {}
         self._lock = threading.Lock()
+        from .streaming import RuntimeScript
+
+        self.runtime = RuntimeScript()  # how endpoints answer `invoke` (server mode)
 
     # configuration ------------------------------------------------------------------------------
     def script_endpoints(self, creating_polls: int = 0, final: str = "InService", reason: str | None = None) -> None:
@@ -78,6 +81,13 @@ class SageMakerEmulator:
 
     def throttle_every_other_call(self) -> None:
         self._throttle_every = 2
+
+    def endpoint_status(self, name: str) -> str | None:
+        """The emulated endpoint's status (None if it does not exist), read from moto's backend."""
+        from moto.sagemaker.models import sagemaker_backends
+
+        endpoint = sagemaker_backends[ACCOUNT][self.region].endpoints.get(name)
+        return None if endpoint is None else endpoint.endpoint_status
 
     def set_quota(self, instance_type: str, value: float) -> None:
         self.quotas[f"{instance_type} for endpoint usage"] = value
@@ -213,9 +223,11 @@ class SageMakerEmulator:
         from moto.core.models import MockAWS  # noqa: F401 - registers moto's backends
         from moto import settings
 
+        from .streaming import runtime_middleware
+
         emulator = cls(region)
         app: Any = DomainDispatcherApplication(create_backend_app)
-        for middleware in middlewares or []:
+        for middleware in [runtime_middleware, *(middlewares or [])]:
             app = middleware(app, emulator)
         server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -1,0 +1,54 @@
+"""Incremental server-sent-events decoding for chat-completion streams.
+
+Bytes arrive split anywhere (SageMaker PayloadParts, TCP reads): mid-line, mid-UTF-8 character.
+Lines are cut on bytes and only complete lines are decoded, so a character split across chunks is
+never decoded in halves. `data: [DONE]` ends the stream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+DONE = object()  # yielded once for `data: [DONE]`
+
+
+class SseDecoder:
+    """feed(bytes) -> the complete `data:` payloads so far, as parsed JSON objects (or DONE)."""
+
+    __slots__ = ("_buffer", "_data", "done")
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data: list[bytes] = []
+        self.done = False
+
+    def feed(self, chunk: bytes) -> Iterator[Any]:
+        buffer = self._buffer + chunk
+        *lines, self._buffer = buffer.split(b"\n")
+        for line in lines:
+            yield from self._line(line.rstrip(b"\r"))
+
+    def close(self) -> Iterator[Any]:
+        """End of input: a final event without its blank line still counts."""
+        if self._buffer:
+            yield from self._line(self._buffer.rstrip(b"\r"))
+            self._buffer = b""
+        yield from self._line(b"")
+
+    def _line(self, line: bytes) -> Iterator[Any]:
+        if not line:  # a blank line dispatches the event
+            if self._data:
+                payload = b"\n".join(self._data)
+                self._data = []
+                if payload.strip() == b"[DONE]":
+                    self.done = True
+                    yield DONE
+                else:
+                    yield json.loads(payload.decode("utf-8"))
+            return
+        if line.startswith(b"data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(b" ") else value)
+        # comments (':'), event:, id: and retry: lines carry nothing a chat stream needs

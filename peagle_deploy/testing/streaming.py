@@ -1,0 +1,141 @@
+"""What moto lacks for `invoke`: real AWS event-stream frames and a sagemaker-runtime route that serves them.
+
+`event_frame()` builds one binary event-stream message (prelude, headers, payload, CRC32s) as
+SageMaker's InvokeEndpointWithResponseStream sends it; botocore's own parser reads them back.
+`chat_sse()` renders a chat completion as vLLM's SSE chunks. `runtime_middleware` is a WSGI
+middleware for the emulator server: POST /endpoints/<name>/invocations(-response-stream) answer with
+the emulator's scripted reply, split into PayloadParts at the emulator's chosen byte offsets.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+import re
+import struct
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+_ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<op>invocations|invocations-response-stream)$")
+
+
+def _header(name: str, value: str) -> bytes:
+    raw_name, raw_value = name.encode(), value.encode()
+    return struct.pack("B", len(raw_name)) + raw_name + b"\x07" + struct.pack(">H", len(raw_value)) + raw_value
+
+
+def event_frame(payload: bytes, event_type: str = "PayloadPart", message_type: str = "event") -> bytes:
+    headers = _header(":event-type", event_type) + _header(":content-type", "application/octet-stream") + \
+        _header(":message-type", message_type)
+    total = 12 + len(headers) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(headers))
+    prelude += struct.pack(">I", binascii.crc32(prelude) & 0xFFFFFFFF)
+    message = prelude + headers + payload
+    return message + struct.pack(">I", binascii.crc32(message) & 0xFFFFFFFF)
+
+
+def split_at(data: bytes, offsets: Iterable[int]) -> list[bytes]:
+    cuts = sorted({o for o in offsets if 0 < o < len(data)})
+    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
+
+
+def chat_sse(tokens: Sequence[str], *, model: str = "peagle-emulated", usage: bool = True,
+             finish_reason: str | None = "stop", done: bool = True) -> bytes:
+    """vLLM's streaming format: role chunk, one chunk per token, finish chunk, usage chunk, [DONE]."""
+    def chunk(delta: dict, finish: str | None = None, extra: dict | None = None) -> bytes:
+        body = {"id": "chatcmpl-emulated", "object": "chat.completion.chunk", "created": 0, "model": model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        body.update(extra or {})
+        return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    out += [chunk({"content": t}) for t in tokens]
+    if finish_reason:
+        out.append(chunk({}, finish_reason))
+    if usage:
+        usage_body = {"id": "chatcmpl-emulated", "object": "chat.completion.chunk", "created": 0, "model": model,
+                      "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": len(tokens),
+                                               "total_tokens": 7 + len(tokens)}}
+        out.append(b"data: " + json.dumps(usage_body).encode() + b"\n\n")
+    if done:
+        out.append(b"data: [DONE]\n\n")
+    return b"".join(out)
+
+
+def chat_json(tokens: Sequence[str], *, model: str = "peagle-emulated") -> bytes:
+    return json.dumps({
+        "id": "chatcmpl-emulated", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(tokens)},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": len(tokens), "total_tokens": 7 + len(tokens)},
+    }, ensure_ascii=False).encode()
+
+
+@dataclass
+class RuntimeScript:
+    """How emulated endpoints answer invocations."""
+
+    tokens: list[str] = field(default_factory=lambda: ["Hello", ",", " wörld", " ✓", "!"])
+    part_size: int = 7  # PayloadPart size in bytes: small, so lines and characters split across parts
+    model_error: tuple[int, str] | None = None  # (container status, container message)
+    truncate: bool = False  # end the stream with no finish_reason and no [DONE]
+    stall_s: float = 0.0  # sleep before the last part
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _json_error(status: str, code: str, body: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+    return status, [("Content-Type", "application/json"), ("x-amzn-ErrorType", code)], json.dumps(body).encode()
+
+
+def runtime_middleware(app: Any, emulator: Any) -> Any:
+    """Serve sagemaker-runtime invocations for endpoints that exist in the emulator's SageMaker backend."""
+
+    def middleware(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        match = _ROUTE.match(environ.get("PATH_INFO", ""))
+        if not match or environ.get("REQUEST_METHOD") != "POST":
+            return app(environ, start_response)
+        script: RuntimeScript = emulator.runtime
+        name = match["name"]
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        try:
+            script.requests.append(json.loads(environ["wsgi.input"].read(length) or b"{}"))
+        except ValueError:
+            script.requests.append({})
+        status = emulator.endpoint_status(name)
+        if status is None:
+            reply = _json_error("400 Bad Request", "ValidationError",
+                                {"message": f"Endpoint {name} of account 123456789012 not found."})
+        elif status != "InService":
+            reply = _json_error("400 Bad Request", "ValidationError",
+                                {"message": f"Endpoint {name} is not in service."})
+        elif script.model_error:
+            code, text = script.model_error
+            reply = _json_error("424 Failed Dependency", "ModelError", {
+                "message": f"Received server error ({code}) from primary with message \"{text}\".",
+                "OriginalStatusCode": code, "OriginalMessage": text,
+                "LogStreamArn": f"arn:aws:logs:{emulator.region}:123456789012:log-group:/aws/sagemaker/Endpoints/{name}"})
+        else:
+            reply = None
+        if reply is not None:
+            start_response(reply[0], reply[1])
+            return [reply[2]]
+        if match["op"] == "invocations":
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [chat_json(script.tokens)]
+        sse = chat_sse(script.tokens, finish_reason=None if script.truncate else "stop",
+                       done=not script.truncate, usage=not script.truncate)
+        parts = split_at(sse, range(script.part_size, len(sse), script.part_size))
+        start_response("200 OK", [("Content-Type", "application/vnd.amazon.eventstream"),
+                                  ("X-Amzn-SageMaker-Content-Type", "text/event-stream")])
+
+        def body() -> Iterable[bytes]:
+            for i, part in enumerate(parts):
+                if script.stall_s and i == len(parts) - 1:
+                    time.sleep(script.stall_s)
+                yield event_frame(part)
+
+        return body()
+
+    return middleware

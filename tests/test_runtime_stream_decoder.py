@@ -1,0 +1,72 @@
+"""The stream decoder on real AWS event-stream frames split at every byte offset."""
+
+import json
+
+import pytest
+from botocore.eventstream import EventStreamBuffer
+
+from peagle_deploy.runtime.sse import DONE, SseDecoder
+from peagle_deploy.testing.streaming import chat_sse, event_frame, split_at
+
+TOKENS = ["Hé", "llo", " 世界", " 🚀", "\n", "data: not an event", "!"]
+SSE = chat_sse(TOKENS)
+
+
+def reference(sse: bytes) -> list:
+    """Whole-buffer decode: split events on blank lines, parse every data payload."""
+    events = []
+    for block in sse.decode("utf-8").split("\n\n"):
+        if block.startswith("data: "):
+            payload = block[len("data: "):]
+            events.append(DONE if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+def decode_chunks(chunks) -> list:
+    decoder = SseDecoder()
+    events = [e for chunk in chunks for e in decoder.feed(chunk)]
+    return events + list(decoder.close())
+
+
+def payload_parts_through_botocore(frames: bytes, split: int) -> list[bytes]:
+    """Feed the wire bytes to botocore's event-stream parser in two reads; return PayloadPart bytes."""
+    buffer = EventStreamBuffer()
+    parts = []
+    for piece in (frames[:split], frames[split:]):
+        buffer.add_data(piece)
+        for message in buffer:
+            assert message.headers[":event-type"] == "PayloadPart"
+            parts.append(message.payload)
+    return parts
+
+
+def test_reference_has_multibyte_and_done():
+    events = reference(SSE)
+    assert events[-1] is DONE and "".join(
+        c["choices"][0]["delta"].get("content", "") for c in events[:-1] if c.get("choices")) == "".join(TOKENS)
+    assert any(len(t.encode()) > len(t) for t in TOKENS)
+
+
+@pytest.mark.parametrize("offset", range(1, len(SSE)))
+def test_payload_part_boundary_at_every_byte(offset):
+    """SSE split into two PayloadParts at `offset` (mid-line, mid-character), framed, parsed, decoded."""
+    frames = b"".join(event_frame(part) for part in split_at(SSE, [offset]))
+    parts = payload_parts_through_botocore(frames, offset % len(frames) or 1)
+    assert b"".join(parts) == SSE
+    assert decode_chunks(parts) == reference(SSE)
+
+
+def test_one_byte_parts_and_every_frame_split():
+    parts = split_at(SSE, range(1, len(SSE)))
+    frames = b"".join(event_frame(part) for part in parts)
+    for split in range(1, len(frames), 97):
+        assert decode_chunks(payload_parts_through_botocore(frames, split)) == reference(SSE)
+
+
+def test_crlf_comments_and_multiline_data():
+    text = b": keep-alive\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\nevent: x\ndata: [DONE]\n\n"
+    assert decode_chunks([text[:5], text[5:23], text[23:]]) == [{"a": 1}, DONE]
+
+
+def test_final_event_without_blank_line_is_kept():
+    assert decode_chunks([b'data: {"x": 2}']) == [{"x": 2}]

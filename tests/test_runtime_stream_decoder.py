@@ -70,3 +70,27 @@ def test_crlf_comments_and_multiline_data():
 
 def test_final_event_without_blank_line_is_kept():
     assert decode_chunks([b'data: {"x": 2}']) == [{"x": 2}]
+
+
+def test_peagle_frame_reader_matches_botocore_at_every_split():
+    from peagle_deploy.runtime.eventstream import EventStreamReader
+
+    parts = split_at(SSE, range(11, len(SSE), 11))
+    wire = b"".join(event_frame(p) for p in parts)
+    for split in range(1, len(wire)):
+        reader = EventStreamReader()
+        got = [payload for piece in (wire[:split], wire[split:]) for kind, mtype, payload in reader.feed(piece)
+               if (kind, mtype) == ("PayloadPart", "event")]
+        assert got == parts
+        assert reader.pending == 0
+
+
+def test_frame_reader_rejects_corruption_and_reports_exceptions():
+    from peagle_deploy.runtime.eventstream import EventStreamError, EventStreamReader
+
+    frame = bytearray(event_frame(b"data: {}\n\n"))
+    frame[-6] ^= 0xFF
+    with pytest.raises(EventStreamError):
+        list(EventStreamReader().feed(bytes(frame)))
+    error = event_frame(b'{"Message": "boom"}', event_type="ModelStreamError", message_type="event")
+    assert list(EventStreamReader().feed(error)) == [("ModelStreamError", "event", b'{"Message": "boom"}')]

@@ -25,6 +25,15 @@ class SseDecoder:
         self.done = False
 
     def feed(self, chunk: bytes) -> Iterator[Any]:
+        if not self._buffer and not self._data and chunk.startswith(b"data: ") and chunk.endswith(b"\n\n") \
+                and chunk.count(b"\n") == 2:  # fast path: one whole event (vLLM flushes one per token)
+            payload = chunk[6:-2].rstrip(b"\r")
+            if payload == b"[DONE]":
+                self.done = True
+                yield DONE
+            else:
+                yield json.loads(payload)
+            return
         buffer = self._buffer + chunk
         *lines, self._buffer = buffer.split(b"\n")
         for line in lines:

@@ -1,9 +1,88 @@
-"""`peagle container` commands (being built)."""
+"""`peagle container`: the bundled vLLM container's argv, and its build context."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from .common import JsonOpt, run
+
+container_app = typer.Typer(help="The bundled vLLM + P-EAGLE container: its argv and its Dockerfile.",
+                            no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    app.add_typer(container_app, name="container")
+
+
+@container_app.command("args")
+def args(
+    env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE (repeatable); default: this shell's env.")] = None,
+    env_file: Annotated[Path | None, typer.Option(help="A file of KEY=VALUE lines (docker --env-file format).")] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Show the `vllm serve` argv the container would run for an environment, after validating it."""
+
+    def body(out):
+        import os
+        import shlex
+
+        from ..container import ContainerConfigError, build_argv, validate
+        from ..errors import UsageError
+        from ..inputs import parse_env
+
+        values: dict[str, str] = {}
+        if env_file is not None:
+            try:
+                lines = env_file.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise UsageError(f"cannot read --env-file {env_file}: {exc.strerror}", "check the path") from None
+            values.update(parse_env([line for line in lines if line.strip() and not line.startswith("#")]))
+        values.update(parse_env(env or []))
+        environment = values if (env or env_file) else dict(os.environ)
+        try:
+            speculative = validate(environment)
+            argv = build_argv(environment)
+        except ContainerConfigError as exc:
+            raise UsageError(str(exc), "fix the container environment") from None
+        out.result({"argv": argv, "speculative_config": speculative},
+                   lambda console: console.print(shlex.join(argv), markup=False, highlight=False, soft_wrap=True))
+
+    run(json_output, body)
+
+
+@container_app.command("dockerfile")
+def dockerfile(
+    output: Annotated[Path, typer.Option(help="Directory to write the build context into.")] = Path("peagle-container"),
+    base: Annotated[str | None, typer.Option(help="Base image (default: the AWS vLLM DLC for SageMaker).")] = None,
+    force: Annotated[bool, typer.Option(help="Write into a non-empty directory.")] = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Write the Dockerfile and .dockerignore; add the peagle wheel (pip wheel .) and docker build."""
+
+    def body(out):
+        import re
+
+        from ..errors import UsageError
+        from ..resources import templates_dir
+
+        if output.exists() and any(output.iterdir()) and not force:
+            raise UsageError(f"{output} is not empty", "choose another --output or pass --force")
+        output.mkdir(parents=True, exist_ok=True)
+        source = templates_dir() / "container"
+        text = (source / "Dockerfile").read_text(encoding="utf-8")
+        if base:
+            if not re.match(r"^[\w.\-/:@${}]+$", base):
+                raise UsageError(f"--base {base!r} is not an image reference", "pass e.g. registry/repo:tag")
+            text = re.sub(r"^ARG BASE_IMAGE=.*$", f"ARG BASE_IMAGE={base}", text, count=1, flags=re.M)
+        (output / "Dockerfile").write_text(text, encoding="utf-8")
+        (output / ".dockerignore").write_text((source / ".dockerignore").read_text(encoding="utf-8"), encoding="utf-8")
+        files = [str(output / "Dockerfile"), str(output / ".dockerignore")]
+        next_steps = f"pip wheel --no-deps -w {output} <peagle source or peagle-deploy> && docker build -t peagle-vllm {output}"
+        out.result({"written": files, "next": next_steps},
+                   lambda console: console.print("\n".join(["wrote " + f for f in files] + ["next: " + next_steps]),
+                                                 markup=False))
+
+    run(json_output, body)

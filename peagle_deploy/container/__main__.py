@@ -1,0 +1,42 @@
+"""The bundled container's entrypoint: validate, then exec `vllm serve` so signals reach vLLM.
+
+    python -m peagle_deploy.container [--print-args]
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+from .args import ContainerConfigError, build_argv
+from .validate import validate
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    unknown = [a for a in args if a != "--print-args"]
+    if unknown:
+        sys.stderr.write(f"peagle-container: error: unknown argument {unknown[0]!r} (only --print-args)\n")
+        return 2
+    try:
+        validate(os.environ)
+        command = build_argv(os.environ)
+    except ContainerConfigError as exc:
+        sys.stderr.write(f"peagle-container: error: {exc}\n")
+        return 2
+    if "--print-args" in args:
+        sys.stdout.write(shlex.join(command) + "\n")
+        return 0
+    sys.stderr.write(f"peagle-container: exec {shlex.join(command)}\n")
+    sys.stderr.flush()
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        sys.stderr.write(f"peagle-container: error: cannot start {command[0]}: {exc.strerror}\n")
+        return 127
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

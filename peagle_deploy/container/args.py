@@ -1,0 +1,60 @@
+"""SM_VLLM_* environment -> `vllm serve` argv, with the AWS vLLM DLC's rules.
+
+Rules (from the AWS vLLM Deep Learning Container's SageMaker entrypoint, as recorded in the project
+brief; not re-verified against the DLC source): strip the SM_VLLM_ prefix, lowercase, `_` -> `-`;
+`true` -> a bare flag, `false` -> omitted, empty -> a bare flag; a JSON object is passed as one
+argument; a JSON array expands to one argument per element, except for flags that take JSON
+themselves; variables are processed in sorted order; `--port 8080` comes first; the model is
+SM_VLLM_MODEL, else /opt/ml/model if it is a non-empty directory, else HF_MODEL_ID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+PREFIX = "SM_VLLM_"
+PORT = "8080"
+JSON_FLAGS = {"--allowed-origins", "--allowed-methods", "--allowed-headers", "--middleware"}
+MODEL_DIR = "/opt/ml/model"
+
+
+class ContainerConfigError(ValueError):
+    """The container's environment cannot start vLLM; the message is one line for CloudWatch."""
+
+
+def resolve_model(env: Mapping[str, str], model_dir: str = MODEL_DIR) -> str:
+    if env.get(PREFIX + "MODEL"):
+        return env[PREFIX + "MODEL"]
+    if os.path.isdir(model_dir) and os.listdir(model_dir):
+        return model_dir
+    if env.get("HF_MODEL_ID"):
+        return env["HF_MODEL_ID"]
+    raise ContainerConfigError(f"no model: set SM_VLLM_MODEL or HF_MODEL_ID, or put the model in {model_dir}")
+
+
+def _values(flag: str, value: str) -> list[str]:
+    stripped = value.strip()
+    if stripped.lower() == "true" or stripped == "":
+        return [flag]
+    if stripped.lower() == "false":
+        return []
+    if stripped.startswith("[") and flag not in JSON_FLAGS:
+        try:
+            items = json.loads(stripped)
+        except ValueError:
+            return [flag, value]
+        if isinstance(items, list):
+            return [flag, *(item if isinstance(item, str) else json.dumps(item) for item in items)]
+    return [flag, value]  # plain values and JSON objects: one argument
+
+
+def build_argv(env: Mapping[str, str], model_dir: str = MODEL_DIR) -> list[str]:
+    argv = ["vllm", "serve", resolve_model(env, model_dir), "--port", PORT]
+    for key in sorted(env):
+        if not key.startswith(PREFIX) or key in (PREFIX + "MODEL", PREFIX + "PORT"):
+            continue
+        flag = "--" + key[len(PREFIX):].lower().replace("_", "-")
+        argv += _values(flag, env[key])
+    return argv

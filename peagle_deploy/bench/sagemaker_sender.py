@@ -14,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..runtime.eventstream import StreamFailure, payload_parts
 from .http_sender import HttpStatusError, SseTokenCounter, StreamError
 from .loadgen import Messages, RequestRecord
 
@@ -85,14 +86,12 @@ class SageMakerChatSender:
         stream = resp["Body"]
         counter = SseTokenCounter(rec)
         try:
-            for event in stream:
+            for part in payload_parts(stream):  # peagle's event-stream reader: twice botocore's frame rate
                 if cancel.is_set():
                     return
-                part = event.get("PayloadPart")
-                if part is not None:
-                    counter.feed(part.get("Bytes", b""), clock())
-                elif "ModelStreamError" in event or "InternalStreamFailure" in event:
-                    raise StreamError({"error": event})
+                counter.feed(part, clock())
+        except StreamFailure as exc:
+            raise StreamError({"error": {"code": exc.kind, "message": exc.message}}) from None
         finally:
             stream.close()
         counter.finish()

@@ -71,3 +71,49 @@ class EventStreamReader:
     @property
     def pending(self) -> int:
         return len(self._buffer)
+
+
+class StreamFailure(Exception):
+    """The endpoint sent an error event (ModelStreamError, InternalStreamFailure) instead of a PayloadPart."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+def _failure(kind: str, detail: str) -> StreamFailure:
+    import json
+
+    try:
+        message = json.loads(detail).get("Message") or detail
+    except (ValueError, AttributeError):
+        message = detail
+    return StreamFailure(kind or "unknown event", str(message))
+
+
+def payload_parts(event_stream: object) -> Iterator[bytes]:
+    """PayloadPart bytes of an InvokeEndpointWithResponseStream body (botocore's EventStream).
+
+    The raw HTTP body goes through EventStreamReader (about twice botocore's frame rate); when the
+    raw stream is not reachable, botocore's own event iteration is used."""
+    raw = getattr(event_stream, "_raw_stream", None)
+    if raw is None or not hasattr(raw, "stream"):
+        for event in event_stream:  # type: ignore[attr-defined]
+            if "PayloadPart" in event:
+                yield event["PayloadPart"]["Bytes"]
+            else:
+                import json
+
+                kind = next(iter(event), "")
+                raise _failure(kind, json.dumps(event.get(kind, {}), default=str))
+        return
+    reader = EventStreamReader()
+    for chunk in raw.stream():  # as botocore calls it (urllib3 reads up to 64 KiB)
+        for kind, message_type, payload in reader.feed(chunk):
+            if kind == "PayloadPart" and message_type == "event":
+                yield payload
+            else:
+                raise _failure(kind, payload.decode("utf-8", "replace"))
+    if reader.pending:
+        raise StreamFailure("truncated", "the stream ended inside an event-stream message")

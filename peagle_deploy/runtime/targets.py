@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from ..errors import EndpointFailed, UsageError, WaitTimeout
 from .eventstream import EventStreamError as EventStreamCorrupt
-from .eventstream import EventStreamReader
+from .eventstream import StreamFailure, payload_parts
 
 Kind = Literal["sagemaker", "container", "openai"]
 READ_SIZE = 65536
@@ -207,7 +207,9 @@ class SageMakerTarget:
         try:
             response = self._client.invoke_endpoint_with_response_stream(
                 EndpointName=self.name, Body=body, ContentType="application/json", Accept="text/event-stream")
-            yield from self._payloads(response["Body"])
+            yield from payload_parts(response["Body"])
+        except StreamFailure as exc:
+            raise EndpointFailed(f"{self.name} stream failed ({exc.kind}): {exc.message}", self.log_hint) from None
         except botocore.exceptions.EventStreamError as exc:
             raise EndpointFailed(f"{self.name} stream failed: {exc}", self.log_hint) from None
         except botocore.exceptions.ClientError as exc:
@@ -217,35 +219,6 @@ class SageMakerTarget:
                               "raise --timeout, or check the endpoint") from None
         except EventStreamCorrupt as exc:
             raise EndpointFailed(f"{self.name} sent a corrupt event stream: {exc}", self.log_hint) from None
-
-    def _payloads(self, stream: Any) -> Iterator[bytes]:
-        """PayloadPart bytes. The raw HTTP body goes through peagle's EventStreamReader (twice botocore's
-        frame rate, see docs/performance.md); botocore's own parser is the fallback."""
-        raw = getattr(stream, "_raw_stream", None)
-        if raw is None or not hasattr(raw, "stream"):
-            for event in stream:
-                if "PayloadPart" in event:
-                    yield event["PayloadPart"]["Bytes"]
-                else:
-                    self._stream_failure(next(iter(event), "?"), json.dumps(next(iter(event.values()), {})))
-            return
-        reader = EventStreamReader()
-        for chunk in raw.stream(READ_SIZE):
-            for kind, message_type, payload in reader.feed(chunk):
-                if kind == "PayloadPart" and message_type == "event":
-                    yield payload
-                else:
-                    self._stream_failure(kind, payload.decode("utf-8", "replace"))
-        if reader.pending:
-            raise EndpointFailed(f"the stream from {self.name} ended inside an event-stream message",
-                                 self.log_hint)
-
-    def _stream_failure(self, kind: str, detail: str) -> None:
-        try:
-            message = json.loads(detail).get("Message") or detail
-        except (ValueError, AttributeError):
-            message = detail
-        raise EndpointFailed(f"{self.name} stream failed ({kind}): {message}", self.log_hint)
 
     def ping(self) -> bool:
         return True

@@ -1,11 +1,11 @@
 """SM_VLLM_* environment -> `vllm serve` argv, with the AWS vLLM DLC's rules.
 
-Rules (from the AWS vLLM Deep Learning Container's SageMaker entrypoint, as recorded in the project
-brief; not re-verified against the DLC source): strip the SM_VLLM_ prefix, lowercase, `_` -> `-`;
+Rules (docs/container.md says which were checked against the DLC's sagemaker_entrypoint.sh): strip the SM_VLLM_ prefix, lowercase, `_` -> `-`;
 `true` -> a bare flag, `false` -> omitted, empty -> a bare flag; a JSON object is passed as one
 argument; a JSON array expands to one argument per element, except for flags that take JSON
 themselves; variables are processed in sorted order; `--port 8080` comes first; the model is
 SM_VLLM_MODEL, else /opt/ml/model if it is a non-empty directory, else HF_MODEL_ID.
+SM_VLLM_PORT is ignored: SageMaker requires 8080. PEAGLE_MODEL_DIR moves /opt/ml/model (local runs, tests).
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ PREFIX = "SM_VLLM_"
 PORT = "8080"
 JSON_FLAGS = {"--allowed-origins", "--allowed-methods", "--allowed-headers", "--middleware"}
 MODEL_DIR = "/opt/ml/model"
+MODEL_DIR_ENV = "PEAGLE_MODEL_DIR"
 
 
 class ContainerConfigError(ValueError):
     """The container's environment cannot start vLLM; the message is one line for CloudWatch."""
 
 
-def resolve_model(env: Mapping[str, str], model_dir: str = MODEL_DIR) -> str:
+def resolve_model(env: Mapping[str, str], model_dir: str | None = None) -> str:
+    model_dir = model_dir or env.get(MODEL_DIR_ENV) or MODEL_DIR
     if env.get(PREFIX + "MODEL"):
         return env[PREFIX + "MODEL"]
     if os.path.isdir(model_dir) and os.listdir(model_dir):
@@ -50,7 +52,7 @@ def _values(flag: str, value: str) -> list[str]:
     return [flag, value]  # plain values and JSON objects: one argument
 
 
-def build_argv(env: Mapping[str, str], model_dir: str = MODEL_DIR) -> list[str]:
+def build_argv(env: Mapping[str, str], model_dir: str | None = None) -> list[str]:
     argv = ["vllm", "serve", resolve_model(env, model_dir), "--port", PORT]
     for key in sorted(env):
         if not key.startswith(PREFIX) or key in (PREFIX + "MODEL", PREFIX + "PORT"):

@@ -10,22 +10,33 @@ from typing import Any
 from .args import ContainerConfigError
 
 ENV_VAR = "SM_VLLM_SPECULATIVE_CONFIG"
-# Fields of vLLM's SpeculativeConfig (v0.16-v0.18) that a deployment sets; anything else is a typo.
+# User-settable fields of vLLM's SpeculativeConfig: those of vLLM main (vllm/config/speculative.py) plus
+# older ones from the 0.16-0.18 line; anything else is a typo vLLM would reject at start-up.
+# `tensor_parallel_size` is a vLLM field too, but only to warn users: it gets its own message here.
 ALLOWED_FIELDS = {
     "model", "method", "num_speculative_tokens", "parallel_drafting", "draft_tensor_parallel_size",
-    "quantization", "max_model_len", "revision", "code_revision", "disable_padded_drafter_batch",
-    "prompt_lookup_max", "prompt_lookup_min", "speculative_token_tree", "disable_by_batch_size",
-    "acceptance_method", "posterior_threshold", "posterior_alpha", "enforce_eager",
+    "enforce_eager", "quantization", "moe_backend", "attention_backend", "kv_cache_dtype", "max_model_len",
+    "revision", "code_revision", "index_share_for_mtp_iteration", "disable_padded_drafter_batch",
+    "disable_eagle_block_drop", "use_local_argmax_reduction", "use_heterogeneous_vocab",
+    "prompt_lookup_max", "prompt_lookup_min", "num_speculative_tokens_per_batch_size",
+    "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
+    "suffix_decoding_min_token_prob", "draft_load_config", "rejection_sample_method",
+    "synthetic_acceptance_rates", "synthetic_acceptance_length", "enable_adaptive_verification",
+    "draft_sample_method", "dspark_draft_topk", "speculative_token_tree", "disable_by_batch_size",
+    "acceptance_method", "posterior_threshold", "posterior_alpha",
 }
-MASK_TOKEN_KEYS = ("mask_token_id", "ptd_token_id", "pard_token")
+# Where vLLM's parallel-drafting proposer looks for the mask token id (get_parallel_drafting_token_id):
+# dflash_config.mask_token_id, then these top-level keys. vLLM 0.16-0.18 read only pard_token/ptd_token_id.
+MASK_TOKEN_KEYS = ("mask_token_id", "dspark_noise_token_id", "pard_token", "ptd_token_id")
 
 
 def _has_mask_token(config: Any) -> bool:
     if not isinstance(config, dict):
         return False
-    if any(config.get(key) is not None for key in MASK_TOKEN_KEYS):
+    dflash = config.get("dflash_config")
+    if isinstance(dflash, dict) and dflash.get("mask_token_id") is not None:
         return True
-    return any(_has_mask_token(config.get(nested)) for nested in ("eagle_config", "draft_config"))
+    return any(config.get(key) is not None for key in MASK_TOKEN_KEYS)
 
 
 def validate(env: Mapping[str, str]) -> dict[str, Any] | None:
@@ -45,6 +56,8 @@ def validate(env: Mapping[str, str]) -> dict[str, Any] | None:
     if unknown:
         raise ContainerConfigError(f"{ENV_VAR} has fields vLLM does not accept: {', '.join(unknown)}")
     k = config.get("num_speculative_tokens")
+    if k is None:
+        raise ContainerConfigError(f"{ENV_VAR} has no num_speculative_tokens; set K, e.g. 3")
     if isinstance(k, bool) or not isinstance(k, int):
         raise ContainerConfigError(f"{ENV_VAR} num_speculative_tokens must be a whole number, got {k!r}")
     if k <= 0:
@@ -54,6 +67,8 @@ def validate(env: Mapping[str, str]) -> dict[str, Any] | None:
         raise ContainerConfigError(f"{ENV_VAR} sets parallel_drafting but method is {config.get('method')!r}; "
                                    "P-EAGLE needs \"method\": \"eagle3\"")
     drafter = config.get("model")
+    if drafter is not None and not isinstance(drafter, str):
+        raise ContainerConfigError(f"{ENV_VAR} model must be a path or model id string, got {drafter!r}")
     if drafter and (drafter.startswith("/") or os.path.exists(drafter)):
         if not os.path.isdir(drafter):
             raise ContainerConfigError(f"drafter directory {drafter} does not exist (is the eagle channel mounted?)")
@@ -64,6 +79,7 @@ def validate(env: Mapping[str, str]) -> dict[str, Any] | None:
         except (OSError, ValueError) as exc:
             raise ContainerConfigError(f"cannot read drafter config {path}: {exc}") from None
         if parallel and not _has_mask_token(drafter_config):
-            raise ContainerConfigError(f"drafter config {path} names no mask token id ({', '.join(MASK_TOKEN_KEYS)}); "
-                                       "parallel drafting needs one")
+            raise ContainerConfigError(f"drafter config {path} names no mask token id "
+                                       f"({', '.join(MASK_TOKEN_KEYS)} or dflash_config.mask_token_id); "
+                                       "parallel drafting needs one (vLLM 0.16-0.18 read pard_token or ptd_token_id)")
     return config

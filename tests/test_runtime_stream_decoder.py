@@ -56,10 +56,11 @@ def test_payload_part_boundary_at_every_byte(offset):
     assert decode_chunks(parts) == reference(SSE)
 
 
-def test_one_byte_parts_and_every_frame_split():
+def test_one_byte_parts():
+    """Every byte its own PayloadPart: every line and every character split."""
     parts = split_at(SSE, range(1, len(SSE)))
     frames = b"".join(event_frame(part) for part in parts)
-    for split in range(1, len(frames), 97):
+    for split in (1, len(frames) // 3, len(frames) - 1):
         assert decode_chunks(payload_parts_through_botocore(frames, split)) == reference(SSE)
 
 
@@ -75,7 +76,8 @@ def test_final_event_without_blank_line_is_kept():
 def test_peagle_frame_reader_matches_botocore_at_every_split():
     from peagle_deploy.runtime.eventstream import EventStreamReader
 
-    parts = split_at(SSE, range(11, len(SSE), 11))
+    short = chat_sse(["é", " 🚀"])
+    parts = split_at(short, range(13, len(short), 13))
     wire = b"".join(event_frame(p) for p in parts)
     for split in range(1, len(wire)):
         reader = EventStreamReader()

@@ -84,6 +84,9 @@ def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure)
         raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
     if not out.json_mode:
         render_summary(out.err_console, plan, title="peagle deploy: about to create")
+    if plan.resolution_source == "shipped":
+        out.warn(f"the spec was resolved from peagle's shipped copy ({plan.resolution_detail}); "
+                 "values marked unverified may not match JumpStart")
     price = "unknown price" if plan.price_per_hour_usd is None else f"about ${plan.price_per_hour_usd:,.2f}/h (estimate)"
     out.confirm(f"Create {plan.endpoint_name} on {plan.instance_count} x {plan.instance_type}, {price}?", yes=yes)
     with out.status(f"creating {plan.endpoint_name}") as update:

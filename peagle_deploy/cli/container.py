@@ -47,8 +47,18 @@ def args(
             argv = build_argv(environment)
         except ContainerConfigError as exc:
             raise UsageError(str(exc), "fix the container environment") from None
-        out.result({"argv": argv, "speculative_config": speculative},
-                   lambda console: console.print(shlex.join(argv), markup=False, highlight=False, soft_wrap=True))
+        if speculative is None:
+            verdict = "speculative decoding: off (SM_VLLM_SPECULATIVE_CONFIG not set)"
+        else:
+            verdict = (f"speculative config: valid (method {speculative.get('method')}, "
+                       f"K={speculative['num_speculative_tokens']}, "
+                       f"parallel_drafting={bool(speculative.get('parallel_drafting'))})")
+
+        def human(console) -> None:
+            console.print(shlex.join(argv), markup=False, highlight=False, soft_wrap=True)
+            console.print(verdict, markup=False, highlight=False)
+
+        out.result({"argv": argv, "valid": True, "speculative_config": speculative}, human)
 
     run(json_output, body)
 
@@ -57,30 +67,37 @@ def args(
 def dockerfile(
     output: Annotated[Path, typer.Option(help="Directory to write the build context into.")] = Path("peagle-container"),
     base: Annotated[str | None, typer.Option(help="Base image (default: the AWS vLLM DLC for SageMaker).")] = None,
+    wheel: Annotated[Path | None, typer.Option(help="A peagle_deploy-*.whl to copy into the context.")] = None,
     force: Annotated[bool, typer.Option(help="Write into a non-empty directory.")] = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Write the Dockerfile and .dockerignore; add the peagle wheel (pip wheel .) and docker build."""
+    """Write the Dockerfile and .dockerignore (and --wheel); then docker build the directory."""
 
     def body(out):
         import re
+        import shutil
 
         from ..errors import UsageError
         from ..resources import templates_dir
 
+        if wheel is not None and not (wheel.is_file() and re.match(r"^peagle_deploy-.*\.whl$", wheel.name)):
+            raise UsageError(f"--wheel {wheel} is not a peagle_deploy-*.whl file", "build one with: pip wheel --no-deps .")
+        if base and not re.match(r"^[\w.\-/:@${}]+$", base):
+            raise UsageError(f"--base {base!r} is not an image reference", "pass e.g. registry/repo:tag")
         if output.exists() and any(output.iterdir()) and not force:
             raise UsageError(f"{output} is not empty", "choose another --output or pass --force")
         output.mkdir(parents=True, exist_ok=True)
         source = templates_dir() / "container"
         text = (source / "Dockerfile").read_text(encoding="utf-8")
         if base:
-            if not re.match(r"^[\w.\-/:@${}]+$", base):
-                raise UsageError(f"--base {base!r} is not an image reference", "pass e.g. registry/repo:tag")
             text = re.sub(r"^ARG BASE_IMAGE=.*$", f"ARG BASE_IMAGE={base}", text, count=1, flags=re.M)
         (output / "Dockerfile").write_text(text, encoding="utf-8")
         (output / ".dockerignore").write_text((source / ".dockerignore").read_text(encoding="utf-8"), encoding="utf-8")
         files = [str(output / "Dockerfile"), str(output / ".dockerignore")]
-        next_steps = f"pip wheel --no-deps -w {output} <peagle source or peagle-deploy> && docker build -t peagle-vllm {output}"
+        if wheel is not None:
+            files.append(str(shutil.copy2(wheel, output / wheel.name)))
+        build = f"docker build -t peagle-vllm {output}"
+        next_steps = build if wheel else f"pip wheel --no-deps -w {output} <peagle source dir> && {build}"
         out.result({"written": files, "next": next_steps},
                    lambda console: console.print("\n".join(["wrote " + f for f in files] + ["next: " + next_steps]),
                                                  markup=False))

@@ -119,16 +119,20 @@ def resolve(model_id: str, *, region: str, instance_type: str | None = None, ver
         if not offline:
             from .aws import AwsSession
 
-            s3 = AwsSession(region, profile, max_attempts=2, connect_timeout=3, read_timeout=20).client("s3")
-            try:
-                with _local_override(False):
-                    specs = _fetch_specs(model_id, version, region, s3)
-            except UsageError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - narrowed by _is_unreachable
-                if not (allow_shipped and _is_unreachable(exc)):
+            session = AwsSession(region, profile, max_attempts=2, connect_timeout=3, read_timeout=20)
+            if allow_shipped and session.boto3_session.get_credentials() is None:  # decide before any request
+                detail = "no AWS credentials found: using the specs peagle ships"
+            else:
+                try:
+                    with _local_override(False):
+                        specs = _fetch_specs(model_id, version, region, session.client("s3"))
+                except UsageError:
                     raise
-                detail = f"the JumpStart bucket could not be read ({type(exc).__name__}); using the specs peagle ships"
+                except Exception as exc:  # noqa: BLE001 - narrowed by _is_unreachable
+                    if not (allow_shipped and _is_unreachable(exc)):
+                        raise
+                    detail = (f"the JumpStart bucket could not be read ({type(exc).__name__}); "
+                              "using the specs peagle ships")
         else:
             detail = "offline (--offline, or no AWS credentials): using the specs peagle ships"
         if specs is None:

@@ -37,6 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from peagle_deploy.testing.streaming import event_frame  # noqa: E402 - after the path set-up
+
 TARGETS = {"otps": 100_000.0, "vs_minimal": 0.6, "held": 0.98, "server_agreement": 0.03}
 
 
@@ -154,22 +156,6 @@ async def run_minimal(port: int, concurrency: int, duration: float, max_tokens: 
     return {"data_lines": lines, "elapsed_s": elapsed, "data_lines_per_s": lines / elapsed}
 
 
-def _event_frame(payload: bytes) -> bytes:
-    """One AWS event-stream message carrying a SageMaker PayloadPart (prelude, headers, CRCs)."""
-    import binascii
-    import struct
-
-    def header(name: str, value: str) -> bytes:
-        n, v = name.encode(), value.encode()
-        return struct.pack("B", len(n)) + n + b"\x07" + struct.pack(">H", len(v)) + v
-
-    headers = header(":event-type", "PayloadPart") + header(":message-type", "event")
-    prelude = struct.pack(">II", 12 + len(headers) + len(payload) + 4, len(headers))
-    prelude += struct.pack(">I", binascii.crc32(prelude) & 0xFFFFFFFF)
-    message = prelude + headers + payload
-    return message + struct.pack(">I", binascii.crc32(message) & 0xFFFFFFFF)
-
-
 def run_sagemaker_frames(concurrency: int, duration: float, n_tokens: int) -> dict:
     """The SageMaker transport's own ceiling: botocore (fake credentials, no network: a before-send
     hook answers every InvokeEndpointWithResponseStream with pre-built frames, one token per frame)."""
@@ -184,7 +170,7 @@ def run_sagemaker_frames(concurrency: int, duration: float, n_tokens: int) -> di
              b'"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}]}\n\n')
     tail = (b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":%d,"total_tokens":9}}\n\n'
             b"data: [DONE]\n\n" % n_tokens)
-    frames = [_event_frame(token)] * n_tokens + [_event_frame(tail)]
+    frames = [event_frame(token)] * n_tokens + [event_frame(tail)]
 
     class Raw:
         def stream(self, **_):

@@ -3,34 +3,14 @@ price, responses stream as real AWS event-stream frames, and acceptance comes fr
 
 from __future__ import annotations
 
-import binascii
 import json
-import struct
 import time
 
 import pytest
 
+from peagle_deploy.testing.streaming import event_frame
 from tests.cli_runner import run_cli
 from tests.test_metrics_acceptance import vllm_line
-
-
-def _header(name: str, value: str) -> bytes:
-    n, v = name.encode(), value.encode()
-    return struct.pack("B", len(n)) + n + b"\x07" + struct.pack(">H", len(v)) + v
-
-
-def event_frame(payload: bytes) -> bytes:
-    """One AWS event-stream message (prelude, CRCs) carrying a PayloadPart."""
-    headers = (
-        _header(":event-type", "PayloadPart")
-        + _header(":content-type", "application/octet-stream")
-        + _header(":message-type", "event")
-    )
-    total = 12 + len(headers) + len(payload) + 4
-    prelude = struct.pack(">II", total, len(headers))
-    prelude += struct.pack(">I", binascii.crc32(prelude) & 0xFFFFFFFF)
-    message = prelude + headers + payload
-    return message + struct.pack(">I", binascii.crc32(message) & 0xFFFFFFFF)
 
 
 def sse_body(n_tokens: int) -> bytes:

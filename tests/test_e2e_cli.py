@@ -26,11 +26,7 @@ def peagle(emu, *args, env_extra=None, timeout=120):
 
 def test_deploy_status_cleanup_leaves_unmanaged_alone(emu):
     sm = emu.client("sagemaker")
-    sm.create_model(ModelName="team-model", ExecutionRoleArn=emu.role_arn, PrimaryContainer={"Image": "x"})
-    sm.create_endpoint_config(EndpointConfigName="team-model", ProductionVariants=[{
-        "VariantName": "AllTraffic", "ModelName": "team-model", "InstanceType": "ml.g7e.2xlarge",
-        "InitialInstanceCount": 1}])
-    sm.create_endpoint(EndpointName="team-model", EndpointConfigName="team-model")
+    emu.create_endpoint_stack("team-model")  # not peagle's: must survive cleanup --all
 
     emu.script_endpoints(creating_polls=1)
     deployed = peagle(emu, "deploy", "qwen3-coder", "--name", "e2e-qwen", "--role", emu.role_arn, "--yes", "--json")

@@ -28,12 +28,7 @@ def vllm():
 @pytest.fixture
 def emu():
     with SageMakerEmulator.server() as emulator:
-        sm = emulator.client("sagemaker")
-        sm.create_model(ModelName="ep", ExecutionRoleArn=emulator.role_arn, PrimaryContainer={"Image": "x"})
-        sm.create_endpoint_config(EndpointConfigName="ep", ProductionVariants=[{
-            "VariantName": "AllTraffic", "ModelName": "ep", "InstanceType": "ml.g7e.2xlarge",
-            "InitialInstanceCount": 1}])
-        sm.create_endpoint(EndpointName="ep", EndpointConfigName="ep")
+        emulator.create_endpoint_stack("ep")
         yield emulator
 
 

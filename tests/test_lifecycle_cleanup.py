@@ -24,14 +24,7 @@ def deploy(emu, name, **kwargs):
 
 
 def unmanaged_stack(emu, name, tags=()):
-    sm = emu.client("sagemaker")
-    sm.create_model(ModelName=name, ExecutionRoleArn=emu.role_arn,
-                    PrimaryContainer={"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/other:1"},
-                    Tags=list(tags))
-    sm.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[{
-        "VariantName": "AllTraffic", "ModelName": name, "InstanceType": "ml.g7e.2xlarge",
-        "InitialInstanceCount": 1}], Tags=list(tags))
-    sm.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=list(tags))
+    emu.create_endpoint_stack(name, tags=list(tags))
 
 
 def names(emu):

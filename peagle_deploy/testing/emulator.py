@@ -89,6 +89,20 @@ class SageMakerEmulator:
         endpoint = sagemaker_backends[ACCOUNT][self.region].endpoints.get(name)
         return None if endpoint is None else endpoint.endpoint_status
 
+    def create_endpoint_stack(self, name: str, *, tags: list[dict[str, str]] | None = None,
+                              instance_type: str = "ml.g7e.2xlarge") -> None:
+        """A model, endpoint config and endpoint named `name`, as another tool (or a person) would create
+        them: without peagle's tags unless given. Tests use it to prove cleanup leaves such things alone."""
+        sm = self.client("sagemaker")
+        tag_list = list(tags or [])
+        sm.create_model(ModelName=name, ExecutionRoleArn=self.role_arn,
+                        PrimaryContainer={"Image": f"{ACCOUNT}.dkr.ecr.{self.region}.amazonaws.com/other:1"},
+                        Tags=tag_list)
+        sm.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[{
+            "VariantName": "AllTraffic", "ModelName": name, "InstanceType": instance_type,
+            "InitialInstanceCount": 1}], Tags=tag_list)
+        sm.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=tag_list)
+
     def set_quota(self, instance_type: str, value: float) -> None:
         self.quotas[f"{instance_type} for endpoint usage"] = value
 

@@ -1,24 +1,32 @@
 """How fast peagle decodes SageMaker response streams, on one core.
 
-    python benchmarks/bench_stream_decoder.py [--tokens 200000] [--part-size 0]
+    python benchmarks/bench_stream_decoder.py [--tokens 200000] [--part-size 0] [--parser botocore-events]
 
 Builds a vLLM-format SSE stream of N tokens, one PayloadPart per SSE event (what SageMaker sends as
 vLLM flushes each token) or parts of --part-size bytes, wraps each in a real AWS event-stream frame,
-and times the whole client path: the frame parser (peagle's EventStreamReader, or botocore's
-EventStreamBuffer with --botocore, for comparison), peagle's SseDecoder, and JSON token extraction as
-PeagleClient.stream does it. Prints PayloadPart events/s and tokens/s.
+and times the whole client path with the network taken out: frame parsing, peagle's SseDecoder, and
+JSON token extraction as PeagleClient.stream does it. Frame parsing, by --parser:
+- botocore-events (default, what `peagle invoke` runs): botocore's EventStream over the
+  sagemaker-runtime output shape, `{"PayloadPart": {"Bytes": ...}}` events, via
+  `runtime.eventstream.botocore_payload_parts`;
+- botocore-buffer: botocore's EventStreamBuffer alone (frames, no shape parsing);
+- peagle: peagle's EventStreamReader (what `peagle bench`'s load generator runs).
+Prints PayloadPart events/s and tokens/s.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
 
 from botocore.eventstream import EventStreamBuffer
 
-from peagle_deploy.runtime.eventstream import EventStreamReader
+from peagle_deploy.runtime.eventstream import EventStreamReader, botocore_payload_parts
 from peagle_deploy.runtime.sse import DONE, SseDecoder
 from peagle_deploy.testing.streaming import chat_sse, event_frame, split_at
+
+READ_SIZE = 65536  # what urllib3 hands botocore per read
 
 
 def build(tokens: int, part_size: int) -> tuple[bytes, int]:
@@ -30,24 +38,54 @@ def build(tokens: int, part_size: int) -> tuple[bytes, int]:
     return b"".join(event_frame(p) for p in parts), len(parts)
 
 
-def payloads_botocore(wire: bytes, read_size: int):
+def reads(wire: bytes) -> list[bytes]:
+    return [wire[i:i + READ_SIZE] for i in range(0, len(wire), READ_SIZE)]
+
+
+class _Raw:
+    def __init__(self, chunks: list[bytes]):
+        self._chunks = chunks
+
+    def stream(self, *_: object, **__: object) -> Iterator[bytes]:
+        yield from self._chunks
+
+    def close(self) -> None:
+        pass
+
+
+def payloads_botocore_events(chunks: list[bytes]) -> Iterator[bytes]:
+    from botocore.eventstream import EventStream
+    from botocore.parsers import EventStreamJSONParser
+    from botocore.session import get_session
+
+    model = get_session().get_service_model("sagemaker-runtime")
+    shape = model.operation_model("InvokeEndpointWithResponseStream").output_shape.members["Body"]
+    stream = EventStream(_Raw(chunks), shape, EventStreamJSONParser(), "InvokeEndpointWithResponseStream")
+    return botocore_payload_parts(stream)
+
+
+def payloads_botocore_buffer(chunks: list[bytes]) -> Iterator[bytes]:
     buffer = EventStreamBuffer()
-    for start in range(0, len(wire), read_size):
-        buffer.add_data(wire[start:start + read_size])
+    for chunk in chunks:
+        buffer.add_data(chunk)
         for message in buffer:
             yield message.payload
 
 
-def payloads_peagle(wire: bytes, read_size: int):
+def payloads_peagle(chunks: list[bytes]) -> Iterator[bytes]:
     reader = EventStreamReader()
-    for start in range(0, len(wire), read_size):
-        for _event_type, _message_type, payload in reader.feed(wire[start:start + read_size]):
+    for chunk in chunks:
+        for _event_type, _message_type, payload in reader.feed(chunk):
             yield payload
 
 
-def decode(wire: bytes, read_size: int = 65536, parser=payloads_peagle) -> int:
+PARSERS = {"botocore-events": payloads_botocore_events, "botocore-buffer": payloads_botocore_buffer,
+           "peagle": payloads_peagle}
+
+
+def decode(chunks: list[bytes], parser=payloads_botocore_events) -> int:
     decoder, count = SseDecoder(), 0
-    for payload in parser(wire, read_size):
+    for payload in parser(chunks):
         for event in decoder.feed(payload):
             if event is DONE:
                 continue
@@ -62,16 +100,18 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=200_000)
     parser.add_argument("--part-size", type=int, default=0, help="0: one PayloadPart per SSE event")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--botocore", action="store_true", help="parse frames with botocore's EventStreamBuffer")
+    parser.add_argument("--parser", choices=sorted(PARSERS), default="botocore-events")
     args = parser.parse_args()
     wire, parts = build(args.tokens, args.part_size)
+    chunks = reads(wire)
     best = float("inf")
     for _ in range(args.repeat):
         start = time.perf_counter()
-        tokens = decode(wire, parser=payloads_botocore if args.botocore else payloads_peagle)
+        tokens = decode(chunks, PARSERS[args.parser])
         best = min(best, time.perf_counter() - start)
     assert tokens == args.tokens, (tokens, args.tokens)
-    print(f"parser={'botocore' if args.botocore else 'peagle'} payload_parts={parts} tokens={tokens} bytes={len(wire)} best_of={args.repeat} seconds={best:.3f}")
+    print(f"parser={args.parser} payload_parts={parts} tokens={tokens} bytes={len(wire)} "
+          f"best_of={args.repeat} seconds={best:.3f}")
     print(f"payload_parts_per_s={parts / best:,.0f} tokens_per_s={tokens / best:,.0f}")
 
 

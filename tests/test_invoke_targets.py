@@ -76,7 +76,30 @@ def expect(exit_code, fragment, fn):
 
 
 def test_endpoint_not_found(emu):
-    expect(ExitCode.USAGE, "no endpoint named 'missing'", lambda: list(PeagleClient("missing").stream(build_request("x"))))
+    error = expect(ExitCode.USAGE, "no endpoint named 'missing'",
+                   lambda: list(PeagleClient("missing").stream(build_request("x"))))
+    assert "peagle status" in str(error)
+
+
+def test_stalled_sagemaker_stream_times_out(emu):
+    emu.runtime.stall_s = 3.0
+    expect(ExitCode.TIMEOUT, "stalled stream",
+           lambda: list(PeagleClient("ep", idle_timeout=0.5).stream(build_request("x"))))
+
+
+def test_model_stream_error_event_over_the_wire(emu):
+    emu.runtime.stream_error = ("ModelStreamError", "generation crashed")
+    error = expect(ExitCode.FAILED, "(ModelStreamError): generation crashed",
+                   lambda: list(PeagleClient("ep").stream(build_request("x"))))
+    assert "/aws/sagemaker/Endpoints/ep" in str(error)
+
+
+def test_target_kind_override(vllm):
+    result = run_cli("invoke", vllm.url + "/v1", "hi", "--target-kind", "container")
+    assert vllm.requests[-1]["path"] == "/v1/invocations"  # not /v1/chat/completions, as the URL suggests
+    assert result.code == 6 and "answered HTTP 404: not found" in result.stderr
+    result = run_cli("invoke", vllm.url, "hi", "--target-kind", "grpc")
+    assert result.code == 2 and "unknown target kind 'grpc'" in result.stderr
 
 
 def test_endpoint_not_in_service(emu):

@@ -69,8 +69,16 @@ def test_crlf_comments_and_multiline_data():
     assert decode_chunks([text[:5], text[5:23], text[23:]]) == [{"a": 1}, DONE]
 
 
-def test_final_event_without_blank_line_is_kept():
-    assert decode_chunks([b'data: {"x": 2}']) == [{"x": 2}]
+def test_final_line_without_blank_line_is_kept_but_a_cut_line_is_dropped():
+    assert decode_chunks([b'data: {"x": 2}\n']) == [{"x": 2}]
+    assert decode_chunks([b'data: {"x": 2}\n\ndata: {"y": ']) == [{"x": 2}]
+
+
+def test_malformed_json_is_a_clear_error():
+    from peagle_deploy.runtime.sse import SseDataError
+
+    with pytest.raises(SseDataError, match="malformed stream event"):
+        decode_chunks([b"data: {nope}\n\n"])
 
 
 def test_peagle_frame_reader_matches_botocore_at_every_split():

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from ..errors import EndpointFailed, WaitTimeout
 from .payload import ChatRequest
-from .sse import DONE, SseDecoder
+from .sse import DONE, SseDataError, SseDecoder
 from .targets import HttpTarget, SageMakerTarget, open_target
 
 
@@ -82,8 +82,12 @@ class PeagleClient:
         chunks = 0
         last_chunk: dict[str, Any] = {}
         for raw in self.target.stream(request.body(stream=True)):
-            for event in decoder.feed(raw):
-                if event is DONE:
+            try:
+                events = list(decoder.feed(raw))
+            except SseDataError as exc:
+                raise EndpointFailed(f"{self.target.name}: {exc}", self.target.log_hint) from None
+            for event in events:
+                if event is DONE or not isinstance(event, dict):
                     continue
                 if "error" in event and not event.get("choices"):
                     raise EndpointFailed(f"{self.target.name} stream failed: {event['error']}",

@@ -14,6 +14,17 @@ from typing import Any
 DONE = object()  # yielded once for `data: [DONE]`
 
 
+class SseDataError(ValueError):
+    """A complete `data:` payload that is not JSON (a server bug, not a split: splits never reach here)."""
+
+
+def _json(payload: bytes) -> Any:
+    try:
+        return json.loads(payload)
+    except ValueError:
+        raise SseDataError(f"malformed stream event: {payload[:80]!r}") from None
+
+
 class SseDecoder:
     """feed(bytes) -> the complete `data:` payloads so far, as parsed JSON objects (or DONE)."""
 
@@ -32,7 +43,7 @@ class SseDecoder:
                 self.done = True
                 yield DONE
             else:
-                yield json.loads(payload)
+                yield _json(payload)
             return
         buffer = self._buffer + chunk
         *lines, self._buffer = buffer.split(b"\n")
@@ -40,10 +51,9 @@ class SseDecoder:
             yield from self._line(line.rstrip(b"\r"))
 
     def close(self) -> Iterator[Any]:
-        """End of input: a final event without its blank line still counts."""
-        if self._buffer:
-            yield from self._line(self._buffer.rstrip(b"\r"))
-            self._buffer = b""
+        """End of input. Complete `data:` lines still waiting for their blank line are dispatched; an
+        unterminated last line is a truncated stream and is dropped (as the SSE spec says)."""
+        self._buffer = b""
         yield from self._line(b"")
 
     def _line(self, line: bytes) -> Iterator[Any]:
@@ -55,7 +65,7 @@ class SseDecoder:
                     self.done = True
                     yield DONE
                 else:
-                    yield json.loads(payload.decode("utf-8"))
+                    yield _json(payload)
             return
         if line.startswith(b"data:"):
             value = line[5:]

@@ -3,7 +3,7 @@
 All three take the same body and return the same bytes: an OpenAI chat-completion JSON, or an SSE
 stream of chat-completion chunks. Only transport differs:
 - sagemaker: `InvokeEndpoint` / `InvokeEndpointWithResponseStream` (SigV4 via boto3); botocore parses
-  the AWS event stream and yields PayloadPart bytes;
+  the AWS event stream into PayloadPart events (`eventstream.botocore_payload_parts`);
 - container: the SageMaker container contract, `GET /ping` and `POST /invocations` (vLLM routes an
   OpenAI chat body there);
 - openai: `POST <base>/chat/completions` for a base URL ending in /v1.
@@ -19,8 +19,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ..errors import EndpointFailed, UsageError, WaitTimeout
-from .eventstream import EventStreamError as EventStreamCorrupt
-from .eventstream import StreamFailure, payload_parts
+from .eventstream import StreamFailure, botocore_payload_parts
 
 Kind = Literal["sagemaker", "container", "openai"]
 READ_SIZE = 65536
@@ -203,21 +202,20 @@ class SageMakerTarget:
     def stream(self, body: bytes) -> Iterator[bytes]:
         import botocore.exceptions
         import urllib3.exceptions
+        from botocore.eventstream import ParserError
 
         try:
             response = self._client.invoke_endpoint_with_response_stream(
                 EndpointName=self.name, Body=body, ContentType="application/json", Accept="text/event-stream")
-            yield from payload_parts(response["Body"])
+            yield from botocore_payload_parts(response["Body"])
         except StreamFailure as exc:
             raise EndpointFailed(f"{self.name} stream failed ({exc.kind}): {exc.message}", self.log_hint) from None
-        except botocore.exceptions.EventStreamError as exc:
-            raise EndpointFailed(f"{self.name} stream failed: {exc}", self.log_hint) from None
         except botocore.exceptions.ClientError as exc:
             raise self._explain(exc) from None
         except (botocore.exceptions.ReadTimeoutError, urllib3.exceptions.ReadTimeoutError):
             raise WaitTimeout(f"{self.name} sent nothing for {self._idle_timeout:g}s (stalled stream)",
                               "raise --timeout, or check the endpoint") from None
-        except EventStreamCorrupt as exc:
+        except ParserError as exc:  # bad prelude or CRC32
             raise EndpointFailed(f"{self.name} sent a corrupt event stream: {exc}", self.log_hint) from None
 
     def ping(self) -> bool:

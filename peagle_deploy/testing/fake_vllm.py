@@ -54,11 +54,11 @@ class FakeVllm:
                     self._send(404, b'{"error": {"message": "not found"}}')
 
             def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                fake.requests.append({"path": self.path, "body": body})
                 if self.path not in ("/invocations", "/v1/chat/completions"):
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                fake.requests.append({"path": self.path, "body": body})
                 if fake.mode == "error":
                     self._send(500, json.dumps({"object": "error", "message": "CUDA out of memory",
                                                 "type": "InternalServerError", "code": 500}).encode())

@@ -26,14 +26,22 @@ def _header(name: str, value: str) -> bytes:
     return struct.pack("B", len(raw_name)) + raw_name + b"\x07" + struct.pack(">H", len(raw_value)) + raw_value
 
 
-def event_frame(payload: bytes, event_type: str = "PayloadPart", message_type: str = "event") -> bytes:
-    headers = _header(":event-type", event_type) + _header(":content-type", "application/octet-stream") + \
+def event_frame(payload: bytes, event_type: str = "PayloadPart", message_type: str = "event",
+                content_type: str = "application/octet-stream") -> bytes:
+    type_header = ":exception-type" if message_type == "exception" else ":event-type"
+    headers = _header(type_header, event_type) + _header(":content-type", content_type) + \
         _header(":message-type", message_type)
     total = 12 + len(headers) + len(payload) + 4
     prelude = struct.pack(">II", total, len(headers))
     prelude += struct.pack(">I", binascii.crc32(prelude) & 0xFFFFFFFF)
     message = prelude + headers + payload
     return message + struct.pack(">I", binascii.crc32(message) & 0xFFFFFFFF)
+
+
+def exception_frame(code: str, message: str) -> bytes:
+    """An error event as SageMaker sends it mid-stream (ModelStreamError, InternalStreamFailure)."""
+    return event_frame(json.dumps({"Message": message, "ErrorCode": code}).encode(), code, "exception",
+                       "application/json")
 
 
 def split_at(data: bytes, offsets: Iterable[int]) -> list[bytes]:
@@ -82,6 +90,7 @@ class RuntimeScript:
     model_error: tuple[int, str] | None = None  # (container status, container message)
     truncate: bool = False  # end the stream with no finish_reason and no [DONE]
     stall_s: float = 0.0  # sleep before the last part
+    stream_error: tuple[str, str] | None = None  # (ModelStreamError or InternalStreamFailure, message) mid-stream
     requests: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -134,8 +143,43 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             for i, part in enumerate(parts):
                 if script.stall_s and i == len(parts) - 1:
                     time.sleep(script.stall_s)
+                if script.stream_error and i == len(parts) // 2:
+                    yield exception_frame(*script.stream_error)
+                    return
                 yield event_frame(part)
 
         return body()
 
     return middleware
+
+
+class _FrameBody:
+    """Just enough of urllib3's response for botocore's EventStream: `stream()` yields the wire bytes."""
+
+    def __init__(self, chunks: Sequence[bytes]):
+        self._chunks = chunks
+
+    def stream(self, *_: Any, **__: Any) -> Iterable[bytes]:
+        yield from self._chunks
+
+    def close(self) -> None:
+        pass
+
+
+def streaming_hook(reply: Any) -> Any:
+    """A botocore `before-send` handler for InvokeEndpointWithResponseStream under `mock_aws`.
+
+    `reply(body: dict) -> bytes` returns the wire bytes (event-stream frames); they are handed to
+    botocore in 5-byte reads, so frames arrive split as they would from a socket. Register it with
+    `client.meta.events.register_first("before-send.sagemaker-runtime.InvokeEndpointWithResponseStream", hook)`.
+    """
+    def hook(request: Any, **_: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+
+        wire = reply(json.loads(request.body or b"{}"))
+        reads = [wire[i:i + 5] for i in range(0, len(wire), 5)]
+        headers = {"Content-Type": "application/vnd.amazon.eventstream", "x-amzn-requestid": "emulated",
+                   "X-Amzn-SageMaker-Content-Type": "text/event-stream"}
+        return AWSResponse(request.url, 200, headers, _FrameBody(reads))
+
+    return hook

@@ -24,7 +24,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import UsageError
 from .resources import templates_dir
@@ -164,10 +164,23 @@ class _SdkSession:
         self.boto_region_name = region
 
 
+class _Retrieved(NamedTuple):
+    image: str
+    model_uri: str
+    environment: dict[str, str]
+    deploy_kwargs: dict[str, Any]  # container_startup_health_check_timeout, model_data_download_timeout
+    init_kwargs: dict[str, Any]  # enable_network_isolation
+
+
 def _retrieve(model_id: str, version: str, region: str, instance: str, inference_config: str,
-              s3_client: Any) -> tuple[str, str, dict[str, str]]:
-    """Image, model data URI and environment exactly as sagemaker-core's public functions return them."""
+              s3_client: Any) -> _Retrieved:
+    """What sagemaker-core's retrieval functions say JumpStart deploys for this config and instance.
+
+    image_uris / model_uris / environment_variables are the SDK's public functions; the deploy and init
+    kwargs come from `sagemaker.core.jumpstart.artifacts`, the functions the SDK's own model factory calls.
+    """
     from sagemaker.core import environment_variables, image_uris, model_uris
+    from sagemaker.core.jumpstart import artifacts
     from sagemaker.core.jumpstart.exceptions import DeprecatedJumpStartModelError, VulnerableJumpStartModelError
 
     common = dict(region=region, model_id=model_id, model_version=version, instance_type=instance,
@@ -176,13 +189,16 @@ def _retrieve(model_id: str, version: str, region: str, instance: str, inference
         image = image_uris.retrieve(framework=None, image_scope="inference", **common)
         model_uri = model_uris.retrieve(model_scope="inference", **common)
         env = environment_variables.retrieve_default(include_aws_sdk_env_vars=True, **common)
+        deploy_kwargs = artifacts._retrieve_model_deploy_kwargs(**common)
+        init_kwargs = artifacts._retrieve_model_init_kwargs(
+            **{k: v for k, v in common.items() if k != "instance_type"})
     except (DeprecatedJumpStartModelError, VulnerableJumpStartModelError) as exc:
         raise UsageError(f"JumpStart refuses {model_id} v{version}: {' '.join(str(exc).split())[:200]}",
                          "pass another --model-version") from None
     except ValueError as exc:  # the SDK's "No inference ECR configuration found for ..."
         raise UsageError(f"the {model_id} spec has no container image for {instance} in {region}",
                          "choose another --instance-type or --region") from exc
-    return image, model_uri, env
+    return _Retrieved(image, model_uri, env, deploy_kwargs, init_kwargs)
 
 
 def _drafter(specs: Any, region: str, utils: Any) -> tuple[S3DataSource | None, bool]:
@@ -226,30 +242,29 @@ def _to_resolved(specs: Any, model_id: str, region: str, instance_type: str | No
                          "this model version has no P-EAGLE configuration; try another --model-version")
     specs.set_config(inference_config)
     instance = instance_type or specs.default_inference_instance_type
-    image, model_uri, env = _retrieve(specs.model_id, specs.version, region, instance, inference_config, s3_client)
+    got = _retrieve(specs.model_id, specs.version, region, instance, inference_config, s3_client)
     specs.set_config(inference_config)  # the SDK calls above re-apply it on the cached object; keep it explicit
-    model_data = S3DataSource(S3Uri=model_uri,
+    model_data = S3DataSource(S3Uri=got.model_uri,
                               S3DataType=_s3_type(getattr(specs, "hosting_artifact_s3_data_type", None)),
                               CompressionType=_compression(getattr(specs, "hosting_artifact_compression_type", None)))
     drafter, drafter_gated = _drafter(specs, region, utils)
-    deploy_kwargs = specs.deploy_kwargs or {}
     return ResolvedSpec(
         model_id=specs.model_id,
         version=specs.version,
         region=region,
         instance_type=instance,
         inference_config=inference_config,
-        image_uri=image,
+        image_uri=got.image,
         model_data=model_data,
         model_data_prepacked=not specs.use_inference_script_uri(),  # the SDK's own test in model_uris
         drafter=drafter,
         drafter_gated=drafter_gated,
-        environment=env,
+        environment=got.environment,
         supported_instance_types=list(specs.supported_inference_instance_types or []),
         default_instance_type=specs.default_inference_instance_type or instance,
-        startup_health_check_timeout_s=int(deploy_kwargs.get("container_startup_health_check_timeout", 3600)),
-        model_data_download_timeout_s=int(deploy_kwargs.get("model_data_download_timeout", 3600)),
-        enable_network_isolation=bool(specs.inference_enable_network_isolation),
+        startup_health_check_timeout_s=int(got.deploy_kwargs.get("container_startup_health_check_timeout", 3600)),
+        model_data_download_timeout_s=int(got.deploy_kwargs.get("model_data_download_timeout", 3600)),
+        enable_network_isolation=bool(got.init_kwargs.get("enable_network_isolation", False)),
         gated=bool(specs.hosting_eula_key) or bool(getattr(specs, "gated_bucket", False)),
         attribution_tags=_attribution_tags(specs.model_id, specs.version, inference_config),
         source=source,

@@ -11,6 +11,7 @@ explicit confirmation (docs/configuration.md).
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 
@@ -110,7 +111,7 @@ def check_price(price_per_hour: float | None, limit: float, *, interactive: bool
     if not interactive:
         raise UsageError(f"this plan costs about ${price_per_hour:,.2f}/h, above the ${limit:,.2f}/h price guard",
                          f"check --instance-type/--instance-count, or pass --max-price-per-hour "
-                         f"{price_per_hour:.0f} to accept it")
+                         f"{math.ceil(price_per_hour)} to accept it")
     return True
 
 

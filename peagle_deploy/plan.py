@@ -17,6 +17,7 @@ from . import __version__
 from .catalog import ModelEntry, get_model
 from .errors import UsageError
 from .inputs import (
+    PRICE_GUARD_USD_PER_HOUR,
     check_env_count,
     check_tag_count,
     parse_instance_count,
@@ -234,6 +235,9 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     if image:
         notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
     price = hourly_price(instance_type, request.instance_count)
+    if price is not None and price > PRICE_GUARD_USD_PER_HOUR:
+        notes.append(f"about ${price:,.2f}/h (estimate) is above the ${PRICE_GUARD_USD_PER_HOUR:,.0f}/h price guard: "
+                     "a real deploy asks again, or needs --max-price-per-hour in a script")
     return DeploymentPlan(
         endpoint_name=name,
         region=request.region,

@@ -147,6 +147,7 @@ def compare_markdown(tables: list[CompareTable]) -> str:
     out: list[str] = []
     for t in tables:
         out += [f"## {t.title}", "", f"source: {t.source}", ""]
+        out += [*(f"> warning: {w}" for w in t.warnings), *(f"> {n}" for n in t.notes), ""] if t.warnings or t.notes else []
         rows = [[str(r.concurrency)] + [_f(r.otps.get(c), 0) for c in t.columns] for r in t.rows]
         out += ["Output tokens/s", "", *_md_table(["concurrency", *t.columns], rows), ""]
         spd_cols = [c for c in t.columns if c != "off"]
@@ -184,6 +185,8 @@ def render_compare(console: Console, tables: list[CompareTable]) -> None:
 
     for t in tables:
         console.print(f"[bold]{t.title}[/bold]  (source: {t.source})")
+        for line in [*(f"warning: {w}" for w in t.warnings), *t.notes]:
+            console.print(line, markup=False)
         small(
             "output tokens/s",
             t.columns,

@@ -159,7 +159,7 @@ def bench_compare(
     """Runs side by side (P-EAGLE vs EAGLE-3 vs off, by K) with speed-ups, like the published tables."""
 
     def body(out):
-        from ..bench.compare import compare_results, read_published
+        from ..bench.compare import compare_results, compare_warnings, read_published
         from ..bench.results import read_result
 
         from ..errors import UsageError
@@ -170,6 +170,8 @@ def bench_compare(
         reference = []
         if published is not None:
             reference = read_published(None if published == "aws-blog" else Path(published))
+        for warning in compare_warnings(tables):  # like with like only: say what was kept apart, and why
+            out.warn(warning)
         files = []
         if out_dir is not None:
             from ..bench.plot import plot_tables
@@ -179,7 +181,7 @@ def bench_compare(
             md = out_dir / "compare.md"
             md.write_text(compare_markdown(tables + reference), encoding="utf-8")
             files.append(str(md))
-            png = plot_tables(tables, out_dir / "compare.png")
+            png = plot_tables(tables + reference, out_dir / "compare.png")
             if png is not None:
                 files.append(str(png))
 
@@ -218,6 +220,11 @@ def bench_advise(
     draft_cost: Annotated[
         float, typer.Option("--draft-cost", min=0.0, help="Cost of one drafter pass, in target decoding steps.")
     ] = 0.06,
+    measured: Annotated[
+        list[Path] | None,
+        typer.Option("--measured", help="Results of P-EAGLE and EAGLE-3 runs (repeatable): the mode is taken "
+                     "from what they measured."),
+    ] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Recommend K from per-position acceptance: expected tokens per step for each K, against its cost."""
@@ -245,7 +252,14 @@ def bench_advise(
                     f"{result} has no per-position acceptance", "benchmark a speculative endpoint, or pass --rates"
                 )
             values, kind = acc.per_position, "cumulative"
-        advice = advise(values, kind=kind, mode=mode, max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost)
+        comparison = None
+        if measured:
+            from ..bench.advisor import comparison_from_results
+            from ..bench.results import read_result as read_run
+
+            comparison = comparison_from_results([read_run(p) for p in measured])
+        advice = advise(values, kind=kind, mode=mode, max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost,
+                        measured=comparison)
 
         def human(console):
             from ..bench.report import render_advice

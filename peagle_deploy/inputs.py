@@ -157,7 +157,8 @@ def parse_tags(pairs: list[str]) -> dict[str, str]:
     for raw in pairs:
         key, value = _split_pair(raw, "--tag", tags)
         if key.lower().startswith(RESERVED_TAG_PREFIXES):
-            raise UsageError(f"--tag key {key!r} uses a reserved prefix", "peagle:, sagemaker-sdk: and aws: tags are set by peagle, JumpStart or AWS")
+            raise UsageError(f"--tag key {key!r} uses a reserved prefix",
+                             "peagle:, sagemaker-sdk: and aws: tags are set by peagle, JumpStart or AWS")
         if len(key) > TAG_KEY_MAX or len(value) > TAG_VALUE_MAX:
             raise UsageError(f"--tag {key!r} is too long", f"keys up to {TAG_KEY_MAX}, values up to {TAG_VALUE_MAX} characters")
         if not TAG_TEXT_RE.match(key) or not TAG_TEXT_RE.match(value):

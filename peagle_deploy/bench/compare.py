@@ -120,7 +120,8 @@ def _best(otps: dict[str, float | None], mode: str) -> tuple[float | None, int |
     """The fastest column of one mode ("p-eagle K=7", or "p-eagle" when K was unknown) and its K."""
     best: tuple[float | None, int | None] = (None, None)
     for name, value in otps.items():
-        if (name == mode or name.startswith(mode + " K=")) and value is not None and (best[0] is None or value > best[0]):
+        of_mode = name == mode or name.startswith(mode + " K=")
+        if of_mode and value is not None and (best[0] is None or value > best[0]):
             best = (value, int(name.rsplit("=", 1)[1]) if "=" in name else None)
     return best
 
@@ -160,7 +161,7 @@ def build_table(points: Iterable[Point], title: str, source: str, **labels: obje
 
 def mode_comparison(table: CompareTable) -> ModeComparison | None:
     """P-EAGLE vs EAGLE-3 as measured in this table; None when it lacks one of the two modes."""
-    if not any(c.startswith("p-eagle") for c in table.columns) or not any(c.startswith("eagle3") for c in table.columns):
+    if not all(any(c.startswith(mode) for c in table.columns) for mode in ("p-eagle", "eagle3")):
         return None
     levels, p_wins, e_wins, best_p_k, best_e_k, ratio = [], [], [], {}, {}, {}
     for row in table.rows:
@@ -216,8 +217,8 @@ def _group_warnings(runs: list[BenchResult], model: str | None, instance: str | 
             warnings.append(f"runs in this table differ in {field} ({', '.join(map(str, values))}): "
                             "their speed-ups may not compare like with like")
     if any(r.target.mode is None for r in runs):
-        warnings.append("some runs have no mode (pass --mode/--k to peagle bench for URL targets): "
-                        "they are columns of their own, without speed-ups")
+        warnings.append("some runs have no mode (pass --mode/--k to peagle bench for URL targets): they appear "
+                        "under their target name and take no part in P-EAGLE vs EAGLE-3")
     seen: dict[tuple[str, int], int] = {}
     for r in runs:
         for level in r.levels:
@@ -290,8 +291,9 @@ def read_published(path: Path | None = None) -> list[CompareTable]:
         grouped.setdefault(point.benchmark, []).append(point)
     note = _comment(text, "source") or str(source)
     model, instance = _comment(text, "model"), _comment(text, "instance")
-    return [build_table(points, f"published: {model or 'model unknown'} on {instance or 'hardware unknown'}, {bench}",
-                        note, kind="published", model=model, instance=instance, dataset=bench)
+    where = f"{model or 'model unknown'} on {instance or 'hardware unknown'}"
+    return [build_table(points, f"published: {where}, {bench}", note, kind="published", model=model,
+                        instance=instance, dataset=bench)
             for bench, points in grouped.items()]
 
 

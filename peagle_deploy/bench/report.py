@@ -147,7 +147,8 @@ def compare_markdown(tables: list[CompareTable]) -> str:
     out: list[str] = []
     for t in tables:
         out += [f"## {t.title}", "", f"source: {t.source}", ""]
-        out += [*(f"> warning: {w}" for w in t.warnings), *(f"> {n}" for n in t.notes), ""] if t.warnings or t.notes else []
+        if t.warnings or t.notes:
+            out += [*(f"> warning: {w}" for w in t.warnings), *(f"> {n}" for n in t.notes), ""]
         rows = [[str(r.concurrency)] + [_f(r.otps.get(c), 0) for c in t.columns] for r in t.rows]
         out += ["Output tokens/s", "", *_md_table(["concurrency", *t.columns], rows), ""]
         spd_cols = [c for c in t.columns if c != "off"]

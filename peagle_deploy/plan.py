@@ -232,6 +232,9 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     }
     unverified = {f"catalog.{k}": v for k, v in entry.unverified.items()}
     unverified.update({f"spec.{k}": v for k, v in spec.unverified.items()})
+    if drafter_gated:
+        notes.append("the P-EAGLE drafter is in JumpStart's gated bucket: its channel carries ModelAccessConfig "
+                     "AcceptEula=true (--accept-eula)")
     if image:
         notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
     price = hourly_price(instance_type, request.instance_count)

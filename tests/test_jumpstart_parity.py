@@ -189,6 +189,7 @@ def test_gated_drafter_needs_the_eula_and_gets_model_access_config(gated_drafter
     assert channel["S3DataSource"]["S3Uri"].startswith("s3://jumpstart-private-cache-prod-us-east-1/lmi-eagle-heads/")
     assert channel["S3DataSource"]["ModelAccessConfig"] == {"AcceptEula": True}
     assert "HostingEulaKey" not in json.dumps(plan.create_model)
+    assert any("gated bucket" in note for note in plan.notes)
     service = botocore.session.get_session().get_service_model("sagemaker")
     report = ParamValidator().validate(plan.create_model, service.operation_model("CreateModel").input_shape)
     assert not report.has_errors(), report.generate_report()

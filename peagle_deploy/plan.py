@@ -172,8 +172,8 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
                          "deploy with --mode off, or pass a --model-id whose spec has one")
     drafter_gated = settings.enabled and spec.drafter_gated
     if (spec.gated or drafter_gated) and not request.accept_eula:
-        what = "weights" if spec.gated else "P-EAGLE drafter"
-        raise UsageError(f"the {entry.alias} {what} in JumpStart's gated bucket need a licence (EULA) acceptance",
+        what = "weights are" if spec.gated else "P-EAGLE drafter is"
+        raise UsageError(f"the {entry.alias} {what} gated by a licence (EULA) in JumpStart's gated bucket",
                          "read the model licence, then pass --accept-eula")
 
     notes: list[str] = []

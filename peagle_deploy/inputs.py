@@ -51,11 +51,16 @@ def validate_name(name: str) -> str:
     return name
 
 
-def partition_of(region: str) -> str:
-    """The AWS partition of a region (aws, aws-cn, aws-us-gov, ...), from botocore's own endpoint data."""
+def partition_of(region: str) -> str | None:
+    """The AWS partition of a region (aws, aws-cn, aws-us-gov, ...), from botocore's own endpoint data;
+    None for a region botocore does not know (the region check names that problem)."""
+    import botocore.exceptions
     import botocore.session
 
-    return botocore.session.get_session().get_partition_for_region(region)
+    try:
+        return botocore.session.get_session().get_partition_for_region(region)
+    except botocore.exceptions.UnknownRegionError:
+        return None
 
 
 def validate_role_arn(arn: str, region: str | None = None) -> str:
@@ -65,7 +70,7 @@ def validate_role_arn(arn: str, region: str | None = None) -> str:
                          "pass arn:aws:iam::<12-digit account>:role/<name>")
     if region:
         partition, expected = arn.split(":")[1], partition_of(region)
-        if partition != expected:
+        if expected is not None and partition != expected:
             raise UsageError(f"--role is in partition {partition} but region {region} is in {expected}",
                              f"pass a role ARN of the {expected} partition (arn:{expected}:iam::...) "
                              "or a --region of its partition")

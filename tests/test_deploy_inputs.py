@@ -34,6 +34,11 @@ def test_partition_comes_from_botocore(region, partition):
     assert inputs.validate_role_arn(arn, region) == arn
 
 
+def test_unknown_region_has_no_partition_and_is_left_to_the_region_check():
+    assert inputs.partition_of("mars-north-1") is None
+    assert inputs.validate_role_arn("arn:aws:iam::123456789012:role/r", "mars-north-1")
+
+
 def test_price_guard():
     assert inputs.check_price(None, 100, interactive=False) is False  # no price data: nothing to guard
     assert inputs.check_price(100.0, 100, interactive=False) is False

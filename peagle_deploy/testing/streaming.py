@@ -49,9 +49,10 @@ def split_at(data: bytes, offsets: Iterable[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
 
 
-def chat_sse(tokens: Sequence[str], *, model: str = "peagle-emulated", usage: bool = True,
+def chat_sse(tokens: Sequence[str | dict], *, model: str = "peagle-emulated", usage: bool = True,
              finish_reason: str | None = "stop", done: bool = True) -> bytes:
-    """vLLM's streaming format: role chunk, one chunk per token, finish chunk, usage chunk, [DONE]."""
+    """vLLM's streaming format: role chunk, one chunk per token, finish chunk, usage chunk, [DONE].
+    A token may be a whole delta (`{"reasoning": "..."}`, `{"tool_calls": [...]}`) instead of content text."""
     def chunk(delta: dict, finish: str | None = None, extra: dict | None = None) -> bytes:
         body = {"id": "chatcmpl-emulated", "object": "chat.completion.chunk", "created": 0, "model": model,
                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
@@ -59,7 +60,7 @@ def chat_sse(tokens: Sequence[str], *, model: str = "peagle-emulated", usage: bo
         return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
 
     out = [chunk({"role": "assistant", "content": ""})]
-    out += [chunk({"content": t}) for t in tokens]
+    out += [chunk(t if isinstance(t, dict) else {"content": t}) for t in tokens]
     if finish_reason:
         out.append(chunk({}, finish_reason))
     if usage:

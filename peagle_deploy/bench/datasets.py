@@ -92,6 +92,11 @@ def parse_jsonl(text: str, source: str, keys: dict[str, set[str]] | None = None)
                 f"{source} line {number} is not a JSON object",
                 'write {"prompt": "..."} or {"messages": [...]} per line',
             )
+        if "prompt" not in data and "messages" not in data:
+            raise UsageError(
+                f"{source} line {number} has no \"prompt\" or \"messages\" key (it has: {', '.join(data) or 'none'})",
+                'put the prompt text under "prompt" (other keys are ignored) or the chat under "messages"',
+            )
         try:
             record = PromptRecord.model_validate(data)
         except ValidationError as exc:

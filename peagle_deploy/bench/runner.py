@@ -285,6 +285,8 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                     out.warn(f"concurrency {conc}: the load generator was saturated (CPU {level.client_cpu or 0:.0%} "
                              f"of a core, event-loop lag {level.loop_lag_ms.mean or 0:.0f} ms): the figures are "
                              "a limit of this client, not of the target")
+                if level.completed == 0:
+                    raise _no_request_completed(level, ref)
                 if "open" in scrapes and "close" in scrapes:
                     try:
                         before, after = await scrapes["open"], await scrapes["close"]
@@ -293,6 +295,17 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                         continue
                     diff = after.minus(before)
                     measured.counters = diff if measured.counters is None else measured.counters.plus(diff)
+
+
+def _no_request_completed(level: LevelResult, ref: TargetRef) -> PeagleError:
+    """A level with no completed request fails the run, with the server's own error text."""
+    if level.errors:
+        kind = max(level.error_kinds.items(), key=lambda kv: kv[1])[0]
+        return EndpointFailed(f"no request completed at concurrency {level.concurrency}: {level.errors} failed "
+                              f"({kind} x{level.error_kinds[kind]}: {level.error_examples.get(kind, kind)})",
+                              "check that the target answers a single 'peagle invoke'")
+    return WaitTimeout(f"no request completed at concurrency {level.concurrency} within the window "
+                       f"({level.cut_at_end} still running when it closed)", "raise --duration or lower --max-tokens")
 
 
 def _stopped_failure(exc: LevelStopped, ref: TargetRef) -> PeagleError:

@@ -141,24 +141,6 @@ def bench_run(
         out.result({"result": result, "files": bench.files}, human)
         if bench.failure is not None:
             raise bench.failure
-        failed = [lv for lv in result.levels if lv.completed == 0]
-        if failed:
-            from ..errors import EndpointFailed
-
-            level = failed[0]
-            if level.errors:
-                kind = max(level.error_kinds.items(), key=lambda kv: kv[1])[0]
-                text = level.error_examples.get(kind, kind)
-                raise EndpointFailed(
-                    f"no request completed at concurrency {level.concurrency}: {level.errors} failed, "
-                    f"{kind} x{level.error_kinds[kind]}: {text}",
-                    "check that the target is up and answers a single 'peagle invoke'",
-                )
-            raise EndpointFailed(
-                f"no request completed at concurrency {level.concurrency} within the window "
-                f"({level.cut_at_end} still running when it closed)",
-                "raise --duration or lower --max-tokens",
-            )
 
     run(json_output, body)
 

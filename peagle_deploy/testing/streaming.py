@@ -14,7 +14,7 @@ import json
 import re
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +93,7 @@ class RuntimeScript:
     stall_s: float = 0.0  # sleep before the last part
     stream_error: tuple[str, str] | None = None  # (ModelStreamError or InternalStreamFailure, message) mid-stream
     requests: list[dict[str, Any]] = field(default_factory=list)
+    on_request: Callable[[str, dict[str, Any]], None] | None = None  # (endpoint name, body), as it arrives
 
 
 def _json_error(status: str, code: str, body: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
@@ -113,6 +114,8 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             script.requests.append(json.loads(environ["wsgi.input"].read(length) or b"{}"))
         except ValueError:
             script.requests.append({})
+        if script.on_request is not None:
+            script.on_request(name, script.requests[-1])
         status = emulator.endpoint_status(name)
         if status is None:
             reply = _json_error("400 Bad Request", "ValidationError",

@@ -89,7 +89,18 @@ class FakeVllm:
                                                 "type": "InternalServerError", "code": 500}).encode())
                     return
                 if not body.get("stream"):
-                    self._send(200, chat_json([t if isinstance(t, str) else "" for t in fake.tokens]))
+                    payload = chat_json([t if isinstance(t, str) else "" for t in fake.tokens])
+                    if fake.mode != "stall":
+                        self._send(200, payload)
+                        return
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    for byte in payload:  # trickle: never idle for long, never done in time
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(fake.stall_s / len(payload))
                     return
                 truncated = fake.mode == "truncate"
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))

@@ -146,3 +146,57 @@ def test_sse_counter_reasoning_crlf_and_missing_done():
     with pytest.raises(StreamIncomplete):
         counter.finish(2.0)
     assert rec.chunks == 2 and rec.first == 1.0 and rec.first_content == 1.0
+
+
+def test_failures_back_off_and_a_dead_target_stops_the_level():
+    from peagle_deploy.bench.loadgen import LevelStopped
+
+    slept: list[float] = []
+
+    async def sleep(s):
+        slept.append(s)
+
+    async def refused(messages, rec):
+        raise ConnectionRefusedError("connect call failed ('127.0.0.1', 9)")
+
+    with pytest.raises(LevelStopped) as info:
+        asyncio.run(run_level(refused, PROMPTS, 1, num_prompts=1000, dead_after=8, sleep=sleep))
+    assert info.value.kind == "dead" and "connect call failed" in info.value.message
+    assert slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0]  # doubling, capped; then the 8th failure stops it
+
+
+def test_a_stalled_target_stops_the_level():
+    from peagle_deploy.bench.loadgen import LevelStopped
+
+    never = asyncio.Event()
+
+    async def stalled(messages, rec):
+        await never.wait()
+
+    with pytest.raises(LevelStopped) as info:
+        asyncio.run(run_level(stalled, PROMPTS, 2, warmup=2, duration=4, idle_limit=0.2, progress_interval=0.05))
+    assert info.value.kind == "stalled" and "2 requests in flight" in info.value.message
+
+
+def test_failed_requests_tokens_are_not_throughput():
+    async def half_then_fail(messages, rec):
+        rec.add(5, time.perf_counter())
+        if rec.index % 2:
+            raise RuntimeError("boom")
+        rec.usage_tokens = 5
+
+    m = asyncio.run(run_level(half_then_fail, PROMPTS, 1, num_prompts=10))
+    assert m.completed == 5 and m.errors == 5 and m.output_tokens == 25
+    assert m.error_examples == {"RuntimeError": "boom"}
+
+
+def test_itl_is_per_chunk_tpot_per_token_and_tokens_per_chunk_reported():
+    async def speculative(messages, rec):  # 4 chunks of 3 tokens each, 10 ms apart in the record's clock
+        for i in range(4):
+            rec.add(1, rec.start + 0.010 * (i + 1))
+        rec.usage_tokens = 12
+
+    m = asyncio.run(run_level(speculative, PROMPTS, 1, num_prompts=3))
+    assert m.tokens_per_chunk == pytest.approx(3.0)
+    assert m.itl_ms.count == 3 * 3 and m.itl_ms.mean == pytest.approx(10, rel=1e-3)
+    assert m.ttft_ms.count == 3

@@ -29,6 +29,7 @@ import asyncio
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -80,7 +81,10 @@ def start_server(tokens_per_s: float, n_tokens: int, max_batch: int) -> tuple[su
 
 async def server_tokens(port: int) -> float:
     """The server's own count of tokens sent (vllm:generation_tokens_total on its /metrics)."""
-    from peagle_deploy.bench.acceptance import scrape_async
+    try:
+        from peagle_deploy.bench.prometheus import scrape_async
+    except ImportError:  # before the acceptance split (to measure an older tree the same way)
+        from peagle_deploy.bench.acceptance import scrape_async
 
     counters = await scrape_async(f"http://127.0.0.1:{port}/metrics")
     if counters.generation_tokens is None:
@@ -113,6 +117,9 @@ async def run_loadgen(port: int, concurrency: int, duration: float, max_tokens: 
         "server_tokens_per_s": sent / m.window_s,
         "ttft_ms_mean": m.ttft_ms.mean,
         "itl_ms_mean": m.itl_ms.mean,
+        "client_cpu": getattr(m, "client_cpu", None),
+        "loop_lag_ms_mean": getattr(getattr(m, "loop_lag_ms", None), "mean", None),
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
@@ -278,6 +285,9 @@ def main() -> int:
             f"held {loadgen['concurrency_held']:.1%}, server sent {loadgen['server_tokens_per_s']:,.0f}/s "
             f"in the window ({agreement:.2%} apart), errors {loadgen['errors']}"
         )
+        cpu, lag = loadgen["client_cpu"], loadgen["loop_lag_ms_mean"]
+        print(f"  client CPU {'n/a' if cpu is None else f'{cpu:.0%}'} of a core, event-loop lag "
+              f"{'n/a' if lag is None else f'{lag:.1f} ms'}, max RSS {loadgen['max_rss_mib']:.0f} MiB")
         for name, ok in checks.items():
             print(f"  {'PASS' if ok else 'FAIL'}  {name}")
     return 0 if all(checks.values()) else 1

@@ -43,7 +43,7 @@ def test_num_prompts_mode_counts_every_measured_token_and_cycles_prompts():
 def test_without_usage_a_chunk_is_a_token():
     send, _ = make_sender(tokens=4, usage=False)
     m = asyncio.run(run_level(send, PROMPTS, 1, warmup=0, num_prompts=5))
-    assert m.output_tokens == 20 and m.completed == 5 and m.concurrency_held == pytest.approx(1.0, abs=0.05)
+    assert m.output_tokens == 20 and m.completed == 5 and 0 < m.concurrency_held <= 1.0  # no timing assert
 
 
 def test_errors_are_counted_by_kind_and_left_out_of_latencies():
@@ -56,7 +56,7 @@ def test_duration_mode_cuts_running_requests_at_the_end():
     send, _ = make_sender(tokens=1000, gap=0.002)  # each request would take ~2 s
     m = asyncio.run(run_level(send, PROMPTS, 3, warmup=0, duration=0.3))
     assert m.completed == 0 and m.cut_at_end == 3 and m.output_tokens > 0
-    assert m.mean_in_flight == pytest.approx(3, abs=0.1)
+    assert 0 < m.mean_in_flight <= 3  # never more than the concurrency (exact figures: test_measure_*)
 
 
 def test_measure_counts_only_chunks_inside_the_window():

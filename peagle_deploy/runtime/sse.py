@@ -149,34 +149,32 @@ class ChunkTally:
         self.decoder = SseDecoder()
 
     def feed(self, data: bytes, now: float) -> None:
-        buf = self.buf
-        buf += data
-        if b"\n" not in data:
-            return
-        if b"\r" in buf:  # CRLF framing (vLLM uses LF); a CR split from its LF waits in the remainder
-            buf = bytearray(buf.replace(b"\r\n", b"\n"))
-        cut = buf.rfind(b"\n\n")
-        if cut < 0:
-            self.buf = buf
-            return
-        complete = bytes(buf[:cut])
-        self.buf = buf[cut + 2:]
-        n = _plain_chunks(complete)
-        if n:
-            self.sink.add(n, now, True)
-            return
-        # Other events (role, finish, usage, [DONE]) sit at the start and the end of a stream: peel
-        # them off both ends and decode them one by one, then count the plain middle.
+        if not self.buf and data[-2:] == b"\n\n":  # the usual read: whole LF-framed events, no copy
+            complete = data[:-2]
+        else:
+            buf = self.buf
+            buf += data
+            if b"\n" not in data:
+                return
+            if b"\r" in buf:  # CRLF framing (vLLM uses LF); a CR split from its LF waits in the remainder
+                buf = bytearray(buf.replace(b"\r\n", b"\n"))
+            cut = buf.rfind(b"\n\n")
+            if cut < 0:
+                self.buf = buf
+                return
+            complete = bytes(buf[:cut])
+            self.buf = buf[cut + 2:]
+        # Other events (role, finish, usage, [DONE]) sit at the start and the end of a stream: peel them
+        # off both ends (small events, cheap) and decode them one by one; then scan the middle once.
         lo, hi = 0, len(complete)
         tail: list[bytes] = []
         while lo < hi:
             at = complete.rfind(b"\n\n", lo, hi)
             event = complete[at + 2 if at >= 0 else lo:hi]
-            if _plain_chunks(event) != 1:
-                tail.append(event)
-                hi = at if at >= 0 else lo
-            else:
+            if _plain_chunks(event) == 1:
                 break
+            tail.append(event)
+            hi = at if at >= 0 else lo
         while lo < hi:
             at = complete.find(b"\n\n", lo, hi)
             event = complete[lo:at if at >= 0 else hi]
@@ -185,7 +183,7 @@ class ChunkTally:
             self._exact(event, now)
             lo = at + 2 if at >= 0 else hi
         if lo < hi:
-            middle = complete[lo:hi]
+            middle = complete if (lo, hi) == (0, len(complete)) else complete[lo:hi]
             n = _plain_chunks(middle)
             if n:
                 self.sink.add(n, now, True)
@@ -230,9 +228,9 @@ def _plain_chunks(events: bytes) -> int:
     count = events.count
     n = count(b'"delta":{"content":"')
     if n:
-        n -= count(b'"delta":{"content":""')
+        empty = b'"delta":{"content":""'
     else:
-        n = count(b'"delta": {"content": "') - count(b'"delta": {"content": ""')
-    if n and n == count(b"data:") and b'"usage"' not in events:
+        n, empty = count(b'"delta": {"content": "'), b'"delta": {"content": ""'
+    if n and n == count(b"data:") and empty not in events and b'"usage"' not in events:
         return n
     return 0

@@ -99,6 +99,6 @@ class LatencyHistogram:
         n = h.get_total_count()
         if n == 0:
             return Summary()
-        pct = {p: h.get_value_at_percentile(p) / 1000 for p in PERCENTILES}
+        pct = {p: v / 1000 for p, v in h.get_percentile_to_value_dict(list(PERCENTILES)).items()}  # one pass
         return Summary(count=n, mean=h.get_mean_value() / 1000, p50=pct[50], p90=pct[90], p95=pct[95],
                        p99=pct[99], min=h.get_min_value() / 1000, max=h.get_max_value() / 1000)

@@ -223,14 +223,16 @@ class ChunkTally:
 
 def _plain_chunks(events: bytes) -> int:
     """n if `events` (whole events) are exactly n plain content chunks, else 0: the number of non-empty
-    content deltas equals the number of `data:` lines and no usage is present (an error event has no
-    content delta, so it already makes the counts differ)."""
+    content deltas equals the number of `data:` lines (an error, role, finish or usage-only event has no
+    content delta, so it already makes the counts differ). A content chunk that also carries `usage`
+    (`"usage": null` on every chunk, as OpenAI's API sends) still counts as one chunk; the final usage
+    event has no content delta and is decoded exactly, so the request's usage is read from it."""
     count = events.count
     n = count(b'"delta":{"content":"')
     if n:
         empty = b'"delta":{"content":""'
     else:
         n, empty = count(b'"delta": {"content": "'), b'"delta": {"content": ""'
-    if n and n == count(b"data:") and empty not in events and b'"usage"' not in events:
+    if n and n == count(b"data:") and empty not in events:
         return n
     return 0

@@ -8,6 +8,7 @@ Ctrl-C) still returns and writes the levels it measured, with `complete: false` 
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -223,8 +224,9 @@ async def check_reachable(ref: TargetRef, timeout: float = 10.0) -> None:
             async with s.get(ref.ping_url) as resp:
                 await resp.read()
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        detail = str(exc) or type(exc).__name__
-        raise EndpointFailed(f"cannot reach {ref.name} ({detail})",
+        os_error = getattr(exc, "os_error", None)
+        detail = (os.strerror(os_error.errno) if getattr(os_error, "errno", None) else str(exc)) or "timed out"
+        raise EndpointFailed(f"cannot reach {ref.name} ({detail.lower()})",
                              "start the server, or check the host and port") from None
 
 
@@ -259,6 +261,7 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
         await check_reachable(ref)
         if ref.kind == "openai" and not info.model:
             info.model = await _openai_model(ref)
+    out.info(f"dataset: {plan.dataset.describe()}")
     prom_url = ref.metrics_url
     sender = make_sender(ref, info, plan, session)
     idle_limit = min(plan.timeout, max(30.0, plan.duration or 0.0))

@@ -129,7 +129,6 @@ def bench_run(
             timeout=timeout,
             chart=not no_chart,
         )
-        out.info(f"dataset: {plan.dataset.describe()}")
         bench = run_bench(plan, out)
         result = bench.result
 

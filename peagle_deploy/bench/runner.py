@@ -19,7 +19,7 @@ from ..errors import EndpointFailed, Interrupted, PeagleError, UsageError, WaitT
 from ..output import Output
 from ..runtime.target_ref import TargetRef, parse_target
 from .acceptance import Acceptance, SpecCounters
-from .cost import Price, instance_price, usd_per_million_tokens
+from .cost import PRICING_REGION, Price, instance_price, usd_per_million_tokens
 from .datasets import Dataset
 from .loadgen import LevelMeasurement, LevelProgress, LevelStopped, run_level
 from .results import BenchResult, LevelResult, Settings, TargetInfo, write_result
@@ -193,9 +193,8 @@ def resolve_price(info: TargetInfo, plan: BenchPlan, session: Any) -> Price | No
 
     if credentials_available(plan.profile, plan.region):
         try:
-            pricing = AwsSession("us-east-1", plan.profile, max_attempts=2, connect_timeout=5, read_timeout=15).client(
-                "pricing"
-            )
+            pricing = AwsSession(PRICING_REGION, plan.profile, max_attempts=2, connect_timeout=5,
+                                 read_timeout=15).client("pricing")
         except Exception:  # noqa: BLE001 - fall back to the shipped table
             pricing = None
     region = session.region if session is not None else resolve_region(plan.region)

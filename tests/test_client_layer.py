@@ -140,3 +140,25 @@ def test_dataset_with_extra_keys_is_accepted_and_the_prompt_key_named(tmp_path):
     assert res.returncode == 0, res.stderr
     assert sent == [{"role": "user", "content": "def f():"}]
     assert "key 'prompt'" in res.stderr and "ignored: canonical_solution, entry_point, task_id, test" in res.stderr
+
+
+def test_first_ctrl_c_stops_bench_and_keeps_what_was_measured(tmp_path):
+    import signal
+    import time
+
+    with FakeVllm([f"t{i}" for i in range(10)], gap_s=0.1) as server:  # 1 s per request
+        proc = subprocess.Popen([PEAGLE, "bench", server.url, "-c", "1,2", "--duration", "3", "--warmup", "0",
+                                 "--out", str(tmp_path), "--no-chart", "--json"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env={"PATH": "/usr/bin:/bin", "AWS_EC2_METADATA_DISABLED": "true"})
+        for _ in range(600):  # the first level sends at most 4 requests: 6 means the second one runs
+            if len(server.requests) >= 6 or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    saved = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert saved["complete"] is False and "interrupted" in saved["stopped"]
+    assert [lv["concurrency"] for lv in saved["levels"]] == [1]  # the finished level is kept
+    assert json.loads(out)["result"]["complete"] is False

@@ -284,9 +284,10 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                 measured.windows.append((datetime.fromtimestamp(m.wall_start, timezone.utc),
                                          datetime.fromtimestamp(m.wall_end, timezone.utc)))
                 if level.client_saturated:
-                    out.warn(f"concurrency {conc}: the load generator was saturated (CPU {level.client_cpu or 0:.0%} "
-                             f"of a core, event-loop lag {level.loop_lag_ms.mean or 0:.0f} ms): the figures are "
-                             "a limit of this client, not of the target")
+                    cpu, lag = level.client_cpu or 0, level.loop_lag_ms.mean or 0
+                    why = "it used a whole core" if cpu >= SATURATED_CPU else "the machine is busy"
+                    out.warn(f"concurrency {conc}: the load generator could not keep up ({why}: CPU {cpu:.0%} of a "
+                             f"core, event-loop lag {lag:.0f} ms): throughput and latencies include that")
                 if level.completed == 0:
                     raise _no_request_completed(level, ref)
                 if "open" in scrapes and "close" in scrapes:

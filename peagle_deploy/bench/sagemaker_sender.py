@@ -62,14 +62,17 @@ class SageMakerChatSender:
 
     async def __call__(self, messages: Messages, rec: RequestRecord) -> None:
         cancel = threading.Event()
+        streams: list[Any] = []
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._pool, self._blocking, self.body(messages), rec, cancel)
+            await loop.run_in_executor(self._pool, self._blocking, self.body(messages), rec, cancel, streams)
         except asyncio.CancelledError:
             cancel.set()
+            for stream in streams:  # a thread blocked in a read wakes up now, not at its read timeout
+                stream.close()
             raise
 
-    def _blocking(self, body: bytes, rec: RequestRecord, cancel: threading.Event) -> None:
+    def _blocking(self, body: bytes, rec: RequestRecord, cancel: threading.Event, streams: list[Any]) -> None:
         import botocore.exceptions
 
         from ..aws import error_code, error_message
@@ -86,6 +89,10 @@ class SageMakerChatSender:
                                                              error_message(exc)))) from None
             raise SageMakerCallError(error_code(exc) or "ClientError", error_message(exc)) from None
         stream = resp["Body"]
+        streams.append(stream)
+        if cancel.is_set():
+            stream.close()
+            return
         tally = ChunkTally(rec)
         try:
             for part in payload_parts(stream):  # peagle's event-stream reader: twice botocore's frame rate
@@ -94,6 +101,10 @@ class SageMakerChatSender:
                 tally.feed(part, clock())
         except StreamFailure as exc:
             raise StreamError(exc.message, exc.kind) from None
+        except Exception:
+            if cancel.is_set():  # the stream was closed under us: the request was cancelled
+                return
+            raise
         finally:
             stream.close()
         tally.finish(clock())

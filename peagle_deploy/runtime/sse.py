@@ -184,7 +184,7 @@ class ChunkTally:
             lo = at + 2 if at >= 0 else hi
         if lo < hi:
             middle = complete if (lo, hi) == (0, len(complete)) else complete[lo:hi]
-            n = _plain_chunks(middle)
+            n = _plain_chunks(middle, edges_peeled=True)
             if n:
                 self.sink.add(n, now, True)
             else:
@@ -221,18 +221,20 @@ class ChunkTally:
             raise StreamIncomplete("the stream ended without data: [DONE]")
 
 
-def _plain_chunks(events: bytes) -> int:
+def _plain_chunks(events: bytes, edges_peeled: bool = False) -> int:
     """n if `events` (whole events) are exactly n plain content chunks, else 0: the number of non-empty
     content deltas equals the number of `data:` lines (an error, role, finish or usage-only event has no
     content delta, so it already makes the counts differ). A content chunk that also carries `usage`
     (`"usage": null` on every chunk, as OpenAI's API sends) still counts as one chunk; the final usage
-    event has no content delta and is decoded exactly, so the request's usage is read from it."""
+    event has no content delta and is decoded exactly, so the request's usage is read from it.
+    `edges_peeled`: the role and finish chunks (the empty-content ones) were peeled off the ends of
+    `events`, so the scan for an empty content delta is skipped (vLLM sends none mid-stream)."""
     count = events.count
     n = count(b'"delta":{"content":"')
     if n:
         empty = b'"delta":{"content":""'
     else:
         n, empty = count(b'"delta": {"content": "'), b'"delta": {"content": ""'
-    if n and n == count(b"data:") and empty not in events:
+    if n and n == count(b"data:") and (edges_peeled or empty not in events):
         return n
     return 0

@@ -87,7 +87,9 @@ def bench_run(
         typer.Option("--model", help="Model name sent to an OpenAI server (default: the first of /v1/models)."),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=1.0, help="Seconds before one request is abandoned.")
+        float,
+        typer.Option("--timeout", min=1.0, help="Seconds before one request is abandoned (a level with no data "
+                     "for min(this, max(30, --duration)) seconds stops)."),
     ] = 600.0,
     no_chart: Annotated[bool, typer.Option("--no-chart", help="Do not write the PNG chart.")] = False,
     region: RegionOpt = None,
@@ -105,6 +107,9 @@ def bench_run(
             raise UsageError(f"--mode {mode!r} is not p-eagle, eagle3 or off", "pick one of them")
         if k is not None and mode is None:
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
+        from ..runtime.target_ref import parse_target
+
+        parse_target(target)  # a bad target is exit 2 before anything else
         plan = BenchPlan(
             target=target,
             dataset=load_dataset(dataset),
@@ -124,23 +129,17 @@ def bench_run(
             timeout=timeout,
             chart=not no_chart,
         )
-        result = run_bench(plan, out)
+        bench = run_bench(plan, out)
+        result = bench.result
 
         def human(console):
             from ..bench.report import render_result
 
-            render_result(console, result, plan.files)
+            render_result(console, result, bench.files)
 
-        out.result({"result": result, "files": plan.files}, human)
-        failed = [lv for lv in result.levels if lv.completed == 0 and lv.errors > 0]
-        if failed:
-            from ..errors import EndpointFailed
-
-            kinds = ", ".join(f"{k}: {v}" for k, v in sorted(failed[0].error_kinds.items()))
-            raise EndpointFailed(
-                f"every measured request at concurrency {failed[0].concurrency} failed ({kinds})",
-                "check that the target is up and answers a single 'peagle invoke'",
-            )
+        out.result({"result": result, "files": bench.files}, human)
+        if bench.failure is not None:
+            raise bench.failure
 
     run(json_output, body)
 

@@ -31,9 +31,9 @@ def _root(
 
 
 def _register() -> None:
-    from . import bench, container, deploy, invoke, lifecycle, metrics, models
+    from . import bench, container, deploy, invoke, lifecycle, metrics, models, sweep
 
-    for module in (models, deploy, lifecycle, invoke, bench, metrics, container):
+    for module in (models, deploy, lifecycle, invoke, bench, metrics, container, sweep):
         module.register(app)
 
 

@@ -1,0 +1,201 @@
+"""`peagle sweep MODEL`: off, EAGLE-3 and P-EAGLE at several K, deployed, benched and torn down under a budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import JsonOpt, ProfileOpt, RegionOpt, YesOpt, run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)
+
+
+def sweep(
+    model: Annotated[str | None, typer.Argument(help="Model alias (see `peagle models`); with --url only a label.")] = None,
+    modes: Annotated[str, typer.Option(help="Modes to measure, comma-separated (off runs once, without K).")] = "off,eagle3,p-eagle",
+    k: Annotated[str, typer.Option("--k", help="Speculative tokens K for eagle3 and p-eagle, comma-separated.")] = "3,7,11",
+    concurrency: Annotated[str, typer.Option("--concurrency", "-c", help="Concurrency levels, comma-separated.")] = "1,4,8,32",
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="humaneval, code, chat, or a JSONL file.")] = "humaneval",
+    duration: Annotated[float, typer.Option(min=0.1, help="Seconds measured per level (also the estimate's).")] = 60.0,
+    num_prompts: Annotated[int | None, typer.Option("--num-prompts", "-n", min=1, help="Measured requests per level instead of --duration.")] = None,
+    warmup: Annotated[int | None, typer.Option(min=0, help="Warm-up requests per level (default: its concurrency).")] = None,
+    max_tokens: Annotated[int, typer.Option(min=1, help="max_tokens of each request.")] = 256,
+    budget: Annotated[float | None, typer.Option(help="USD the sweep may spend (required to deploy); refused above it.")] = None,
+    parallel: Annotated[int, typer.Option(min=1, max=32, help="Endpoints at once (never beyond the quota).")] = 1,
+    instance_type: Annotated[str | None, typer.Option(help="An ml.g7e type (default: the model's); with --url, for cost.")] = None,
+    role: Annotated[str | None, typer.Option(help="SageMaker execution role ARN (required to deploy).")] = None,
+    accept_eula: Annotated[bool, typer.Option(help="Accept the model licence (gated models).")] = False,
+    ttl: Annotated[str | None, typer.Option(help="TTL of each endpoint (default: twice its estimated time, >= 1h).")] = None,
+    provision_estimate: Annotated[float, typer.Option(min=0, help="Estimated seconds to InService, for the plan.")] = 600.0,
+    logs_wait: Annotated[float, typer.Option(min=0, help="Seconds to wait for acceptance lines in CloudWatch.")] = 60.0,
+    timeout: Annotated[int, typer.Option(min=1, help="Seconds to wait for each endpoint to be InService.")] = 3600,
+    url: Annotated[list[str] | None, typer.Option("--url", help="MODE:K=URL of a server you run (off=URL); repeat, one per configuration; no AWS.")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan (endpoints, time, dollars vs --budget) and stop.")] = False,
+    state: Annotated[Path | None, typer.Option(help="State file (default: OUT/sweep-state.json).")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the sweep of this state file (removes what a killed run left).")] = None,
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for the report (JSON, Markdown, PNG) and runs.")] = Path("peagle-sweep"),
+    region: RegionOpt = None,
+    profile: ProfileOpt = None,
+    yes: YesOpt = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Deploy, verify, bench and tear down each (mode, K) under a --budget; one report like the published table."""
+
+    def body(out):
+        from ..errors import UsageError
+        from ..sweep.state import StateFile
+
+        if resume is not None:
+            sf = StateFile.load(resume)
+            _continue(out, sf, out_dir=out_dir, yes=True, resumed=True)
+            return
+        if model is None:
+            raise UsageError("peagle sweep needs MODEL (or --resume STATE)", "pass e.g. peagle sweep qwen3-coder")
+        request = _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget,
+                           parallel, instance_type, role, accept_eula, ttl, provision_estimate, logs_wait, timeout,
+                           url, region, profile)
+        _start(out, request, dry_run=dry_run, state_path=state or out_dir / "sweep-state.json", out_dir=out_dir,
+               yes=yes)
+
+    run(json_output, body)
+
+
+def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget, parallel,
+             instance_type, role, accept_eula, ttl, provision_estimate, logs_wait, timeout, url, region, profile):
+    from ..aws import resolve_region
+    from ..bench.datasets import load_dataset
+    from ..bench.runner import parse_concurrency
+    from ..errors import UsageError
+    from ..inputs import parse_ttl
+    from ..sweep.config import SweepRequest, configurations, new_sweep_id, parse_ks, parse_modes, parse_url_specs
+
+    if budget is not None and not budget > 0:
+        raise UsageError(f"--budget must be positive, got {budget:g}", "pass the dollars the sweep may spend, e.g. --budget 40")
+    load_dataset(dataset)  # a bad data set is exit 2 before anything is planned
+    configs = parse_url_specs(url) if url else configurations(parse_modes(modes), parse_ks(k))
+    if not configs:
+        raise UsageError("nothing to sweep", "pass --modes off,eagle3,p-eagle")
+    return SweepRequest(
+        model=model, configurations=configs, concurrency=parse_concurrency(concurrency), dataset=dataset,
+        duration_s=duration, num_prompts=num_prompts, warmup=warmup, max_tokens=max_tokens, budget_usd=budget,
+        parallel=parallel, instance_type=instance_type, region=resolve_region(region), profile=profile, role=role,
+        accept_eula=accept_eula, ttl_s=parse_ttl(ttl).total_seconds() if ttl else None,
+        provision_s=provision_estimate, logs_wait_s=logs_wait, timeout_s=timeout, sweep_id=new_sweep_id(),
+    )
+
+
+def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool) -> None:
+    from ..aws import credentials_available
+    from ..errors import UsageError
+    from ..sweep.estimate import plan_sweep
+    from ..sweep.state import ConfigState, StateFile, SweepState
+
+    offline = not request.uses_urls and dry_run and not credentials_available(request.profile)
+    plan, _ = plan_sweep(request, offline=offline)
+    if dry_run:
+        out.result({"dry_run": True, "plan": plan}, lambda console: render_plan(console, plan))
+        return
+    if not request.uses_urls:
+        if request.budget_usd is None:
+            raise UsageError("a sweep that deploys needs --budget", "pass the dollars it may spend, e.g. --budget 40")
+        if request.role is None:
+            raise UsageError("a sweep that deploys needs an execution role",
+                             "pass --role arn:aws:iam::<account>:role/<name>")
+    if not plan.within_budget:
+        raise UsageError(f"the sweep is estimated at ${plan.estimated_usd:,.2f}, over --budget "
+                         f"${request.budget_usd:,.2f}", "raise --budget, or sweep fewer modes, K or levels "
+                         "(see --dry-run)")
+    if state_path.exists():
+        raise UsageError(f"state file {state_path} already exists",
+                         f"continue it with 'peagle sweep --resume {state_path}', or pass another --state / --out")
+    if not out.json_mode:
+        render_plan(out.err_console, plan)
+    what = f"{len(plan.configurations)} configuration(s)"
+    if request.uses_urls:
+        out.confirm(f"Benchmark {what} at the given URLs?", yes=True)
+    else:
+        out.confirm(f"Deploy {what} one after another ({request.parallel} at once), about "
+                    f"${plan.estimated_usd:,.2f} of ${request.budget_usd:,.2f}?", yes=yes)
+    sf = StateFile(state_path, SweepState(request=request, plan=plan,
+                                          configs={c.label: ConfigState(label=c.label) for c in plan.configurations}))
+    _continue(out, sf, out_dir=out_dir, yes=yes, resumed=False)
+
+
+def _continue(out, sf, *, out_dir: Path, yes: bool, resumed: bool) -> None:
+    from ..aws import AwsSession
+    from ..errors import PeagleError
+    from ..sweep.estimate import plan_sweep
+    from ..sweep.runner import Sweep, check_lanes
+
+    request = sf.state.request
+    out_dir = sf.path.parent if resumed else out_dir
+    session, deployments, lanes = None, {}, request.parallel
+    if not request.uses_urls:
+        session = AwsSession(request.region, request.profile)
+        session.check_credentials()
+        _, deployments = plan_sweep(request, offline=False)
+        first = next(iter(deployments.values()))
+        lanes, note = check_lanes(session, first.instance_type, first.instance_count, request.parallel)
+        out.note(note)
+    sweep = Sweep(sf, out, out_dir, session=session, deployments=deployments)
+    if resumed:
+        removed = sweep.resume_leftovers()
+        done = [c.label for c in sf.state.configs.values() if c.status == "done"]
+        out.note(f"resuming sweep {request.sweep_id}: {len(done)} configuration(s) done"
+                 + (f", removed {', '.join(removed)} left by the earlier run" if removed else ""))
+    else:
+        sf.save()
+    failure: BaseException | None = None
+    try:
+        sweep.run(lanes)
+    except PeagleError as exc:
+        failure = exc
+    report = _report(sf, out_dir)
+    if failure is not None:
+        if report is not None:
+            out.note(f"partial report: {', '.join(report.files)}")
+        raise failure
+
+    def human(console):
+        from ..sweep.report import render
+
+        render(console, report)
+
+    out.result({"report": report, "state": str(sf.path)}, human)
+
+
+def _report(sf, out_dir: Path):
+    from ..bench.results import read_result
+    from ..sweep.report import build_report, write_report
+
+    results = {}
+    for label, cs in sf.state.configs.items():
+        if cs.result_file and Path(cs.result_file).exists():
+            results[label] = read_result(Path(cs.result_file))
+    report = build_report(sf.state, results)
+    write_report(report, out_dir)
+    return report
+
+
+def render_plan(console, plan) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"peagle sweep {plan.sweep_id}: {plan.model} ({plan.target})", title_justify="left")
+    for col in ("configuration", "endpoint", "instance", "$/h", "est. time", "est. $"):
+        table.add_column(col, overflow="fold")
+    for c in plan.configurations:
+        price = "-" if c.price_per_hour_usd is None else f"{c.price_per_hour_usd:,.2f}"
+        table.add_row(c.label, c.endpoint, c.instance_type or "-", price, f"{c.estimated_s / 60:,.0f} min",
+                      f"{c.estimated_usd:,.2f}")
+    console.print(table)
+    budget = "no --budget" if plan.budget_usd is None else f"--budget ${plan.budget_usd:,.2f}"
+    verdict = "within" if plan.within_budget else "OVER"
+    console.print(f"total about ${plan.estimated_usd:,.2f} ({verdict} {budget}), about "
+                  f"{plan.estimated_wall_s / 60:,.0f} min with {plan.parallel} at once; concurrency "
+                  f"{','.join(map(str, plan.concurrency))}", markup=False)
+    for note in plan.notes:
+        console.print(f"note: {note}", markup=False)

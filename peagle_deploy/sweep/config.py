@@ -1,0 +1,121 @@
+"""What a sweep runs: the request (pydantic) and its configurations, one endpoint or URL each."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import UsageError
+
+MODES = ("off", "eagle3", "p-eagle")
+_URL_SPEC = re.compile(r"^(?P<mode>off|eagle3|p-eagle)(?::(?P<k>\d+))?=(?P<url>https?://\S+)$")
+
+
+class Configuration(BaseModel):
+    """One (mode, K): off runs once, without K."""
+
+    model_config = ConfigDict(frozen=True)
+
+    mode: str
+    k: int | None = None
+    url: str | None = None  # a server the user already runs (no AWS)
+
+    @property
+    def label(self) -> str:
+        return self.mode if self.mode == "off" else f"{self.mode} K={self.k}"
+
+    @property
+    def slug(self) -> str:
+        return self.mode if self.mode == "off" else f"{self.mode}-k{self.k}"
+
+
+class SweepRequest(BaseModel):
+    """Everything the user chose, validated; stored in the state file so --resume needs nothing else."""
+
+    model: str
+    configurations: list[Configuration]
+    concurrency: list[int]
+    dataset: str = "humaneval"
+    duration_s: float = 60.0
+    num_prompts: int | None = None
+    warmup: int | None = None
+    max_tokens: int = 256
+    budget_usd: float | None = None
+    parallel: int = 1
+    instance_type: str | None = None
+    region: str = "us-east-1"
+    profile: str | None = None
+    role: str | None = None
+    accept_eula: bool = False
+    ttl_s: float | None = Field(None, description="TTL of every endpoint; default: twice its estimated time")
+    provision_s: float = Field(600.0, description="estimated seconds from CreateEndpoint to InService")
+    teardown_s: float = Field(120.0, description="estimated seconds to delete an endpoint")
+    logs_wait_s: float = 60.0
+    timeout_s: float = 3600.0
+    sweep_id: str = ""
+
+    @property
+    def uses_urls(self) -> bool:
+        return any(c.url for c in self.configurations)
+
+
+def new_sweep_id(now: datetime | None = None) -> str:
+    """Short, sortable and unique enough to name endpoints: 'sw261122-1804-a3f9'."""
+    now = now or datetime.now(UTC)
+    return f"sw{now:%y%m%d-%H%M}-{secrets.token_hex(2)}"
+
+
+def parse_list(text: str, what: str, example: str) -> list[str]:
+    items = [x for x in (p.strip() for p in text.split(",")) if x]
+    if not items:
+        raise UsageError(f"--{what} {text!r} is empty", f"pass e.g. --{what} {example}")
+    return items
+
+
+def parse_modes(text: str) -> list[str]:
+    modes = parse_list(text, "modes", "off,eagle3,p-eagle")
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise UsageError(f"--modes has {', '.join(map(repr, bad))}", "use off, eagle3 and p-eagle, comma-separated")
+    return list(dict.fromkeys(modes))
+
+
+def parse_ks(text: str) -> list[int]:
+    try:
+        ks = [int(x) for x in parse_list(text, "k", "3,7,11")]
+    except ValueError:
+        raise UsageError(f"--k {text!r} is not a list of numbers", "pass e.g. --k 3,7,11") from None
+    if any(k < 1 or k > 32 for k in ks):
+        raise UsageError(f"--k {text!r} needs numbers from 1 to 32", "pass e.g. --k 3,7,11")
+    return sorted(set(ks))
+
+
+def configurations(modes: list[str], ks: list[int]) -> list[Configuration]:
+    """off once, then each speculative mode at each K (EAGLE-3 before P-EAGLE, as the published table)."""
+    out = [Configuration(mode="off")] if "off" in modes else []
+    for mode in ("eagle3", "p-eagle"):
+        if mode in modes:
+            out += [Configuration(mode=mode, k=k) for k in ks]
+    return out
+
+
+def parse_url_specs(specs: list[str]) -> list[Configuration]:
+    """--url MODE:K=URL (off=URL for the baseline), one per configuration."""
+    out: list[Configuration] = []
+    for spec in specs:
+        match = _URL_SPEC.match(spec.strip())
+        if not match:
+            raise UsageError(f"--url {spec!r} is not MODE:K=URL", "pass e.g. --url p-eagle:7=http://host:8000/v1 "
+                             "or --url off=http://host:8000/v1")
+        mode, k = match["mode"], match["k"]
+        if (mode == "off") != (k is None):
+            raise UsageError(f"--url {spec!r}: " + ("off takes no K" if mode == "off" else f"{mode} needs :K"),
+                             "pass off=URL or p-eagle:7=URL")
+        config = Configuration(mode=mode, k=int(k) if k else None, url=match["url"])
+        if any(c.label == config.label for c in out):
+            raise UsageError(f"--url gives {config.label} twice", "pass one URL per configuration")
+        out.append(config)
+    return out

@@ -1,0 +1,130 @@
+"""The plan of a sweep before anything is created: each endpoint, its instance, time and dollars.
+
+Time per configuration = provisioning + (bench window + per-level overhead) x levels + log wait +
+teardown; dollars = that time x the instance's price per hour (bench/cost's table or the Pricing
+API). A URL configuration costs what its --instance-type costs over the bench alone, or nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..errors import UsageError
+from .config import Configuration, SweepRequest
+
+LEVEL_OVERHEAD_S = 15.0  # warm-up requests and the drain at the end of each level
+
+
+class ConfigPlan(BaseModel):
+    label: str
+    mode: str
+    k: int | None
+    endpoint: str = Field(description="the SageMaker endpoint name, or the URL served by the user")
+    instance_type: str | None
+    instance_count: int = 1
+    price_per_hour_usd: float | None
+    provision_s: float
+    bench_s: float
+    teardown_s: float
+    estimated_s: float
+    estimated_usd: float
+
+
+class SweepPlan(BaseModel):
+    sweep_id: str
+    model: str
+    region: str
+    target: str = Field(description="'sagemaker' (deploy each) or 'urls' (servers the user runs)")
+    configurations: list[ConfigPlan]
+    concurrency: list[int]
+    parallel: int
+    estimated_usd: float
+    estimated_wall_s: float
+    budget_usd: float | None
+    within_budget: bool
+    notes: list[str] = Field(default_factory=list)
+
+
+def bench_seconds(request: SweepRequest) -> float:
+    per_level = request.duration_s + LEVEL_OVERHEAD_S
+    return per_level * len(request.concurrency) + (request.logs_wait_s if not request.uses_urls else 0.0)
+
+
+def endpoint_name(request: SweepRequest, config: Configuration) -> str:
+    return f"peagle-{request.sweep_id}-{config.slug}"
+
+
+def wall_seconds(durations: list[float], lanes: int) -> float:
+    """Longest lane when configurations go, in order, to the first free one of `lanes`."""
+    ends = [0.0] * max(1, lanes)
+    for d in durations:
+        i = ends.index(min(ends))
+        ends[i] += d
+    return max(ends) if durations else 0.0
+
+
+def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: bool, ttl_s: float | None) -> Any:
+    from datetime import timedelta
+
+    from ..plan import PlanRequest, build_plan
+    from ..speculative import parse_mode
+
+    # the sweep-id tag goes through the plan's tag writer (user --tag cannot use the peagle: prefix)
+    return build_plan(PlanRequest(
+        model=request.model, mode=parse_mode(config.mode), k=config.k, name=endpoint_name(request, config),
+        instance_type=request.instance_type, region=request.region, role=request.role,
+        accept_eula=request.accept_eula, tags={"peagle:sweep-id": request.sweep_id},
+        ttl=timedelta(seconds=ttl_s) if ttl_s else None, offline=offline,
+    ))
+
+
+def endpoint_ttl_s(request: SweepRequest, config_estimate_s: float) -> float:
+    """Every endpoint expires: the user's --ttl, else twice its estimated life (at least an hour)."""
+    return request.ttl_s or max(3600.0, 2 * config_estimate_s)
+
+
+def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict[str, Any]]:
+    """The sweep plan and, for SageMaker sweeps, each configuration's DeploymentPlan by label."""
+    from ..instances import hourly_price
+
+    bench_s = bench_seconds(request)
+    rows: list[ConfigPlan] = []
+    deployments: dict[str, Any] = {}
+    notes: list[str] = []
+    for config in request.configurations:
+        if config.url:
+            price = hourly_price(request.instance_type) if request.instance_type else None
+            seconds = bench_s
+            rows.append(ConfigPlan(label=config.label, mode=config.mode, k=config.k, endpoint=config.url,
+                                   instance_type=request.instance_type, price_per_hour_usd=price, provision_s=0,
+                                   bench_s=bench_s, teardown_s=0, estimated_s=seconds,
+                                   estimated_usd=round((price or 0) * seconds / 3600, 4)))
+            continue
+        seconds = request.provision_s + bench_s + request.teardown_s
+        deployment = _deployment_plan(request, config, offline=offline, ttl_s=endpoint_ttl_s(request, seconds))
+        deployments[config.label] = deployment
+        price = deployment.price_per_hour_usd
+        if price is None:
+            raise UsageError(f"no price is known for {deployment.instance_type}, so the budget cannot be checked",
+                             "pick an ml.g7e --instance-type peagle has a price for")
+        rows.append(ConfigPlan(label=config.label, mode=config.mode, k=config.k, endpoint=deployment.endpoint_name,
+                               instance_type=deployment.instance_type, instance_count=deployment.instance_count,
+                               price_per_hour_usd=price, provision_s=request.provision_s, bench_s=bench_s,
+                               teardown_s=request.teardown_s, estimated_s=seconds,
+                               estimated_usd=round(price * seconds / 3600, 4)))
+    total = round(sum(r.estimated_usd for r in rows), 4)
+    if request.num_prompts is not None:
+        notes.append(f"--num-prompts bounds each level by requests, not time: the estimate assumes "
+                     f"{request.duration_s:g} s per level")
+    if any(d.resolution_source == "shipped" for d in deployments.values()):
+        notes.append("resolved from the JumpStart specs peagle ships (no AWS call was made)")
+    within = request.budget_usd is None or total <= request.budget_usd
+    return SweepPlan(
+        sweep_id=request.sweep_id, model=request.model, region=request.region,
+        target="urls" if request.uses_urls else "sagemaker", configurations=rows,
+        concurrency=request.concurrency, parallel=request.parallel, estimated_usd=total,
+        estimated_wall_s=round(wall_seconds([r.estimated_s for r in rows], request.parallel), 1),
+        budget_usd=request.budget_usd, within_budget=within, notes=notes,
+    ), deployments

@@ -1,0 +1,252 @@
+"""The sweep's report in the published table's layout, from the runs it measured.
+
+Output tokens/s per concurrency for each (mode, K); best P-EAGLE / best EAGLE-3 and best P-EAGLE /
+baseline per concurrency; acceptance per configuration; $ per million output tokens; the advisor's
+K and mode from the MEASURED runs; JSON, Markdown and a PNG chart (with the published figures beside
+them, as `peagle bench compare --published aws-blog` shows them). Tables, ratios, advice and the chart
+come from bench/compare, bench/advisor, bench/report and bench/plot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ..bench.advisor import Advice
+from ..bench.compare import CompareTable
+from ..bench.results import BenchResult
+from .state import SweepState
+
+
+class ConfigRow(BaseModel):
+    label: str
+    mode: str
+    k: int | None
+    status: str
+    target: str | None
+    price_per_hour_usd: float | None
+    spent_usd: float
+    output_tokens_per_s: dict[int, float] = Field(default_factory=dict, description="concurrency -> tok/s")
+    usd_per_million_output_tokens: dict[int, float | None] = Field(default_factory=dict)
+    mean_acceptance_length: float | None = None
+    acceptance_rate: float | None = None
+    per_position_acceptance: list[float] = Field(default_factory=list, description="cumulative, as vLLM logs")
+    result_file: str | None = None
+
+
+class LevelRatios(BaseModel):
+    concurrency: int
+    best_peagle: str | None
+    best_eagle3: str | None
+    best_peagle_vs_best_eagle3: float | None
+    best_peagle_vs_baseline: float | None
+    fastest: str | None
+
+
+class Recommendation(BaseModel):
+    mode: str | None = Field(description="the mode measured faster at more levels (None: not both measured)")
+    k: int | None = Field(description="the advisor's K from the measured acceptance of that mode")
+    measured_fastest: dict[int, str | None] = Field(description="concurrency -> fastest configuration measured")
+    reasoning: list[str]
+    advice: Advice | None = None
+
+
+class SweepReport(BaseModel):
+    sweep_id: str
+    model: str
+    status: str
+    stopped_reason: str | None
+    budget_usd: float | None
+    estimated_usd: float
+    spent_usd: float
+    concurrency: list[int]
+    configurations: list[ConfigRow]
+    ratios: list[LevelRatios]
+    recommendation: Recommendation
+    tables: list[CompareTable]
+    published: list[CompareTable]
+    removed: list[str]
+    files: list[str] = Field(default_factory=list)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b <= 0 else round(a / b, 3)
+
+
+def build_report(state: SweepState, results: dict[str, BenchResult]) -> SweepReport:
+    from ..bench.compare import compare_results, mode_comparison, read_published
+
+    rows: list[ConfigRow] = []
+    for config in state.request.configurations:
+        cs = state.configs[config.label]
+        r = results.get(config.label)
+        row = ConfigRow(label=config.label, mode=config.mode, k=config.k, status=cs.status, target=cs.endpoint,
+                        price_per_hour_usd=cs.price_per_hour_usd, spent_usd=round(cs.spent_usd, 6),
+                        result_file=cs.result_file)
+        if r is not None:
+            row.output_tokens_per_s = {lv.concurrency: lv.output_tokens_per_s for lv in r.levels}
+            row.usd_per_million_output_tokens = {lv.concurrency: lv.usd_per_million_output_tokens for lv in r.levels}
+            if r.acceptance is not None:
+                row.mean_acceptance_length = r.acceptance.mean_acceptance_length
+                row.acceptance_rate = r.acceptance.acceptance_rate
+                row.per_position_acceptance = list(r.acceptance.per_position)
+        rows.append(row)
+    tables = compare_results(list(results.values())) if results else []
+    ratios = [_level_ratios(rows, c) for c in state.request.concurrency]
+    comparison = next((m for m in (mode_comparison(t) for t in tables) if m is not None), None)
+    return SweepReport(
+        sweep_id=state.request.sweep_id, model=state.request.model, status=state.status,
+        stopped_reason=state.stopped_reason, budget_usd=state.request.budget_usd,
+        estimated_usd=state.plan.estimated_usd, spent_usd=round(sum(r.spent_usd for r in rows), 6),
+        concurrency=state.request.concurrency, configurations=rows, ratios=ratios,
+        recommendation=_recommend(rows, ratios, comparison), tables=tables, published=read_published(),
+        removed=list(state.removed),
+    )
+
+
+def _level_ratios(rows: list[ConfigRow], conc: int) -> LevelRatios:
+    def best(mode: str) -> ConfigRow | None:
+        measured = [r for r in rows if r.mode == mode and conc in r.output_tokens_per_s]
+        return max(measured, key=lambda r: r.output_tokens_per_s[conc], default=None)
+
+    p, e, off = best("p-eagle"), best("eagle3"), best("off")
+    every = [r for r in rows if conc in r.output_tokens_per_s]
+    fastest = max(every, key=lambda r: r.output_tokens_per_s[conc], default=None)
+
+    def otps(r: ConfigRow | None) -> float | None:
+        return None if r is None else r.output_tokens_per_s[conc]
+
+    return LevelRatios(concurrency=conc, best_peagle=p.label if p else None, best_eagle3=e.label if e else None,
+                       best_peagle_vs_best_eagle3=_ratio(otps(p), otps(e)),
+                       best_peagle_vs_baseline=_ratio(otps(p), otps(off)),
+                       fastest=fastest.label if fastest else None)
+
+
+def _recommend(rows: list[ConfigRow], ratios: list[LevelRatios], comparison) -> Recommendation:
+    from ..bench.advisor import advise
+    from ..errors import UsageError
+
+    fastest = {r.concurrency: r.fastest for r in ratios}
+    reasoning: list[str] = []
+    measured_lines = [f"c={c}: {label}" for c, label in fastest.items() if label]
+    if measured_lines:
+        reasoning.append("Fastest configuration measured per concurrency: " + "; ".join(measured_lines) + ".")
+    mode = comparison.winner if comparison is not None and comparison.levels else None
+    for_mode = mode or next((m for m in ("p-eagle", "eagle3") if any(r.mode == m for r in rows)), None)
+    with_rates = [r for r in rows if r.mode == for_mode and r.per_position_acceptance]
+    advice = None
+    k = None
+    if for_mode and with_rates:
+        deepest = max(with_rates, key=lambda r: (len(r.per_position_acceptance), r.k or 0))
+        try:
+            advice = advise(deepest.per_position_acceptance, mode=for_mode, measured=comparison
+                            if comparison is not None and comparison.levels else None)
+            k = advice.recommended_k
+            reasoning.append(f"Acceptance measured at {deepest.label} (mean acceptance length "
+                             f"{deepest.mean_acceptance_length or 0:.2f}) feeds the K advisor:")
+            reasoning += advice.explanation
+        except UsageError as exc:
+            reasoning.append(f"no K advice: {exc.one_line()}")
+    elif for_mode:
+        reasoning.append("No acceptance was measured (no SpecDecoding metrics), so the K advisor was not run; "
+                         "the measured fastest configurations above are the recommendation.")
+    if comparison is None:
+        reasoning.append("P-EAGLE and EAGLE-3 were not both measured: the mode is not compared.")
+    return Recommendation(mode=mode, k=k, measured_fastest=fastest, reasoning=reasoning, advice=advice)
+
+
+def _f(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def markdown(report: SweepReport) -> str:
+    from ..bench.report import compare_markdown
+
+    labels = [r.label for r in report.configurations]
+    by_label = {r.label: r for r in report.configurations}
+    out = [f"# peagle sweep {report.sweep_id}: {report.model}", ""]
+    budget = "no budget" if report.budget_usd is None else f"budget ${report.budget_usd:,.2f}"
+    out.append(f"- status: {report.status}" + (f" ({report.stopped_reason})" if report.stopped_reason else ""))
+    out.append(f"- spent about ${report.spent_usd:,.4f} of {budget} (estimated ${report.estimated_usd:,.2f})")
+    if report.removed:
+        out.append(f"- torn down: {', '.join(report.removed)}")
+    out += ["", "## Output tokens/s", ""]
+    out += _md_table(["concurrency", *labels],
+                     [[str(c)] + [_f(by_label[lb].output_tokens_per_s.get(c)) for lb in labels]
+                      for c in report.concurrency])
+    out += ["", "## Speed-ups", ""]
+    out += _md_table(["concurrency", "best P-EAGLE", "best EAGLE-3", "best P-EAGLE / best EAGLE-3",
+                      "best P-EAGLE / baseline", "fastest"],
+                     [[str(r.concurrency), r.best_peagle or "-", r.best_eagle3 or "-",
+                       _x(r.best_peagle_vs_best_eagle3), _x(r.best_peagle_vs_baseline), r.fastest or "-"]
+                      for r in report.ratios])
+    out += ["", "## Acceptance", ""]
+    out += _md_table(["configuration", "mean acceptance length", "acceptance rate", "per position (cumulative)"],
+                     [[r.label, _f(r.mean_acceptance_length, 2),
+                       "-" if r.acceptance_rate is None else f"{r.acceptance_rate:.1%}",
+                       ", ".join(f"{p:.2f}" for p in r.per_position_acceptance) or "-"]
+                      for r in report.configurations if r.mode != "off"])
+    out += ["", "## $ per million output tokens", ""]
+    out += _md_table(["concurrency", *labels],
+                     [[str(c)] + [_f(by_label[lb].usd_per_million_output_tokens.get(c), 2) for lb in labels]
+                      for c in report.concurrency])
+    rec = report.recommendation
+    out += ["", "## Recommendation", ""]
+    what = [f"mode {rec.mode}" if rec.mode else None, f"K={rec.k}" if rec.k else None]
+    out.append("Recommended: " + (", ".join(w for w in what if w) or "see the measured fastest below") + ".")
+    out += ["", *(f"- {line}" for line in rec.reasoning), ""]
+    out += ["## Beside the published figures", "", compare_markdown(report.tables + report.published)]
+    return "\n".join(out) + "\n"
+
+
+def write_report(report: SweepReport, out_dir: Path) -> list[str]:
+    from ..bench.plot import plot_tables
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = [out_dir / "sweep.json", out_dir / "sweep.md"]
+    png = plot_tables(report.tables + report.published, out_dir / "sweep.png") if report.tables else None
+    report.files = [str(f) for f in files] + ([str(png)] if png else [])
+    files[1].write_text(markdown(report), encoding="utf-8")
+    files[0].write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return report.files
+
+
+def render(console, report: SweepReport) -> None:
+    """The terminal view: the throughput table, the ratios, the recommendation, the files."""
+    from rich.table import Table
+
+    from ..bench.report import _short
+
+    labels = [r.label for r in report.configurations]
+    by_label = {r.label: r for r in report.configurations}
+    table = Table(title=f"peagle sweep {report.sweep_id}: output tokens/s", title_justify="left")
+    table.add_column("conc.", justify="right")
+    for lb in labels:
+        table.add_column(_short(lb), justify="right")
+    for c in report.concurrency:
+        table.add_row(str(c), *[_f(by_label[lb].output_tokens_per_s.get(c)) for lb in labels])
+    console.print(table)
+    ratios = Table(title="best P-EAGLE over", title_justify="left")
+    for h in ("conc.", "best EAGLE-3", "baseline", "fastest"):
+        ratios.add_column(h, justify="right")
+    for r in report.ratios:
+        ratios.add_row(str(r.concurrency), _x(r.best_peagle_vs_best_eagle3), _x(r.best_peagle_vs_baseline),
+                       r.fastest or "-")
+    console.print(ratios)
+    rec = report.recommendation
+    console.print(f"recommended: mode {rec.mode or '-'}, K {rec.k or '-'}", markup=False)
+    for line in rec.reasoning:
+        console.print(f"  {line}", markup=False)
+    budget = "no budget" if report.budget_usd is None else f"${report.budget_usd:,.2f}"
+    console.print(f"spent about ${report.spent_usd:,.4f} of {budget}; {report.status}", markup=False)
+    for f in report.files:
+        console.print(f"wrote {f}", markup=False)

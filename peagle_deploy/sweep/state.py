@@ -1,0 +1,103 @@
+"""The sweep's state file: JSON, rewritten atomically after every step, so a killed sweep can resume.
+
+Each configuration moves pending -> deploying -> deployed -> benched -> done (or failed / stopped);
+`endpoint` is recorded BEFORE the first create call, so resume (and the interrupt handler) knows
+every endpoint that may exist. Spend is instance-seconds x price, accumulated as endpoints live.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from ..errors import UsageError
+from .config import SweepRequest
+from .estimate import SweepPlan
+
+Status = Literal["pending", "deploying", "deployed", "benched", "done", "failed", "stopped"]
+LIVE: tuple[str, ...] = ("deploying", "deployed", "benched")  # an endpoint may exist
+STATE_VERSION = 1
+
+
+class ConfigState(BaseModel):
+    label: str
+    status: Status = "pending"
+    endpoint: str | None = None
+    created_at: float | None = Field(None, description="sweep clock when the first create call was made")
+    deleted_at: float | None = None
+    price_per_hour_usd: float | None = None
+    spent_usd: float = 0.0
+    result_file: str | None = None
+    error: str | None = None
+
+
+class SweepState(BaseModel):
+    version: int = STATE_VERSION
+    request: SweepRequest
+    plan: SweepPlan
+    configs: dict[str, ConfigState]
+    status: Literal["running", "done", "stopped", "interrupted", "failed"] = "running"
+    stopped_reason: str | None = None
+    spent_usd: float = 0.0
+    removed: list[str] = Field(default_factory=list, description="endpoints the sweep tore down")
+
+    def live(self) -> list[ConfigState]:
+        return [c for c in self.configs.values() if c.status in LIVE and c.endpoint]
+
+
+class StateFile:
+    """The state and its path; `save()` is atomic (temp file + os.replace) and thread-safe."""
+
+    def __init__(self, path: Path, state: SweepState):
+        self.path = Path(path)
+        self.state = state
+        self.lock = threading.RLock()
+
+    def save(self) -> None:
+        with self.lock:
+            text = self.state.model_dump_json(indent=2) + "\n"
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".sweep-state-", dir=self.path.parent)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(text)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+
+    def update(self, label: str, **changes: object) -> ConfigState:
+        with self.lock:
+            config = self.state.configs[label]
+            for key, value in changes.items():
+                setattr(config, key, value)
+            self.save()
+            return config
+
+    @classmethod
+    def load(cls, path: Path) -> StateFile:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UsageError(f"state file {path} not found", "pass the --state file of the sweep to resume") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UsageError(f"{path} is not a sweep state file ({type(exc).__name__})",
+                             "pass the --state file written by peagle sweep") from None
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            raise UsageError(f"{path} is not a version {STATE_VERSION} sweep state file",
+                             "pass the --state file written by this peagle's sweep")
+        try:
+            return cls(path, SweepState.model_validate(data))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err.get("loc", ()))
+            raise UsageError(f"{path} is not a valid sweep state file ({where}: {err.get('msg')})",
+                             "pass the --state file written by peagle sweep") from None

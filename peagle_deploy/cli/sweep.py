@@ -51,7 +51,7 @@ def sweep(
 
         if resume is not None:
             sf = StateFile.load(resume)
-            _continue(out, sf, out_dir=out_dir, yes=True, resumed=True)
+            _continue(out, sf, out_dir=out_dir, resumed=True)
             return
         if model is None:
             raise UsageError("peagle sweep needs MODEL (or --resume STATE)", "pass e.g. peagle sweep qwen3-coder")
@@ -94,24 +94,24 @@ def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool)
     from ..sweep.estimate import plan_sweep
     from ..sweep.state import ConfigState, StateFile, SweepState
 
-    offline = not request.uses_urls and dry_run and not credentials_available(request.profile)
-    plan, _ = plan_sweep(request, offline=offline)
-    if dry_run:
-        out.result({"dry_run": True, "plan": plan}, lambda console: render_plan(console, plan))
-        return
-    if not request.uses_urls:
+    if not dry_run and not request.uses_urls:
         if request.budget_usd is None:
             raise UsageError("a sweep that deploys needs --budget", "pass the dollars it may spend, e.g. --budget 40")
         if request.role is None:
             raise UsageError("a sweep that deploys needs an execution role",
                              "pass --role arn:aws:iam::<account>:role/<name>")
+    if not dry_run and state_path.exists():
+        raise UsageError(f"state file {state_path} already exists",
+                         f"continue it with 'peagle sweep --resume {state_path}', or pass another --state / --out")
+    offline = not request.uses_urls and dry_run and not credentials_available(request.profile)
+    plan, deployments = plan_sweep(request, offline=offline)
+    if dry_run:
+        out.result({"dry_run": True, "plan": plan}, lambda console: render_plan(console, plan))
+        return
     if not plan.within_budget:
         raise UsageError(f"the sweep is estimated at ${plan.estimated_usd:,.2f}, over --budget "
                          f"${request.budget_usd:,.2f}", "raise --budget, or sweep fewer modes, K or levels "
                          "(see --dry-run)")
-    if state_path.exists():
-        raise UsageError(f"state file {state_path} already exists",
-                         f"continue it with 'peagle sweep --resume {state_path}', or pass another --state / --out")
     if not out.json_mode:
         render_plan(out.err_console, plan)
     what = f"{len(plan.configurations)} configuration(s)"
@@ -122,10 +122,10 @@ def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool)
                     f"${plan.estimated_usd:,.2f} of ${request.budget_usd:,.2f}?", yes=yes)
     sf = StateFile(state_path, SweepState(request=request, plan=plan,
                                           configs={c.label: ConfigState(label=c.label) for c in plan.configurations}))
-    _continue(out, sf, out_dir=out_dir, yes=yes, resumed=False)
+    _continue(out, sf, out_dir=out_dir, resumed=False, deployments=deployments)
 
 
-def _continue(out, sf, *, out_dir: Path, yes: bool, resumed: bool) -> None:
+def _continue(out, sf, *, out_dir: Path, resumed: bool, deployments: dict | None = None) -> None:
     from ..aws import AwsSession
     from ..errors import PeagleError
     from ..sweep.estimate import plan_sweep
@@ -133,11 +133,12 @@ def _continue(out, sf, *, out_dir: Path, yes: bool, resumed: bool) -> None:
 
     request = sf.state.request
     out_dir = sf.path.parent if resumed else out_dir
-    session, deployments, lanes = None, {}, request.parallel
+    session, lanes = None, request.parallel
     if not request.uses_urls:
         session = AwsSession(request.region, request.profile)
         session.check_credentials()
-        _, deployments = plan_sweep(request, offline=False)
+        if not deployments:  # on --resume: the same names, tags and TTLs, from the stored request
+            _, deployments = plan_sweep(request, offline=False)
         first = next(iter(deployments.values()))
         lanes, note = check_lanes(session, first.instance_type, first.instance_count, request.parallel)
         out.note(note)

@@ -65,7 +65,23 @@ def wall_seconds(durations: list[float], lanes: int) -> float:
     return max(ends) if durations else 0.0
 
 
-def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: bool, ttl_s: float | None) -> Any:
+def _cached_resolver() -> Any:
+    """Every configuration of a sweep deploys the same model spec: resolve it once, not once per (mode, K)."""
+    from ..jumpstart import resolve
+
+    seen: dict[tuple, Any] = {}
+
+    def resolver(model_id: str, **kwargs: Any) -> Any:
+        key = (model_id, *sorted((k, repr(v)) for k, v in kwargs.items()))
+        if key not in seen:
+            seen[key] = resolve(model_id, **kwargs)
+        return seen[key]
+
+    return resolver
+
+
+def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: bool, ttl_s: float | None,
+                     resolver: Any) -> Any:
     from datetime import timedelta
 
     from ..plan import PlanRequest, build_plan
@@ -77,7 +93,7 @@ def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: b
         instance_type=request.instance_type, region=request.region, role=request.role,
         accept_eula=request.accept_eula, tags={"peagle:sweep-id": request.sweep_id},
         ttl=timedelta(seconds=ttl_s) if ttl_s else None, offline=offline,
-    ))
+    ), resolver=resolver)
 
 
 def endpoint_ttl_s(request: SweepRequest, config_estimate_s: float) -> float:
@@ -93,6 +109,7 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
     rows: list[ConfigPlan] = []
     deployments: dict[str, Any] = {}
     notes: list[str] = []
+    resolver = _cached_resolver()
     for config in request.configurations:
         if config.url:
             price = hourly_price(request.instance_type) if request.instance_type else None
@@ -103,7 +120,8 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
                                    estimated_usd=round((price or 0) * seconds / 3600, 4)))
             continue
         seconds = request.provision_s + bench_s + request.teardown_s
-        deployment = _deployment_plan(request, config, offline=offline, ttl_s=endpoint_ttl_s(request, seconds))
+        deployment = _deployment_plan(request, config, offline=offline, ttl_s=endpoint_ttl_s(request, seconds),
+                                      resolver=resolver)
         deployments[config.label] = deployment
         price = deployment.price_per_hour_usd
         if price is None:

@@ -1,0 +1,144 @@
+"""Stand-in servers for `peagle sweep` whose speed and acceptance depend on mode and K.
+
+Not vLLM: a first-order model of speculative decoding, so a sweep's table has a known shape in tests
+and in docs/sweep.md. Each draft position i is accepted (cumulatively) with p_i = `accept` ** i, so a
+step emits E(K) = 1 + sum p_i tokens; a step costs 1 + 0.02 K (verification) plus 0.06 (P-EAGLE: one
+drafter pass) or 0.06 K (EAGLE-3: K passes); a response of n tokens takes n / (base_tok_s x E / cost)
+seconds. Two front ends:
+
+- `SweepStandIn(emulator).install()`: the emulator's SageMaker endpoints answer after that delay
+  (the endpoint's name says its mode and K, peagle-<sweep>-p-eagle-k7) and write vLLM's
+  `SpecDecoding metrics` line to the endpoint's CloudWatch log group as they serve.
+- `url_standins(configs)`: one FakeVllm per configuration (for `peagle sweep --url`), its chunk gap
+  set by the same model and its /metrics counters by the same acceptance.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+_NAME = re.compile(r"-(?P<mode>off|eagle3|p-eagle)(?:-k(?P<k>\d+))?$")
+STATS_FORMAT = ("SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: %.2f tokens/s, "
+                "Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d tokens, "
+                "Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%")
+
+
+@dataclass
+class SpecModel:
+    accept: float = 0.8
+    base_tok_s: float = 60.0  # one stream without speculation
+    verify_cost: float = 0.02
+    draft_cost: float = 0.06
+
+    def per_position(self, k: int) -> list[float]:
+        return [self.accept ** i for i in range(1, k + 1)]
+
+    def speedup(self, mode: str, k: int | None) -> float:
+        if mode == "off" or not k:
+            return 1.0
+        expected = 1 + sum(self.per_position(k))
+        drafting = self.draft_cost if mode == "p-eagle" else self.draft_cost * k
+        return expected / (1 + self.verify_cost * k + drafting)
+
+    def seconds(self, mode: str, k: int | None, tokens: int) -> float:
+        return tokens / (self.base_tok_s * self.speedup(mode, k))
+
+    def stats_line(self, k: int, drafts: int = 100, elapsed: float = 10.0) -> str:
+        accepted_per_pos = [round(drafts * p) for p in self.per_position(k)]
+        accepted, drafted = sum(accepted_per_pos), drafts * k
+        rates = ", ".join(f"{a / drafts:.3f}" for a in accepted_per_pos)
+        return STATS_FORMAT % (1 + accepted / drafts, accepted / elapsed, drafted / elapsed, accepted, drafted,
+                               rates, accepted / drafted * 100)
+
+
+def parse_endpoint(name: str) -> tuple[str, int | None] | None:
+    match = _NAME.search(name)
+    if not match:
+        return None
+    return match["mode"], int(match["k"]) if match["k"] else None
+
+
+@dataclass
+class SweepStandIn:
+    """Installs itself as the emulator's `runtime.on_request`; `served` counts requests per endpoint."""
+
+    emulator: Any
+    model: SpecModel = field(default_factory=SpecModel)
+    served: dict[str, int] = field(default_factory=dict)
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)  # endpoint -> its tags, read at its first request
+    hold: dict[str, threading.Event] = field(default_factory=dict)  # name suffix -> released when set
+    arrived: dict[str, threading.Event] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _logs: Any = None
+
+    def install(self) -> SweepStandIn:
+        self.emulator.runtime.tokens = [f" t{i}" for i in range(12)]
+        self.emulator.runtime.on_request = self.on_request
+        return self
+
+    def hold_at(self, suffix: str) -> threading.Event:
+        """Requests to the endpoint ending in `suffix` wait until the returned event is set (tests use it
+        to interrupt a sweep half-way); `arrived[suffix]` is set when the first one comes in."""
+        self.arrived[suffix] = threading.Event()
+        self.hold[suffix] = threading.Event()
+        return self.hold[suffix]
+
+    def on_request(self, name: str, _body: dict) -> None:
+        parsed = parse_endpoint(name)
+        with self._lock:
+            first = name not in self.served
+            self.served[name] = self.served.get(name, 0) + 1
+            if self._logs is None:
+                self._logs = self.emulator.client("logs")
+            sm = self.emulator.client("sagemaker") if first else None
+        if sm is not None:
+            arn = sm.describe_endpoint(EndpointName=name)["EndpointArn"]
+            self.tags[name] = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
+        for suffix, event in self.hold.items():
+            if name.endswith(suffix):
+                self.arrived[suffix].set()
+                self._wait(event, name)
+        if parsed is None:
+            return
+        mode, k = parsed
+        if mode != "off" and k:
+            self._log(name, self.model.stats_line(k), create=first)
+        time.sleep(self.model.seconds(mode, k, len(self.emulator.runtime.tokens)))
+
+    def _wait(self, event: threading.Event, name: str, limit_s: float = 120.0) -> None:
+        """Until released, or the endpoint is deleted (SageMaker ends its requests then); bounded."""
+        deadline = time.monotonic() + limit_s
+        while not event.wait(0.1) and time.monotonic() < deadline:
+            if self.emulator.endpoint_status(name) is None:
+                return
+
+    def _log(self, name: str, line: str, *, create: bool) -> None:
+        group, stream = f"/aws/sagemaker/Endpoints/{name}", "AllTraffic/i-standin"
+        with self._lock:
+            if create:
+                self._logs.create_log_group(logGroupName=group)
+                self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
+            self._logs.put_log_events(logGroupName=group, logStreamName=stream,
+                                      logEvents=[{"timestamp": int(time.time() * 1000), "message": line}])
+
+
+@contextmanager
+def url_standins(specs: list[tuple[str, int | None]], model: SpecModel | None = None, tokens: int = 12):
+    """One FakeVllm per (mode, K); yields the `--url` arguments (MODE:K=URL, off=URL)."""
+    from .fake_vllm import FakeVllm
+
+    spec_model = model or SpecModel()
+    with ExitStack() as stack:
+        urls = []
+        for mode, k in specs:
+            gap = spec_model.seconds(mode, k, tokens) / tokens
+            accepted = tuple(round(4 * p) for p in spec_model.per_position(k)) if k else (0,)
+            server = stack.enter_context(FakeVllm([f" t{i}" for i in range(tokens)], gap_s=gap,
+                                                  accepted_per_request=accepted))
+            urls.append(f"{mode}={server.url}" if mode == "off" else f"{mode}:{k}={server.url}")
+        yield urls

@@ -145,11 +145,10 @@ def parse_startup(lines: Iterable[str], source: str) -> StartupInfo:
 
 
 def advise(info: StartupInfo, expected: dict[str, Any] | None = None) -> StartupInfo:
-    """Add the warnings a user must see: the runner fallback under parallel drafting, and a config that
+    """Add the warnings a user must see: parallel drafting forced vLLM onto the older runner (other
+    fallbacks, e.g. no Triton on CPU, move EAGLE-3 too and change no comparison), and a config that
     differs from what was asked (`expected`: the speculative config sent, or None for mode off)."""
-    spec = info.speculative or {}
-    parallel = bool(spec.get("parallel_drafting")) or bool(expected and expected.get("parallel_drafting"))
-    if info.runner == "V1" and info.runner_fallback and (PARALLEL_FALLBACK in info.runner_fallback or parallel):
+    if info.runner == "V1" and info.runner_fallback and PARALLEL_FALLBACK in info.runner_fallback:
         version = f"vLLM {info.version}" if info.version else "this vLLM"
         info.warnings.append(
             f"{version} runs P-EAGLE on its older V1 model runner (it logged: {info.runner_line}). "
@@ -188,6 +187,8 @@ def read_cloudwatch(logs: Any, endpoint_name: str, *, expected: dict[str, Any] |
             lines = _read_group(logs, group, start_ms, max_pages)
         except Exception as exc:  # noqa: BLE001 - a read failure is never an endpoint failure
             info.note = f"could not read {group}: {_describe_error(exc)}"
+            if _describe_error(exc) == "ResourceNotFoundException":
+                break  # SageMaker creates the group when the container starts: none at all will not appear
         else:
             info = parse_startup(lines, source=f"cloudwatch:{group}")
             if info.version and (info.runner or info.speculative or info.speculation_off):

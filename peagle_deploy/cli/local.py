@@ -52,8 +52,6 @@ def start(
         if dry_run:
             _dry_run(out, container, port=port, name=name, docker=docker, image=image_uri, gpus=gpus)
             return
-        if not json_output:
-            out.note(f"environment: {container.source}")
         with out.status(f"starting local server {name}") as update:
             def progress(elapsed, last_line):
                 update(f"vLLM starting ({int(elapsed)}s): {last_line[-100:]}")
@@ -74,6 +72,7 @@ def start(
             server = started.server
             console.print(f"[bold]{server.name}[/bold] answers on {server.url} after {int(started.elapsed_s)}s "
                           f"({server.mode}" + (f", K={server.k})" if server.k else ")"), soft_wrap=True)
+            console.print(f"  environment: {container.source}", markup=False, soft_wrap=True)
             console.print(f"  vLLM start-up: {started.startup.summary()}", markup=False, soft_wrap=True)
             console.print(f"  log: {server.log_path}", markup=False, soft_wrap=True)
             console.print(f"  try: peagle invoke {server.url} \"Write a Python quicksort\"", markup=False, soft_wrap=True)

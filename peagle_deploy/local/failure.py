@@ -12,10 +12,10 @@ import re
 from collections.abc import Iterable
 
 # logger prefixes vLLM puts before a message: "(EngineCore pid=7) ", "ERROR 11-22 10:00:00 [core.py:12] "
-_PREFIX = re.compile(r"^(?:\(\w+(?:_\w+)? pid=\d+\)\s*)?(?:(?:ERROR|WARNING|INFO|CRITICAL)\s+\S+\s+\S+\s+\[[^\]]*\]\s*)?")
+_PREFIX = re.compile(r"^(?:\([\w-]+ pid=\d+\)\s*)?(?:(?:ERROR|WARNING|INFO|CRITICAL)\s+\S+\s+\S+\s+\[[^\]]*\]\s*)?")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Failure|Interrupt)(?::\s.*)?$")
 _DIRECT = re.compile(r"^(?:peagle-container|vllm(?: serve)?|usage:.*|[\w-]+): error: .+")
-_WRAPPERS = ("See root cause above", "Engine core initialization failed", "Worker failed", "EngineDeadError",
+_WRAPPERS = ("See root cause above", "See stack trace for root cause", "Engine core initialization failed", "Worker failed", "EngineDeadError",
              "EngineCore encountered an issue", "SystemExit", "KeyboardInterrupt")
 MAX_REASON = 1024  # SageMaker's FailureReason limit
 

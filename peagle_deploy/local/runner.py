@@ -32,7 +32,7 @@ from .process import alive, launch, ping, start_time, stop_group, wait_ready
 
 Progress = Callable[[float, str], None]
 # inherited variables that would change what the container runs (the entrypoint reads every SM_VLLM_*)
-_NOT_INHERITED = ("SM_VLLM_", "PEAGLE_", "AWS_")
+_NOT_INHERITED = ("SM_VLLM_", "AWS_")
 
 
 class Started(BaseModel):

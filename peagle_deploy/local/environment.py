@@ -30,23 +30,23 @@ class ContainerEnvironment(BaseModel):
     image: str | None = None  # the plan's image (for --docker)
 
 
-def _directory(path: Path, option: str) -> Path:
+def _directory(path: Path, option: str, what: str) -> Path:
     resolved = path.expanduser().resolve()
     if not resolved.is_dir():
-        raise UsageError(f"{option} {path} is not a directory", f"pass the local directory holding the {option[2:]}")
+        raise UsageError(f"{option} {path} is not a directory", f"pass the local directory holding the {what}")
     if not any(resolved.iterdir()):
-        raise UsageError(f"{option} {path} is empty", f"download the {option[2:]} into it first")
+        raise UsageError(f"{option} {path} is empty", f"download the {what} into it first")
     return resolved
 
 
 def build_environment(model_dir: Path, drafter_dir: Path | None, *, alias: str | None, mode: Mode,
                       k: int | str | None, env: dict[str, str]) -> ContainerEnvironment:
-    model = _directory(model_dir, "--model-dir")
+    model = _directory(model_dir, "MODEL_DIR", "model")
     if mode is Mode.OFF and drafter_dir is not None:
         raise UsageError("--drafter has no effect with --mode off", "drop --drafter, or pick --mode p-eagle or eagle3")
     if mode is not Mode.OFF and drafter_dir is None:
         raise UsageError(f"--mode {mode.value} needs the drafter", "pass --drafter DRAFTER_DIR, or --mode off")
-    mounts = Mounts(model=model, channels={DRAFTER_CHANNEL: _directory(drafter_dir, "--drafter")} if drafter_dir else {})
+    mounts = Mounts(model=model, channels={DRAFTER_CHANNEL: _directory(drafter_dir, "--drafter", "drafter")} if drafter_dir else {})
     if alias:
         from ..plan import PlanRequest, build_plan
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from ..container.args import MODEL_DIR, MODEL_DIR_ENV, PORT, PORT_ENV
 
 CHANNEL_ROOT = "/opt/ml/additional-model-data-sources"
+HOST_ENV = "SM_VLLM_HOST"
 
 
 def channel_path(channel: str) -> str:
@@ -48,11 +49,15 @@ def map_value(value: str, mounts: Mounts) -> str:
     return value
 
 
-def host_environment(env: Mapping[str, str], mounts: Mounts, port: int | None = None) -> dict[str, str]:
-    """The container's environment for a process on this machine: paths rewritten, model dir and port set."""
+def host_environment(env: Mapping[str, str], mounts: Mounts, port: int | None = None,
+                     host: str | None = "127.0.0.1") -> dict[str, str]:
+    """The container's environment for a process on this machine: paths rewritten, model dir and port set,
+    and vLLM bound to loopback (`--host`; SageMaker's network is private, a developer's machine is not)."""
     mapped = {key: map_value(value, mounts) for key, value in env.items()}
     mapped[MODEL_DIR_ENV] = str(mounts.model)
     mapped[PORT_ENV] = str(port if port is not None else PORT)
+    if host and HOST_ENV not in mapped:
+        mapped[HOST_ENV] = host
     return mapped
 
 

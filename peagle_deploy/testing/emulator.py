@@ -10,7 +10,9 @@ What it adds to moto (5.2):
 - server mode: moto's WSGI app on 127.0.0.1 (port 0) in a thread, for tests that run the real
   `peagle` executable with AWS_ENDPOINT_URL. Scripted behaviour lives in this process's backend, so it
   applies in both modes. `middlewares` wrap the WSGI app: that is how response streaming (which moto
-  lacks) is served, see `peagle_deploy.testing.streaming`.
+  lacks) is served, see `peagle_deploy.testing.streaming`;
+- a real backend (`backend=ContainerBackend(...)`, see `peagle_deploy.testing.container_backend`): each
+  endpoint runs its model's container for real, with its logs in the emulated CloudWatch group.
 
     with SageMakerEmulator.server() as emu:
         emu.script_endpoints(creating_polls=3)

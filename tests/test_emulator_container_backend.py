@@ -17,10 +17,15 @@ DRAFTER_URI = "s3://jumpstart-cache-prod-us-east-1/lmi-eagle-heads/models/"
 
 
 def backend_for(tmp_path, *, mask_token=True, **env):
-    target, drafter_root = model_dirs(tmp_path / "models", mask_token=mask_token)
-    drafter_root.rename(tmp_path / "models" / "qwen3-coder-30b-a3b-instruct-p-eagle")
+    """The model data prefix maps to a folder that holds the spec's artifact path; the drafter prefix to a
+    folder of heads (longest-prefix mapping, with the rest of the URI as a sub-path)."""
+    target, drafter = model_dirs(tmp_path / "models", mask_token=mask_token)
+    artifacts = tmp_path / "qwen" / "artifacts" / "inference-prepack" / "v1.0.0"
+    artifacts.parent.mkdir(parents=True)
+    target.rename(artifacts)
+    drafter.rename(tmp_path / "models" / "qwen3-coder-30b-a3b-instruct-p-eagle")
     install(tmp_path / "bin")
-    return ContainerBackend({MODEL_URI: target.parent, DRAFTER_URI: tmp_path / "models"},
+    return ContainerBackend({MODEL_URI: tmp_path / "qwen", DRAFTER_URI: tmp_path / "models"},
                             vllm_bin=tmp_path / "bin", env=env)
 
 
@@ -56,7 +61,10 @@ def test_deploy_invoke_metrics_status_cleanup_against_the_running_container(tmp_
         assert "real-be: vLLM 0.32.0, model runner V2, speculative p-eagle, K=4" in status.stdout
 
         events = emu.client("logs").filter_log_events(logGroupName="/aws/sagemaker/Endpoints/real-be")["events"]
-        assert any(e["message"].startswith("peagle-container: exec vllm serve") for e in events)
+        [exec_line] = [e["message"] for e in events if e["message"].startswith("peagle-container: exec vllm serve")]
+        model_dir = tmp_path / "qwen" / "artifacts" / "inference-prepack" / "v1.0.0"
+        assert exec_line.startswith(f"peagle-container: exec vllm serve {model_dir} --port ")
+        assert f'"model": "{tmp_path}/models/qwen3-coder-30b-a3b-instruct-p-eagle"' in exec_line
         assert events[0]["logStreamName"].startswith("AllTraffic/i-")
 
         cleaned = run(emu, "cleanup", "real-be", "--yes")
@@ -107,6 +115,14 @@ def test_unmapped_model_data_fails_the_endpoint_with_the_fix(tmp_path):
         assert out.returncode == 6
         assert "is Failed: no local directory for s3://jumpstart-cache-prod-us-east-1/" in out.stderr
         assert "map its S3 prefix in ContainerBackend(data=...)" in " ".join(out.stderr.split())
+
+
+def test_mapped_directory_that_does_not_exist_fails_the_endpoint(tmp_path):
+    backend = ContainerBackend({"s3://jumpstart-cache-prod-us-east-1/": tmp_path / "nothing-here"})
+    with SageMakerEmulator.server(backend=backend) as emu:
+        out = run(emu, "deploy", "gpt-oss-20b", "--name", "missing", "--role", emu.role_arn, "--yes")
+        assert out.returncode == 6
+        assert "which is not a directory (SageMaker's download would fail)" in " ".join(out.stderr.split())
 
 
 def test_log_read_failure_is_never_an_endpoint_failure():

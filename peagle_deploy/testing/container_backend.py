@@ -90,7 +90,10 @@ class ContainerBackend:
         if not matches:
             raise UnmappedData(f"no local directory for {uri}: map its S3 prefix in ContainerBackend(data=...)")
         prefix = max(matches, key=len)
-        return self.data[prefix] / uri[len(prefix):].lstrip("/")
+        local = self.data[prefix] / uri[len(prefix):].lstrip("/")
+        if not local.is_dir():
+            raise UnmappedData(f"{uri} maps to {local}, which is not a directory (SageMaker's download would fail)")
+        return local
 
     def mounts_for(self, container: Mapping[str, Any]) -> Mounts:
         source = (container.get("ModelDataSource") or {}).get("S3DataSource") or {}

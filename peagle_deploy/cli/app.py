@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)  # the help is already on stdout
         if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
             ctx = getattr(exc, "ctx", None)
-            where = f"peagle {ctx.command_path.split(' ', 1)[1]}" if ctx and " " in ctx.command_path else "peagle"
+            where = f"peagle {ctx.command_path.split(' ', 1)[1]}" if ctx and " " in ctx.command_path \
+                else _command_path(args)
             _fail(f"{exc.format_message()}: see '{where} --help'", 2 if exc.exit_code in (1, 2) else exc.exit_code,
                   args)
         raise
@@ -79,6 +80,19 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         _stdout_closed()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _command_path(args: list[str]) -> str:
+    """'peagle status' for ['status', '--region']: Click gives some usage errors no context."""
+    import typer.main
+
+    command, path = typer.main.get_command(app), ["peagle"]
+    for arg in args:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        command, path = sub, [*path, arg]
+    return " ".join(path)
 
 
 def _json_requested(args: list[str]) -> bool:

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # Rich is imported lazily: --json paths and tests need little of it
     from rich.console import Console
@@ -67,10 +67,26 @@ def make_console(stream: IO[str], *, stderr: bool = False) -> Console:
     """The one Rich console configuration, for stdout and stderr alike."""
     from rich.console import Console
 
+    class PeagleConsole(Console):
+        def on_broken_pipe(self) -> None:  # Rich's own exits 1
+            self.quiet = True
+            stdout_closed()
+
     writer = _RedactingWriter(stream)
     if writer.isatty():
-        return Console(file=writer, highlight=False, stderr=stderr)
-    return Console(file=writer, highlight=False, stderr=stderr, width=UNBOUNDED_WIDTH)
+        return PeagleConsole(file=writer, highlight=False, stderr=stderr)
+    return PeagleConsole(file=writer, highlight=False, stderr=stderr, width=UNBOUNDED_WIDTH)
+
+
+def stdout_closed() -> NoReturn:
+    """The reader of stdout went away (`peagle models | head -1`). Not a failure: stop writing and exit
+    0 quietly; what the command did stands. stdout is pointed at /dev/null first so that the
+    interpreter's last flush cannot fail again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass
+    raise SystemExit(0)
 
 
 def human_duration(seconds: float | None) -> str:

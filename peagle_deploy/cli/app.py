@@ -54,16 +54,21 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: usage errors become one line and exit 2, never a help box or traceback."""
     import sys
 
+    from ..output import stdout_closed
+
     args = sys.argv[1:] if argv is None else list(argv)
+    stdout_was_devnull = _stdout_is_devnull()
     try:
         code = app(args=args, prog_name="peagle", standalone_mode=False)
     except typer.Abort:
         _fail("aborted", 130, args)
     except BrokenPipeError:
-        _stdout_closed()
-    except SystemExit:
-        if _stdout_was_closed():  # Click turns a closed stdout into exit 1
-            _stdout_closed()
+        stdout_closed()
+    except SystemExit as exc:
+        # Click (PacifyFlushWrapper) and Rich (Typer's help console: stdout moved to /dev/null) both
+        # turn a closed stdout into exit 1
+        if _stdout_was_closed() or (exc.code == 1 and not stdout_was_devnull and _stdout_is_devnull()):
+            stdout_closed()
         raise
     except Exception as exc:  # Click's usage errors (typer vendors Click; its classes are private)
         if type(exc).__name__ == "NoArgsIsHelpError":
@@ -78,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        _stdout_closed()
+        stdout_closed()
     sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -112,21 +117,18 @@ def _fail(message: str, code: int, args: list[str]) -> None:
     sys.exit(code)
 
 
-def _stdout_was_closed() -> bool:
-    import sys
-
-    return type(sys.stdout).__name__ == "PacifyFlushWrapper"
-
-
-def _stdout_closed() -> None:
-    """The reader went away: point stdout at /dev/null (so the interpreter's last flush cannot fail
-    again) and exit 0."""
+def _stdout_is_devnull() -> bool:
     import os
     import sys
 
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.__stdout__.fileno())
+        fd, null = os.fstat(sys.__stdout__.fileno()), os.stat(os.devnull)
     except (OSError, AttributeError, ValueError):
-        pass
-    sys.exit(0)
+        return False
+    return (fd.st_dev, fd.st_ino) == (null.st_dev, null.st_ino)
+
+
+def _stdout_was_closed() -> bool:
+    import sys
+
+    return type(sys.stdout).__name__ == "PacifyFlushWrapper"

@@ -267,3 +267,16 @@ def test_json_error_document_for_an_unexpected_error():
 
     assert error_document(PeagleError("boom", None)) == {
         "error": {"message": "boom", "hint": None, "exit_code": 1, "kind": "unexpected"}}
+
+
+def test_bench_progress_off_a_terminal_is_plain_lines(tmp_path):
+    from peagle_deploy.testing.fake_vllm import FakeVllm
+
+    with FakeVllm() as server:
+        code, out, err = _run("bench", server.url, "--concurrency", "1,2", "--duration", "0.3", "--warmup", "1",
+                              "--no-chart", "--out", str(tmp_path / "results"), tmp=tmp_path)
+    assert code == 0, err
+    lines = err.splitlines()
+    assert any(line.startswith("concurrency 1: ") for line in lines), err
+    assert any(line.startswith("concurrency 2: done, ") for line in lines), err
+    assert not any(ch in err for ch in "\r━"), err  # no redrawn bars

@@ -195,7 +195,10 @@ def error_document(exc: Any) -> dict[str, Any]:
     from .errors import ExitCode
 
     code = int(getattr(exc, "exit_code", ExitCode.UNEXPECTED))
-    kind = ExitCode(code).name.lower() if code in ExitCode._value2member_map_ else "unexpected"
+    try:
+        kind = ExitCode(code).name.lower()
+    except ValueError:
+        kind = "unexpected"
     return {"error": {"message": redact(str(getattr(exc, "message", exc))), "hint": getattr(exc, "hint", None),
                       "exit_code": code, "kind": kind}}
 

@@ -280,3 +280,36 @@ def test_bench_progress_off_a_terminal_is_plain_lines(tmp_path):
     assert any(line.startswith("concurrency 1: ") for line in lines), err
     assert any(line.startswith("concurrency 2: done, ") for line in lines), err
     assert not any(ch in err for ch in "\r━"), err  # no redrawn bars
+
+
+def test_watch_on_a_terminal_redraws_a_table():
+    import io
+    from types import SimpleNamespace
+
+    from peagle_deploy.cli.status_view import watch
+    from peagle_deploy.errors import UsageError
+    from peagle_deploy.output import Output
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    def row(status):
+        return SimpleNamespace(name=LONG_NAME, status=status, failure_reason=None, model="qwen3-coder", mode="off",
+                               k=None, instance_count=1, instance_type="ml.g7e.2xlarge", age_s=5, expires_in_s=60,
+                               cost_so_far_usd=None)
+
+    answers = iter([[row("Creating")], [row("InService")], UsageError("no endpoint named x")])
+
+    def fetch():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    screen = Terminal()
+    watch(Output(stdout=screen, stderr=io.StringIO()), fetch, interval=1, sleep=lambda s: None, max_refreshes=2,
+          now=lambda: datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
+    text = screen.getvalue()
+    assert "Creating" in text and "InService" in text and "in 1m00s" in text
+    assert "no peagle endpoints in this region" in text  # the watched endpoint went away

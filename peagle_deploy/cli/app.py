@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = app(args=args, prog_name="peagle", standalone_mode=False)
     except typer.Abort:
-        _fail("aborted", 130, args)
+        _fail("aborted", None, 130, args)
     except BrokenPipeError:
         stdout_closed()
     except SystemExit as exc:
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
             ctx = getattr(exc, "ctx", None)
             where = f"peagle {ctx.command_path.split(' ', 1)[1]}" if ctx and " " in ctx.command_path \
                 else _command_path(args)
-            _fail(f"{exc.format_message()}: see '{where} --help'", 2 if exc.exit_code in (1, 2) else exc.exit_code,
+            _fail(exc.format_message(), f"see '{where} --help'", 2 if exc.exit_code in (1, 2) else exc.exit_code,
                   args)
         raise
     try:
@@ -104,16 +104,16 @@ def _json_requested(args: list[str]) -> bool:
     return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
-def _fail(message: str, code: int, args: list[str]) -> None:
+def _fail(message: str, hint: str | None, code: int, args: list[str]) -> None:
+    """One stderr line (and with --json the error document), then exit `code`."""
     import sys
 
     from ..errors import ExitCode, PeagleError
     from ..output import Output
 
-    text, _, hint = message.partition(": see ")
-    Output(_json_requested(args)).fail(PeagleError(text, f"see {hint}" if hint else None,
-                                                   exit_code=ExitCode(code) if code in ExitCode._value2member_map_
-                                                   else ExitCode.UNEXPECTED))
+    error = PeagleError(message, hint)
+    error.exit_code = code  # Click's own code; ExitCode names only the README's
+    Output(_json_requested(args)).fail(error)
     sys.exit(code)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import PeagleError
+from ..errors import ExitCode, PeagleError
 from ..output import Output, human_duration, human_expiry, print_table, table_view
 
 HEADERS = ("endpoint", "status", "model", "mode", "K", "instances", "age", "expires", "cost so far")
@@ -66,6 +66,8 @@ def _refresh(out: Output, fetch: Callable[[], Sequence[Any]], previous: list[Any
     try:
         return list(fetch())
     except PeagleError as exc:
+        if exc.exit_code == ExitCode.USAGE:  # the one watched endpoint no longer exists
+            return []
         out.warn(f"could not read the status ({exc.one_line()}); trying again in {interval:g}s")
         return previous
 

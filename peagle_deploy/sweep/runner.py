@@ -95,6 +95,7 @@ class Sweep:
     def _run_config(self, config: Configuration) -> None:
         label = config.label
         if config.url:
+            self._check_budget(label, "benchmarking", self._row(label).bench_s)
             self._bench(config, config.url)
             self.sf.update(label, status="done")
             return
@@ -140,7 +141,7 @@ class Sweep:
         plan = BenchPlan(target=target, dataset=load_dataset(r.dataset), concurrency=r.concurrency,
                          max_tokens=r.max_tokens, warmup=r.warmup, duration=r.duration_s if r.num_prompts is None
                          else None, num_prompts=r.num_prompts, out_dir=self.out_dir / "runs", mode=config.mode,
-                         k=config.k, model=None if not config.url else None, region=r.region, profile=r.profile,
+                         k=config.k, region=r.region, profile=r.profile,
                          instance_type=r.instance_type if config.url else None, logs_wait=r.logs_wait_s,
                          chart=False)
         quiet = Output(True, stdout=io.StringIO(), stderr=io.StringIO())
@@ -177,13 +178,13 @@ class Sweep:
             for c in list(self.sf.state.live()):
                 if c.endpoint and c.endpoint.startswith(("http://", "https://")):
                     self._close_books(c.label)
-                    self.sf.update(c.label, status="stopped")
+                    self.sf.update(c.label, status="failed" if c.error else "stopped")
                     continue
                 outcomes = delete_stack(self.session.client("sagemaker"), c.endpoint, wait=True)
                 self._close_books(c.label)
                 gone = [o for o in outcomes if o.result in ("deleted", "already gone")]
                 left = [o for o in outcomes if o.result == "left"]
-                self.sf.update(c.label, status="stopped", error=why)
+                self.sf.update(c.label, status="failed" if c.error else "stopped", error=c.error or why)
                 if left:
                     self.out.warn(f"could not remove {c.endpoint}: {left[0].reason}; run 'peagle cleanup "
                                   f"{c.endpoint} --yes'")
@@ -206,8 +207,11 @@ class Sweep:
             except BaseException as exc:  # noqa: BLE001 - reported by the main thread, which tears down
                 if not self.stop.is_set():
                     self.errors.append(exc)
-                    self.sf.update(config.label, status="failed",
-                                   error=exc.one_line() if isinstance(exc, PeagleError) else repr(exc))
+                    message = exc.one_line() if isinstance(exc, PeagleError) else f"{type(exc).__name__}: {exc}"
+                    # the status stays as it was (an endpoint may exist): teardown_all marks it failed
+                    self.sf.update(config.label, error=message)
+                    if self.sf.state.configs[config.label].status == "pending":
+                        self.sf.update(config.label, status="stopped" if isinstance(exc, BudgetStop) else "failed")
                 self.stop.set()
                 return
 

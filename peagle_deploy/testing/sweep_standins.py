@@ -4,7 +4,7 @@ Not vLLM: a first-order model of speculative decoding, so a sweep's table has a 
 and in docs/sweep.md. Each draft position i is accepted (cumulatively) with p_i = `accept` ** i, so a
 step emits E(K) = 1 + sum p_i tokens; a step costs 1 + 0.02 K (verification) plus 0.06 (P-EAGLE: one
 drafter pass) or 0.06 K (EAGLE-3: K passes); a response of n tokens takes n / (base_tok_s x E / cost)
-seconds. Two front ends:
+seconds, with verification dearer as more requests are in flight (0.02 K x in-flight / 2). Two front ends:
 
 - `SweepStandIn(emulator).install()`: the emulator's SageMaker endpoints answer after that delay
   (the endpoint's name says its mode and K, peagle-<sweep>-p-eagle-k7) and write vLLM's
@@ -38,15 +38,16 @@ class SpecModel:
     def per_position(self, k: int) -> list[float]:
         return [self.accept ** i for i in range(1, k + 1)]
 
-    def speedup(self, mode: str, k: int | None) -> float:
+    def speedup(self, mode: str, k: int | None, in_flight: int = 1) -> float:
+        """Over no speculation; verifying K tokens gets dearer as more requests share the GPU."""
         if mode == "off" or not k:
             return 1.0
         expected = 1 + sum(self.per_position(k))
         drafting = self.draft_cost if mode == "p-eagle" else self.draft_cost * k
-        return expected / (1 + self.verify_cost * k + drafting)
+        return expected / (1 + self.verify_cost * k * max(1.0, in_flight / 2) + drafting)
 
-    def seconds(self, mode: str, k: int | None, tokens: int) -> float:
-        return tokens / (self.base_tok_s * self.speedup(mode, k))
+    def seconds(self, mode: str, k: int | None, tokens: int, in_flight: int = 1) -> float:
+        return tokens / (self.base_tok_s * self.speedup(mode, k, in_flight))
 
     def stats_line(self, k: int, drafts: int = 100, elapsed: float = 10.0) -> str:
         accepted_per_pos = [round(drafts * p) for p in self.per_position(k)]
@@ -73,6 +74,7 @@ class SweepStandIn:
     tags: dict[str, dict[str, str]] = field(default_factory=dict)  # endpoint -> its tags, read at its first request
     hold: dict[str, threading.Event] = field(default_factory=dict)  # name suffix -> released when set
     arrived: dict[str, threading.Event] = field(default_factory=dict)
+    in_flight: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _logs: Any = None
 
@@ -108,7 +110,13 @@ class SweepStandIn:
         mode, k = parsed
         if mode != "off" and k:
             self._log(name, self.model.stats_line(k), create=first)
-        time.sleep(self.model.seconds(mode, k, len(self.emulator.runtime.tokens)))
+        with self._lock:
+            self.in_flight[name] = busy = self.in_flight.get(name, 0) + 1
+        try:
+            time.sleep(self.model.seconds(mode, k, len(self.emulator.runtime.tokens), busy))
+        finally:
+            with self._lock:
+                self.in_flight[name] -= 1
 
     def _wait(self, event: threading.Event, name: str, limit_s: float = 120.0) -> None:
         """Until released, or the endpoint is deleted (SageMaker ends its requests then); bounded."""

@@ -20,8 +20,7 @@ ENV_MAX_VARS = 100
 TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_MAX = 128, 256, 50
 TAG_TEXT_RE = re.compile(r"^[\w\s.:/=+\-@]*$", re.UNICODE)
 RESERVED_TAG_PREFIXES = ("aws:", "peagle:")
-TTL_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?$")
-TTL_MAX = timedelta(days=30)
+TTL_MAX = timedelta(days=30)  # --ttl is parsed by durations.parse_duration
 
 
 def validate_name(name: str) -> str:
@@ -86,18 +85,3 @@ def parse_tags(pairs: list[str]) -> dict[str, str]:
                              "use letters, digits, spaces and _ . : / = + - @")
         tags[key] = value
     return tags
-
-
-def parse_ttl(text: str) -> timedelta:
-    """'90m', '4h', '2d', '1h30m' -> timedelta (> 0, at most 30 days)."""
-    raw = text.strip().lower()
-    match = TTL_RE.match(raw)
-    if not raw or not match or not any(match.groups()):
-        raise UsageError(f"--ttl {text!r} is not a duration", "pass e.g. --ttl 90m, 4h, 2d or 1h30m")
-    days, hours, minutes = (int(g) if g else 0 for g in match.groups())
-    ttl = timedelta(days=days, hours=hours, minutes=minutes)
-    if ttl <= timedelta(0):
-        raise UsageError("--ttl must be longer than zero", "pass e.g. --ttl 4h")
-    if ttl > TTL_MAX:
-        raise UsageError(f"--ttl {text} is longer than 30 days", "pass a shorter --ttl")
-    return ttl

@@ -27,7 +27,7 @@ def deploy(
     accept_eula: Annotated[bool, typer.Option(help="Accept the model licence (required for gated models).")] = False,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Extra tag KEY=VALUE (repeatable).")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable).")] = None,
-    ttl: Annotated[str | None, typer.Option(help="Expiry, e.g. 90m, 4h, 2d (cleanup --expired removes it).")] = None,
+    ttl: Annotated[str | None, typer.Option(help="Expiry, e.g. 90s, 15m, 4h, 1h30m, 2d (cleanup --expired removes it).")] = None,
     image: Annotated[str | None, typer.Option(help="Container image URI to use instead of JumpStart's.")] = None,
     model_id: Annotated[str | None, typer.Option(help="Override the JumpStart model id.")] = None,
     model_version: Annotated[str | None, typer.Option(help="JumpStart spec version (default: latest).")] = None,
@@ -43,7 +43,8 @@ def deploy(
 
     def body(out):
         from ..aws import resolve_region
-        from ..inputs import parse_env, parse_tags, parse_ttl
+        from ..durations import parse_duration
+        from ..inputs import TTL_MAX, parse_env, parse_tags
         from ..plan import PlanRequest, build_plan
         from ..speculative import parse_mode
         from .render_plan import render_plan
@@ -52,7 +53,7 @@ def deploy(
             model=model, model_id=model_id, model_version=model_version, mode=parse_mode(mode), k=k, name=name,
             instance_type=instance_type, instance_count=instance_count, allow_any_instance=allow_any_instance,
             region=resolve_region(region), role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
-            ttl=parse_ttl(ttl) if ttl is not None else None, image=image, env=parse_env(env or []),
+            ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image, env=parse_env(env or []),
             offline=offline or dry_run and _no_credentials(profile),
         )
         plan = build_plan(request)

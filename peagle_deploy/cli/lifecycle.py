@@ -15,11 +15,22 @@ def register(app: typer.Typer) -> None:
 
 
 def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    sign, seconds = ("-" if seconds < 0 else ""), abs(int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return f"{sign}{hours}h{rest // 60:02d}m" if hours else f"{sign}{rest // 60}m{rest % 60:02d}s"
+    from ..durations import format_duration
+
+    return "-" if seconds is None else format_duration(seconds)
+
+
+def _expiry(row) -> str:
+    """'expired 6m ago', 'in 1h30m', 'never', or 'unreadable tag' (never a negative span)."""
+    from ..durations import format_duration
+
+    if row.expires_in_s is not None:
+        if row.expires_in_s <= 0:
+            return f"expired {format_duration(-row.expires_in_s)} ago"
+        return f"in {format_duration(row.expires_in_s)}"
+    if any(p.startswith("peagle:expires-at") for p in row.tag_problems):
+        return "unreadable tag"
+    return "never"
 
 
 def status(
@@ -43,16 +54,19 @@ def status(
                 console.print("no peagle endpoints in this region")
                 return
             table = Table(title="peagle endpoints")
-            for col in ("endpoint", "status", "model", "mode", "K", "instances", "age", "expires in", "cost so far"):
+            for col in ("endpoint", "status", "model", "mode", "K", "instances", "age", "expires", "cost so far"):
                 table.add_column(col, overflow="fold")
             for r in rows:
                 cost = "-" if r.cost_so_far_usd is None else f"${r.cost_so_far_usd:,.2f} (est.)"
                 table.add_row(r.name, r.status + (f": {r.failure_reason}" if r.failure_reason else ""),
                               r.model or "-", r.mode or "-", str(r.k or "-"),
                               f"{r.instance_count or '?'} x {r.instance_type or '?'}", _duration(r.age_s),
-                              _duration(r.expires_in_s), cost)
+                              _expiry(r), cost)
             console.print(table)
 
+        for r in rows:
+            for problem in r.tag_problems:
+                out.warn(f"{r.name}: tag {problem}; shown as unknown")
         out.result({"endpoints": rows}, human)
 
     run(json_output, body)
@@ -77,18 +91,30 @@ def cleanup(
 
         if sum((bool(name), all_, expired)) != 1:
             raise UsageError("cleanup needs exactly one of NAME, --all or --expired", "see peagle cleanup --help")
+        if name:
+            from ..inputs import validate_name
+
+            validate_name(name)
         what = name or ("every peagle endpoint" if all_ else "every expired peagle endpoint")
         out.confirm(f"Delete {what} (endpoint, endpoint config, model)?", yes=yes)
         report = run_cleanup(AwsSession(region, profile), name, all_=all_, expired=expired, wait=wait)
+        for skipped in report.skipped:
+            out.warn(f"skipped {skipped.name}: {skipped.reason}")
 
         def human(console):
             if not report.outcomes:
                 console.print("nothing to clean up")
             for o in report.outcomes:
-                style = {"deleted": "green", "already gone": "dim", "left": "yellow"}[o.result]
+                style = {"deleted": "green", "already gone": "dim", "left": "yellow", "failed": "red"}[o.result]
                 reason = f" ({o.reason})" if o.reason else ""
                 console.print(f"[{style}]{o.result}[/{style}] {o.kind.replace('_', ' ')} {o.name}{reason}")
 
-        out.result({"deleted": report.deleted, "left": report.left, "outcomes": report.outcomes}, human)
+        out.result({"deleted": report.deleted, "left": report.left, "skipped": report.skipped,
+                    "outcomes": report.outcomes, "ok": report.error is None}, human)
+        if report.error is not None:  # some deletes failed: the others were done and are listed above
+            import typer as _typer
+
+            out.error(report.error.one_line())
+            raise _typer.Exit(int(report.error.exit_code))
 
     run(json_output, body)

@@ -1,15 +1,5 @@
-"""Classifying AWS errors for the lifecycle: 'it is not there' versus everything else."""
+"""Kept for older imports: AWS error classification lives in `peagle_deploy.aws`."""
 
-from __future__ import annotations
+from ..aws import is_already_exists, is_not_found, is_transient
 
-from ..aws import error_code, error_message
-
-_NOT_FOUND_CODES = {"ResourceNotFound", "ResourceNotFoundException", "NotFound"}
-
-
-def is_not_found(exc: BaseException) -> bool:
-    """SageMaker answers a describe/delete of a missing resource with ValidationException 'Could not find'."""
-    code = error_code(exc)
-    if code in _NOT_FOUND_CODES:
-        return True
-    return code == "ValidationException" and "could not find" in error_message(exc).lower()
+__all__ = ["is_already_exists", "is_not_found", "is_transient"]

@@ -8,6 +8,7 @@ resources, not the request we sent.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -33,14 +34,17 @@ def _json_or_text(value: str | None) -> Any:
         return value
 
 
-def verify(sm: Any, plan: DeploymentPlan) -> list[Check]:
-    model = sm.describe_model(ModelName=plan.create_model["ModelName"])
+def verify(sm: Any, plan: DeploymentPlan, *, read: Callable[[Callable[[], Any]], Any] = lambda call: call()
+           ) -> list[Check]:
+    """`read` wraps each describe (deploy passes `wait.read_retrying`: a transient error is asked again)."""
+    model = read(lambda: sm.describe_model(ModelName=plan.create_model["ModelName"]))
     container = model.get("PrimaryContainer", {})
     env = container.get("Environment", {})
     channels = {c.get("ChannelName"): c for c in container.get("AdditionalModelDataSources", [])}
     drafter = channels.get(DRAFTER_CHANNEL)
     expected_uri = plan.drafter_channel["S3DataSource"]["S3Uri"] if plan.drafter_channel else None
-    config = sm.describe_endpoint_config(EndpointConfigName=plan.create_endpoint_config["EndpointConfigName"])
+    config = read(lambda: sm.describe_endpoint_config(
+        EndpointConfigName=plan.create_endpoint_config["EndpointConfigName"]))
     variants = config.get("ProductionVariants", [])
     checks = [
         Check(name="speculative config", ok=_json_or_text(env.get(ENV_VAR)) == _json_or_text(plan.speculative_config),

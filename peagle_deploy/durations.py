@@ -64,7 +64,7 @@ def format_duration(seconds: float) -> str:
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     if days:
-        return f"{days}d{hours:02d}h"
+        return f"{days}d{hours:02d}h" if hours else f"{days}d"
     if hours:
         return f"{hours}h{minutes:02d}m"
     if minutes:

@@ -36,6 +36,8 @@ def deploy(
     wait: Annotated[bool, typer.Option(help="Wait until the endpoint is InService.")] = True,
     timeout: Annotated[int, typer.Option(help="Seconds to wait for InService.")] = 3600,
     keep_on_failure: Annotated[bool, typer.Option(help="On failure keep what was created and print the cleanup command.")] = False,
+    show_secrets: Annotated[bool, typer.Option(
+        "--show-secrets", help="Print secret-looking --env values (HF_TOKEN, *_KEY, ...) instead of ***.")] = False,
     yes: YesOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -49,14 +51,21 @@ def deploy(
         from ..speculative import parse_mode
         from .render_plan import render_plan
 
+        user_env = parse_env(env or [])
+        if not show_secrets:
+            from ..output import register_secret_env
+
+            register_secret_env(user_env)
         request = PlanRequest(
             model=model, model_id=model_id, model_version=model_version, mode=parse_mode(mode), k=k, name=name,
             instance_type=instance_type, instance_count=instance_count, allow_any_instance=allow_any_instance,
             region=resolve_region(region), role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
-            ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image, env=parse_env(env or []),
+            ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image, env=user_env,
             offline=offline or dry_run and _no_credentials(profile),
         )
         plan = build_plan(request)
+        if not show_secrets:  # masked in every output of this process, human and --json
+            register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
         if dry_run:
             out.result({"dry_run": True, "plan": plan}, lambda console: render_plan(console, plan))
             return

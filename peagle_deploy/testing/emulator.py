@@ -45,6 +45,7 @@ class _Fault:
     message: str
     times: int
     status: int = 400
+    skip: int = 0
 
 
 @dataclass
@@ -108,9 +109,10 @@ class SageMakerEmulator:
         self._script = _Script(creating_polls, final, reason or ("scripted failure" if final == "Failed" else None))
 
     def fail(self, action: str, code: str = "InternalFailure", message: str = "injected failure",
-             times: int = 1, status: int = 400) -> None:
-        """The next `times` calls of API action `action` (e.g. 'CreateEndpoint') fail with `code`."""
-        self._faults.append(_Fault(action, code, message, times, status))
+             times: int = 1, status: int = 400, skip: int = 0) -> None:
+        """After `skip` good calls, the next `times` calls of API action `action` (e.g. 'CreateEndpoint')
+        fail with `code` and HTTP `status` (500 for AWS's internal errors, which botocore retries)."""
+        self._faults.append(_Fault(action, code, message, times, status, skip))
 
     def throttle_every_other_call(self) -> None:
         self._throttle_every = 2
@@ -205,6 +207,9 @@ class SageMakerEmulator:
                 return _error(400, "ThrottlingException", "Rate exceeded (emulated)")
             for fault in self._faults:
                 if fault.action == action and fault.times > 0:
+                    if fault.skip > 0:
+                        fault.skip -= 1
+                        continue
                     fault.times -= 1
                     return _error(fault.status, fault.code, fault.message)
         return None

@@ -145,6 +145,7 @@ def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), mod
     gone_configs: set[str] = set()
     want_models: list[str] = list(models)
     for config in want_configs:
+        want_models.extend(m for m in refs.config_models.get(config, []) if m not in want_models)
         if users.get(config):
             outcomes.append(Outcome(kind="endpoint_config", name=config, result="left",
                                     reason=f"still used by endpoint {', '.join(users[config])} (not being cleaned up)"))
@@ -153,7 +154,6 @@ def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), mod
         outcomes.append(outcome)
         if outcome.result in ("deleted", "already gone"):
             gone_configs.add(config)
-            want_models.extend(m for m in refs.config_models.get(config, []) if m not in want_models)
     for model in want_models:
         holders = sorted(cfg for cfg, ms in refs.config_models.items() if model in ms and cfg not in gone_configs)
         if holders:

@@ -11,6 +11,8 @@ users' CI point peagle at a local emulator. Every credential the session resolve
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from . import __version__
@@ -63,7 +65,7 @@ class AwsSession:
         from botocore.config import Config
 
         settings: dict[str, Any] = {
-            "retries": {"mode": "adaptive", "max_attempts": self._max_attempts},
+            "retries": {"mode": "adaptive", "total_max_attempts": self._max_attempts},
             "user_agent_extra": USER_AGENT,
             "connect_timeout": self._connect_timeout,
             "read_timeout": self._read_timeout,
@@ -76,9 +78,11 @@ class AwsSession:
         key = service if not config_overrides else f"{service}:{sorted(config_overrides.items())}"
         if key not in self._clients:
             try:
-                self._clients[key] = self.boto3_session.client(service, config=self.config(**config_overrides))
+                client = self.boto3_session.client(service, config=self.config(**config_overrides))
             except ValueError as exc:  # botocore: 'Invalid endpoint: ...' for a malformed AWS_ENDPOINT_URL
                 raise (translate_error(exc) or exc) from None
+            client.meta.events.register("before-parse", _refuse_web_pages)
+            self._clients[key] = client
         return self._clients[key]
 
     def check_credentials(self) -> dict[str, str]:
@@ -95,6 +99,42 @@ class AwsSession:
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
             raise (translate_error(exc) or exc) from None
         return {"account": ident.get("Account", ""), "arn": ident.get("Arn", "")}
+
+
+@contextmanager
+def importable_without_profile() -> Iterator[None]:
+    """For importing the SageMaker SDK, which builds a default boto3 session at import time: a missing
+    AWS_PROFILE or an unreadable config file would fail the import itself, and with it a dry run that
+    needs no AWS account. Such settings are hidden during the import only (real sessions still see them
+    and report them with exit 3)."""
+    import botocore.session
+
+    hidden: dict[str, str] | None = None
+    try:
+        botocore.session.Session().get_scoped_config()
+    except Exception:  # noqa: BLE001 - ProfileNotFound, ConfigParseError, ...
+        names = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE")
+        hidden = {name: os.environ.pop(name) for name in names if name in os.environ}
+        os.environ["AWS_CONFIG_FILE"] = os.devnull
+    try:
+        yield
+    finally:
+        if hidden is not None:
+            os.environ.pop("AWS_CONFIG_FILE", None)
+            os.environ.update(hidden)
+
+
+def _refuse_web_pages(response_dict: dict[str, Any], operation_model: Any = None, **_: Any) -> None:
+    """An HTML page is never an AWS answer (a wrong region or AWS_ENDPOINT_URL hitting a web server): botocore's
+    JSON parser would read a 200 page as an empty result, and `status` would say 'no endpoints'."""
+    headers = {k.lower(): v for k, v in (response_dict.get("headers") or {}).items()}
+    body = response_dict.get("body")
+    head = body[:512].decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else ""
+    if "text/html" in str(headers.get("content-type", "")).lower() and _looks_like_html(head):
+        name = getattr(operation_model, "name", "the request")
+        raise CredentialsError(f"the AWS endpoint answered {name} with a web page (HTTP "
+                               f"{response_dict.get('status_code', '?')}), not an AWS API response",
+                               "check --region (is it a real region?) and AWS_ENDPOINT_URL")
 
 
 def _env_attempts() -> int | None:

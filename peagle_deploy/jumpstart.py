@@ -36,7 +36,10 @@ def _sdk() -> Any:
     os.environ.setdefault("DISABLE_JUMPSTART_TELEMETRY", "true")
     import logging
 
-    from sagemaker.core.jumpstart import accessors, constants, utils
+    from .aws import importable_without_profile
+
+    with importable_without_profile():  # the SDK builds a boto3 session at import: AWS_PROFILE=nope fails it
+        from sagemaker.core.jumpstart import accessors, constants, utils
 
     logging.getLogger("sagemaker").setLevel(logging.ERROR)
     constants.JUMPSTART_LOGGER.setLevel(logging.ERROR)

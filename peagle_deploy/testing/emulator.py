@@ -290,7 +290,7 @@ class SageMakerEmulator:
             body = {"Quotas": [{"ServiceCode": "sagemaker", "QuotaName": name, "Value": value,
                                 "QuotaCode": f"L-{abs(hash(name)) % 10**8:08d}"}
                                for name, value in emulator.quotas.items()]}
-            return json.dumps(body)
+            return 200, {"Content-Type": "application/x-amz-json-1.1"}, json.dumps(body)
 
         return [
             mock.patch.object(SageMakerResponse, "call_action", call_action),

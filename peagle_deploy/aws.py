@@ -102,11 +102,11 @@ class AwsSession:
 
 
 @contextmanager
-def importable_without_profile() -> Iterator[None]:
-    """For importing the SageMaker SDK, which builds a default boto3 session at import time: a missing
-    AWS_PROFILE or an unreadable config file would fail the import itself, and with it a dry run that
-    needs no AWS account. Such settings are hidden during the import only (real sessions still see them
-    and report them with exit 3)."""
+def hide_broken_profile() -> Iterator[None]:
+    """For work that needs no AWS account (a dry run from the shipped specs): the SageMaker SDK builds
+    default boto3 sessions and clients even then, so a missing AWS_PROFILE or an unreadable config file
+    would fail it. Such settings are hidden inside this block only; real sessions still see them and
+    report them with exit 3."""
     import botocore.session
 
     hidden: dict[str, str] | None = None

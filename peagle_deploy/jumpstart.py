@@ -36,10 +36,7 @@ def _sdk() -> Any:
     os.environ.setdefault("DISABLE_JUMPSTART_TELEMETRY", "true")
     import logging
 
-    from .aws import importable_without_profile
-
-    with importable_without_profile():  # the SDK builds a boto3 session at import: AWS_PROFILE=nope fails it
-        from sagemaker.core.jumpstart import accessors, constants, utils
+    from sagemaker.core.jumpstart import accessors, constants, utils
 
     logging.getLogger("sagemaker").setLevel(logging.ERROR)
     constants.JUMPSTART_LOGGER.setLevel(logging.ERROR)

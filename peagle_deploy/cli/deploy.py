@@ -63,7 +63,13 @@ def deploy(
             ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image, env=user_env,
             offline=offline or dry_run and _no_credentials(profile),
         )
-        plan = build_plan(request)
+        if request.offline:  # needs no AWS account: not even a readable AWS_PROFILE
+            from ..aws import hide_broken_profile
+
+            with hide_broken_profile():
+                plan = build_plan(request)
+        else:
+            plan = build_plan(request)
         if not show_secrets:  # masked in every output of this process, human and --json
             register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
         if dry_run:

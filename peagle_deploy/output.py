@@ -63,6 +63,16 @@ def register_secret_env(env: dict[str, str]) -> list[str]:
     return names
 
 
+def mask_plan_env(plan: Any) -> Any:
+    """A copy of a DeploymentPlan for output, its secret-looking container environment values as ***."""
+    container = dict(plan.create_model.get("PrimaryContainer", {}))
+    env = container.get("Environment") or {}
+    if not any(looks_secret(key) for key in env):
+        return plan
+    container["Environment"] = {k: (MASK if looks_secret(k) else v) for k, v in env.items()}
+    return plan.model_copy(update={"create_model": {**plan.create_model, "PrimaryContainer": container}})
+
+
 def _known_secret_values() -> list[str]:
     values = set(_SECRET_VALUES)
     for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ACCESS_KEY_ID"):

@@ -70,12 +70,16 @@ def deploy(
                 plan = build_plan(request)
         else:
             plan = build_plan(request)
+        shown = plan
         if not show_secrets:  # masked in every output of this process, human and --json
+            from ..output import mask_plan_env
+
             register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
+            shown = mask_plan_env(plan)
         if dry_run:
-            out.result({"dry_run": True, "plan": plan}, lambda console: render_plan(console, plan))
+            out.result({"dry_run": True, "plan": shown}, lambda console: render_plan(console, shown))
             return
-        _deploy_for_real(out, plan, profile=profile, wait=wait, timeout=timeout, yes=yes,
+        _deploy_for_real(out, plan, shown, profile=profile, wait=wait, timeout=timeout, yes=yes,
                          keep_on_failure=keep_on_failure)
 
     run(json_output, body)
@@ -88,7 +92,7 @@ def _no_credentials(profile: str | None) -> bool:
     return not credentials_available(profile)
 
 
-def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure) -> None:
+def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_failure) -> None:
     from ..aws import AwsSession
     from ..errors import UsageError
     from ..lifecycle import deploy as run_deploy
@@ -99,7 +103,7 @@ def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure)
     if timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
     if not out.json_mode:
-        render_summary(out.err_console, plan, title="peagle deploy: about to create")
+        render_summary(out.err_console, shown, title="peagle deploy: about to create")
     if plan.resolution_source == "shipped":
         out.warn(f"the spec was resolved from peagle's shipped copy ({plan.resolution_detail}); "
                  "values marked unverified may not match JumpStart")
@@ -121,4 +125,4 @@ def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure)
             console.print(f"  follow it with: peagle status {result.endpoint_name} --region {result.region}")
         console.print(f"  remove it with: peagle cleanup {result.endpoint_name} --region {result.region} --yes")
 
-    out.result({"deployed": result, "plan": plan}, human)
+    out.result({"deployed": result, "plan": shown}, human)

@@ -45,6 +45,7 @@ class AwsSession:
         self._read_timeout = read_timeout
         self._session: Any = None
         self._clients: dict[str, Any] = {}
+        self._identity: dict[str, str] | None = None
 
     @property
     def boto3_session(self) -> Any:
@@ -86,9 +87,11 @@ class AwsSession:
         return self._clients[key]
 
     def check_credentials(self) -> dict[str, str]:
-        """Fail early, with exit 3, when there are no usable credentials. Returns account and ARN."""
+        """Fail early, with exit 3, when there are no usable credentials. Returns account and ARN (asked once)."""
         import botocore.exceptions
 
+        if self._identity is not None:
+            return self._identity
         if self.boto3_session.get_credentials() is None:
             raise CredentialsError(
                 "no AWS credentials found",
@@ -98,7 +101,8 @@ class AwsSession:
             ident = self.client("sts").get_caller_identity()
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
             raise (translate_error(exc) or exc) from None
-        return {"account": ident.get("Account", ""), "arn": ident.get("Arn", "")}
+        self._identity = {"account": ident.get("Account", ""), "arn": ident.get("Arn", "")}
+        return self._identity
 
 
 @contextmanager

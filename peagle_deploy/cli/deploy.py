@@ -103,6 +103,7 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
     from ..errors import UsageError
     from ..inputs import check_price
     from ..lifecycle import deploy as run_deploy
+    from ..lifecycle.signals import SignalGuard
     from .render_plan import render_summary
 
     if "ExecutionRoleArn" not in plan.create_model:
@@ -112,6 +113,9 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
     # above the price guard --yes is not enough: a script names the price it accepts (--max-price-per-hour)
     interactive = sys.stdin is not None and sys.stdin.isatty()
     price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive)
+    session = AwsSession(plan.region, profile)
+    with SignalGuard("nothing was created"):  # SIGTERM/SIGHUP like Ctrl-C from here on (exit 130)
+        session.check_credentials()  # no AWS access (exit 3) is said before the plan is shown and confirmed
     if not out.json_mode:
         render_summary(out.err_console, shown, title="peagle deploy: about to create")
     if plan.resolution_source == "shipped":
@@ -126,7 +130,7 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
         def progress(status, elapsed, doing):
             update(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
 
-        result = run_deploy(plan, AwsSession(plan.region, profile), wait=wait, timeout_s=timeout,
+        result = run_deploy(plan, session, wait=wait, timeout_s=timeout,
                             keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note)
 
     def human(console):

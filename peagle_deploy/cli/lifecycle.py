@@ -97,7 +97,12 @@ def cleanup(
             validate_name(name)
         what = name or ("every peagle endpoint" if all_ else "every expired peagle endpoint")
         out.confirm(f"Delete {what} (endpoint, endpoint config, model)?", yes=yes)
-        report = run_cleanup(AwsSession(region, profile), name, all_=all_, expired=expired, wait=wait)
+        from ..lifecycle.signals import SignalGuard
+
+        # SIGTERM/SIGHUP like Ctrl-C: exit 130 with a message; deletes are idempotent, so running the same
+        # cleanup again finishes the job
+        with SignalGuard("stopping: run the same peagle cleanup again to finish"):
+            report = run_cleanup(AwsSession(region, profile), name, all_=all_, expired=expired, wait=wait)
         for skipped in report.skipped:
             out.warn(f"skipped {skipped.name}: {skipped.reason}")
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..aws import is_lost_answer, is_not_found, translate_error
-from ..errors import EndpointFailed, ExitCode, Interrupted, PeagleError, UsageError
+from ..aws import is_lost_answer, translate_error
+from ..errors import Interrupted, PeagleError, UsageError
 from ..plan import DeploymentPlan
 from .quota import check_quota
 from .signals import Signalled, SignalGuard
@@ -100,7 +100,7 @@ class _Rollback:
             _add_hint(error, f"rolled back: {', '.join(deleted)} deleted")
         for outcome in left:
             _add_hint(error, f"{_LABEL[outcome.kind]} {outcome.name} left: {outcome.reason}")
-        if left and any(o.reason.startswith("still used") is False for o in left):
+        if any(not o.reason.startswith("still used") for o in left):
             _add_hint(error, f"rollback incomplete: remove what is left with '{command}'")
         elif unseen:
             calls = ", ".join(c for k, _, c in _CREATES if k in unseen)
@@ -174,5 +174,3 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
     return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region, status=described["EndpointStatus"],
                         elapsed_s=clock() - start, verification=checks, notes=notes)
 
-
-__all__ = ["DeployResult", "EndpointFailed", "ExitCode", "cleanup_command", "deploy", "is_not_found"]

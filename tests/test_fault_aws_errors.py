@@ -12,27 +12,10 @@ from pathlib import Path
 import pytest
 
 from peagle_deploy.errors import ExitCode
-from peagle_deploy.testing import SageMakerEmulator
-
-from .peagle_process import PEAGLE
+from .peagle_process import PEAGLE, emu, fault_server  # noqa: F401 - fixtures
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 NO_RETRY = {"AWS_MAX_ATTEMPTS": "1"}  # botocore's retries would only add back-off sleeps here
-
-
-@pytest.fixture(scope="module")
-def server():
-    with SageMakerEmulator.server() as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def emu(server):
-    server.reset()
-    server._seed()
-    server._faults.clear()
-    server.calls.clear()
-    yield server
 
 
 def peagle(env, *args):

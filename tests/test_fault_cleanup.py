@@ -9,26 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from peagle_deploy.testing import SageMakerEmulator
-
-from .peagle_process import PEAGLE
+from .peagle_process import PEAGLE, emu, fault_server  # noqa: F401 - fixtures
 
 PAST = (datetime.now(UTC) - timedelta(hours=2)).isoformat()
 FUTURE = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
-
-
-@pytest.fixture(scope="module")
-def server():
-    with SageMakerEmulator.server() as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def emu(server):
-    server.reset()
-    server._faults.clear()
-    server.calls.clear()
-    yield server
 
 
 def peagle(emu, *args, env_extra=None):

@@ -8,9 +8,7 @@ import subprocess
 
 import pytest
 
-from peagle_deploy.testing import SageMakerEmulator
-
-from .peagle_process import PEAGLE
+from .peagle_process import PEAGLE, emu, fault_server  # noqa: F401 - fixtures
 
 HF = "hf_PeagleLeakTestTokenValue0123456789"
 API = "k1"  # too short to be masked by value: masked by its name
@@ -21,20 +19,6 @@ ENV_ARGS = ["--env", f"HF_TOKEN={HF}", "--env", f"MY_API_KEY={API}", "--env", f"
 KEY_ID = "PEAGLEPROFILEKEYID77"
 SECRET = "profileSecretThatMatchesNoPattern4242"
 TOKEN = "profileSessionTokenValue9999"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with SageMakerEmulator.server() as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def emu(server):
-    server.reset()
-    server._seed()
-    server._faults.clear()
-    yield server
 
 
 def peagle(env, *args):

@@ -17,30 +17,10 @@ import subprocess
 
 import pytest
 
-from peagle_deploy.testing import SageMakerEmulator
-
-from .peagle_process import PEAGLE, PeagleProcess
+from .peagle_process import PEAGLE, PeagleProcess, emu, fault_server  # noqa: F401 - fixtures
 
 NAME = "sig-under-test"
 EMPTY = {"endpoints": [], "configs": [], "models": []}
-
-
-@pytest.fixture(scope="module")
-def server():
-    with SageMakerEmulator.server() as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def emu(server):
-    server.reset()
-    server._seed()
-    server._faults.clear()
-    server._gates.clear()
-    server.script_endpoints(creating_polls=0)
-    yield server
-    for gate in list(server._gates):
-        gate.release()
 
 
 def start_deploy(emu) -> PeagleProcess:

@@ -274,7 +274,7 @@ def translate_error(exc: BaseException) -> PeagleError | None:
                                 "configure them (aws configure, AWS_PROFILE, env vars) or use --dry-run")
     if isinstance(exc, (bx.NoRegionError, bx.InvalidRegionError, bx.UnknownRegionError)):
         return UsageError(f"no usable AWS region ({_short(exc)})", "pass --region, e.g. --region us-east-1")
-    if isinstance(exc, ValueError) and "endpoint" in str(exc).lower() and not isinstance(exc, bx.BotoCoreError):
+    if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):  # botocore's words for a bad URL
         return UsageError(f"AWS endpoint URL is not usable: {_short(exc)}",
                           "AWS_ENDPOINT_URL must be a URL such as http://127.0.0.1:5000")
     if isinstance(exc, bx.ReadTimeoutError):

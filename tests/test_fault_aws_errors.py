@@ -134,3 +134,16 @@ def test_a_dry_run_needs_no_aws_account_even_with_a_missing_profile(emu):
     out = peagle({**env, "AWS_PROFILE": "nope"}, "deploy", "qwen3-coder", "--dry-run", "--json")
     assert out.returncode == 0, out.stderr
     assert '"dry_run": true' in out.stdout
+
+
+def test_transient_read_errors_during_the_wait_and_verification_do_not_fail_the_deploy(emu):
+    """Issue 10 item 4 through the executable: with botocore's retries off, one InternalFailure on the wait's
+    DescribeEndpoint and one on the verification's DescribeModel are asked again; the deploy succeeds."""
+    emu.script_endpoints(creating_polls=1)
+    emu.fail("DescribeEndpoint", code="InternalFailure", status=500, times=1, skip=1)  # call 1: existence check
+    emu.fail("DescribeModel", code="InternalFailure", status=500, times=1, skip=1)
+    out = peagle({**emu.env, **NO_RETRY}, "deploy", "qwen3-coder", "--name", "flaky-reads", "--role", emu.role_arn,
+                 "--yes", "--json", "--offline")
+    assert out.returncode == 0, out.stderr
+    assert emu.calls.count("DescribeModel") >= 3  # existence check, the failed read, the read asked again
+    assert emu.resource_names()["endpoints"] == ["flaky-reads"]

@@ -165,7 +165,8 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
                                     elapsed_s=clock() - start, notes=notes)
             described = wait_in_service(sm, plan.endpoint_name, timeout_s=timeout_s, sleep=sleep, clock=clock,
                                         on_progress=on_progress)
-            checks = verify(sm, plan, read=lambda call: read_retrying(call, sleep=sleep))
+            checks = verify(sm, plan, session.client("logs"), sleep=sleep,
+                            read=lambda call: read_retrying(call, sleep=sleep))
             require(checks)
         except BaseException as exc:  # noqa: BLE001 - includes signals: nothing billable is left unknown
             error = _as_peagle_error(exc)

@@ -13,6 +13,7 @@ from ..inputs import validate_name
 from ..instances import hourly_price
 from ..tags import PeagleTags
 from .tags import read_tags
+from .startup_log import StartupInfo
 
 
 class EndpointStatus(BaseModel):
@@ -33,6 +34,7 @@ class EndpointStatus(BaseModel):
     price_per_hour_usd: float | None
     cost_so_far_usd: float | None
     tag_problems: list[str] = Field(default_factory=list, description="peagle tags present but unreadable")
+    vllm: StartupInfo | None = None  # one endpoint only: what vLLM logged at start (CloudWatch)
 
 
 def _row(described: dict[str, Any], tags: PeagleTags, now: datetime) -> EndpointStatus:
@@ -67,7 +69,12 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
         tags = read_tags(sm, described["EndpointArn"])
         if not tags.managed:
             raise UsageError(f"endpoint {name!r} was not created by peagle", "peagle only reports what it created")
-        return [_row(described, tags, now)]
+        row = _row(described, tags, now)
+        if described["EndpointStatus"] == "InService":
+            from .startup_log import read_cloudwatch
+
+            row.vllm = read_cloudwatch(session.client("logs"), name, attempts=1)
+        return [row]
     rows = []
     for page in sm.get_paginator("list_endpoints").paginate():
         for summary in page.get("Endpoints", []):

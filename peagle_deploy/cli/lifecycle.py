@@ -44,6 +44,9 @@ def status(
             status_view.watch(out, lambda: list_status(session, name), interval=interval or 10.0)
             return
         rows = list_status(session, name)
+        for row in rows:
+            for warning in (row.vllm.warnings if row.vllm else []):
+                out.warn(f"{row.name}: {warning}")
         out.result({"endpoints": rows}, lambda console: status_view.render(console, rows))
 
     run(json_output, body)

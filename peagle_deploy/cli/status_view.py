@@ -30,6 +30,9 @@ def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints"
         console.print("no peagle endpoints in this region", markup=False)
         return
     print_table(console, HEADERS, [cells(r) for r in rows], title=title)
+    for r in rows:
+        if getattr(r, "vllm", None) is not None:
+            console.print(f"{r.name}: {r.vllm.summary()}", markup=False, soft_wrap=True)
 
 
 def line(row: Any) -> str:

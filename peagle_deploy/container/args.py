@@ -5,7 +5,8 @@ Rules (docs/container.md says which were checked against the DLC's sagemaker_ent
 argument; a JSON array expands to one argument per element, except for flags that take JSON
 themselves; variables are processed in sorted order; `--port 8080` comes first; the model is
 SM_VLLM_MODEL, else /opt/ml/model if it is a non-empty directory, else HF_MODEL_ID.
-SM_VLLM_PORT is ignored: SageMaker requires 8080. PEAGLE_MODEL_DIR moves /opt/ml/model (local runs, tests).
+SM_VLLM_PORT is ignored: SageMaker requires 8080. PEAGLE_MODEL_DIR moves /opt/ml/model and PEAGLE_PORT moves
+8080 (local runs: `peagle local`, the emulator's container backend, tests).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ PORT = "8080"
 JSON_FLAGS = {"--allowed-origins", "--allowed-methods", "--allowed-headers", "--middleware"}
 MODEL_DIR = "/opt/ml/model"
 MODEL_DIR_ENV = "PEAGLE_MODEL_DIR"
+PORT_ENV = "PEAGLE_PORT"
 
 
 class ContainerConfigError(ValueError):
@@ -53,7 +55,10 @@ def _values(flag: str, value: str) -> list[str]:
 
 
 def build_argv(env: Mapping[str, str], model_dir: str | None = None) -> list[str]:
-    argv = ["vllm", "serve", resolve_model(env, model_dir), "--port", PORT]
+    port = env.get(PORT_ENV, PORT)
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ContainerConfigError(f"{PORT_ENV} must be a TCP port number, got {port!r}")
+    argv = ["vllm", "serve", resolve_model(env, model_dir), "--port", port]
     for key in sorted(env):
         if not key.startswith(PREFIX) or key in (PREFIX + "MODEL", PREFIX + "PORT"):
             continue

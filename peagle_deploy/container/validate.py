@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .args import ContainerConfigError
+from .drafter import check_mask_hidden, check_mask_token, read_config
+from .vllm_version import installed_vllm_version
 
 ENV_VAR = "SM_VLLM_SPECULATIVE_CONFIG"
 # User-settable fields of vLLM's SpeculativeConfig: those of vLLM main (vllm/config/speculative.py) plus
@@ -25,22 +27,12 @@ ALLOWED_FIELDS = {
     "draft_sample_method", "dspark_draft_topk", "speculative_token_tree", "disable_by_batch_size",
     "acceptance_method", "posterior_threshold", "posterior_alpha",
 }
-# Where vLLM's parallel-drafting proposer looks for the mask token id (get_parallel_drafting_token_id):
-# dflash_config.mask_token_id, then these top-level keys. vLLM 0.16-0.18 read only pard_token/ptd_token_id.
-MASK_TOKEN_KEYS = ("mask_token_id", "dspark_noise_token_id", "pard_token", "ptd_token_id")
 
 
-def _has_mask_token(config: Any) -> bool:
-    if not isinstance(config, dict):
-        return False
-    dflash = config.get("dflash_config")
-    if isinstance(dflash, dict) and dflash.get("mask_token_id") is not None:
-        return True
-    return any(config.get(key) is not None for key in MASK_TOKEN_KEYS)
+def validate(env: Mapping[str, str], vllm_version: str | None = None) -> dict[str, Any] | None:
+    """The parsed speculative config (None when unset); ContainerConfigError on the first problem.
 
-
-def validate(env: Mapping[str, str]) -> dict[str, Any] | None:
-    """The parsed speculative config (None when unset); ContainerConfigError on the first problem."""
+    The drafter checks follow `vllm_version`, by default the vLLM installed beside this code."""
     raw = env.get(ENV_VAR)
     if raw is None or not raw.strip():
         return None
@@ -73,13 +65,8 @@ def validate(env: Mapping[str, str]) -> dict[str, Any] | None:
         if not os.path.isdir(drafter):
             raise ContainerConfigError(f"drafter directory {drafter} does not exist (is the eagle channel mounted?)")
         path = os.path.join(drafter, "config.json")
-        try:
-            with open(path, encoding="utf-8") as handle:
-                drafter_config = json.load(handle)
-        except (OSError, ValueError) as exc:
-            raise ContainerConfigError(f"cannot read drafter config {path}: {exc}") from None
-        if parallel and not _has_mask_token(drafter_config):
-            raise ContainerConfigError(f"drafter config {path} names no mask token id "
-                                       f"({', '.join(MASK_TOKEN_KEYS)} or dflash_config.mask_token_id); "
-                                       "parallel drafting needs one (vLLM 0.16-0.18 read pard_token or ptd_token_id)")
+        drafter_config = read_config(drafter)
+        if parallel:
+            check_mask_token(drafter_config, path, installed_vllm_version() if vllm_version is None else vllm_version)
+            check_mask_hidden(drafter)
     return config

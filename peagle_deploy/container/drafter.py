@@ -1,0 +1,108 @@
+"""Checks on a local P-EAGLE drafter directory that vLLM would otherwise fail on a minute into start-up.
+
+- config.json names a mask token id under a key the installed vLLM version reads (vllm_version.py);
+- the weights hold `mask_hidden` (an EAGLE drafter's hidden state for the parallel slots). Only the
+  safetensors headers are read (8-byte little-endian length, then a JSON header), sharded checkpoints
+  through `model.safetensors.index.json`; the standard library is enough.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+from .args import ContainerConfigError
+from .vllm_version import ANY_VERSION_KEYS, PARALLEL_DRAFTING_SINCE, has_key, mask_token_rule, release
+
+MASK_HIDDEN = "mask_hidden"
+INDEX_FILE = "model.safetensors.index.json"
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+
+
+def read_config(drafter: str) -> dict[str, Any]:
+    path = os.path.join(drafter, "config.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ContainerConfigError(f"cannot read drafter config {path}: {exc}") from None
+    if not isinstance(config, dict):
+        raise ContainerConfigError(f"drafter config {path} is not a JSON object")
+    return config
+
+
+def check_mask_token(config: dict[str, Any], path: str, vllm_version: str | None) -> None:
+    """The version's rule; with the version unknown, any key some supported version reads."""
+    if vllm_version is not None:
+        key = release(vllm_version)
+        if key is not None and key < PARALLEL_DRAFTING_SINCE:
+            raise ContainerConfigError(f"vLLM {vllm_version} has no parallel drafting (it arrived in 0.16); "
+                                       "use a newer vLLM image or set parallel_drafting to false")
+    rule = mask_token_rule(vllm_version)
+    keys = rule.keys if rule else ANY_VERSION_KEYS
+    if any(has_key(config, k) for k in keys):
+        return
+    present = next((k for k in ANY_VERSION_KEYS if has_key(config, k)), None)
+    wanted = next(k for k in keys if "." not in k)
+    value = _value(config, present) if present else "<mask token id>"
+    who = f"vLLM {vllm_version}" if rule else "vLLM"
+    found = f" ({present} is not one of them)" if present else ""
+    raise ContainerConfigError(f"drafter config {path} names no mask token id {who} reads "
+                               f"({', '.join(keys)}){found}; add \"{wanted}\": {value}")
+
+
+def _value(config: dict[str, Any], key: str) -> str:
+    if key == "dflash_config.mask_token_id":
+        return json.dumps(config["dflash_config"]["mask_token_id"])
+    return json.dumps(config[key])
+
+
+def safetensors_tensor_names(path: Path) -> set[str]:
+    """Tensor names in one safetensors file's header, without reading the tensors."""
+    try:
+        with open(path, "rb") as handle:
+            prefix = handle.read(8)
+            if len(prefix) != 8:
+                raise ValueError("shorter than a safetensors header")
+            (size,) = struct.unpack("<Q", prefix)
+            if size > MAX_HEADER_BYTES:
+                raise ValueError(f"header length {size} is not plausible")
+            header = json.loads(handle.read(size))
+    except (OSError, ValueError) as exc:
+        raise ContainerConfigError(f"cannot read drafter weights {path}: {exc}") from None
+    if not isinstance(header, dict):
+        raise ContainerConfigError(f"cannot read drafter weights {path}: header is not a JSON object")
+    return {name for name in header if name != "__metadata__"}
+
+
+def weight_names(drafter: str) -> set[str] | None:
+    """All tensor names of the drafter's safetensors weights; None when it has none to read."""
+    root = Path(drafter)
+    index = root / INDEX_FILE
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+            return set(weight_map)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ContainerConfigError(f"cannot read {index}: {exc!r}") from None
+    files = sorted(root.glob("*.safetensors"))
+    if not files:
+        return None
+    names: set[str] = set()
+    for file in files:
+        names |= safetensors_tensor_names(file)
+    return names
+
+
+def check_mask_hidden(drafter: str) -> None:
+    """vLLM's EAGLE-3 loader matches any weight name containing `mask_hidden`."""
+    names = weight_names(drafter)
+    if names is None:
+        return  # no safetensors (e.g. .bin weights): nothing the standard library can read
+    if not any(MASK_HIDDEN in name for name in names):
+        raise ContainerConfigError(f"drafter weights in {drafter} have no {MASK_HIDDEN} tensor; parallel drafting "
+                                   f"with an EAGLE drafter needs one ([1, 3 x target hidden size]), or set "
+                                   "parallel_drafting to false")

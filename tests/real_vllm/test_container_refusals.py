@@ -1,0 +1,59 @@
+"""The bundled entrypoint in front of a real vLLM: broken drafters refused before vLLM starts, and a vLLM
+that dies on a bad argument leaves its own error line as the container's last words."""
+
+import subprocess
+import sys
+
+import pytest
+
+from peagle_deploy.container.vllm_version import installed_vllm_version
+
+from .conftest import K, make_container
+
+pytestmark = pytest.mark.real_vllm
+
+
+def test_installed_vllm_version_is_read(vllm_bin):
+    assert installed_vllm_version().startswith("0.32.0")
+
+
+@pytest.mark.parametrize("broken,message", [("no-mask-token", "names no mask token id vLLM 0.32.0"),
+                                            ("no-mask-hidden", "have no mask_hidden tensor")])
+def test_broken_drafter_refused_before_vllm_starts(tiny, broken_drafters, vllm_bin, tmp_path, broken, message):
+    container = make_container(tmp_path, "p-eagle", K, tiny.target, broken_drafters[broken], vllm_bin)
+    code = container.start().wait_exit(timeout_s=60)
+    log = container.log()
+    assert code == 2, log
+    lines = log.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("peagle-container: error: ") and message in lines[0], lines
+    assert "exec vllm" not in log
+
+
+def test_drafter_without_mask_hidden_is_fine_for_sequential_eagle3(tiny, broken_drafters, vllm_bin):
+    env = make_container(tiny.target.parent, "eagle3", K, tiny.target, broken_drafters["no-mask-hidden"],
+                         vllm_bin).env
+    out = subprocess.run([sys.executable, "-m", "peagle_deploy.container", "--print-args"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "--speculative-config" in out.stdout and str(broken_drafters["no-mask-hidden"]) in out.stdout
+
+
+def test_pard_token_alone_is_enough_on_this_vllm(tiny, vllm_bin, tmp_path):
+    from peagle_deploy.testing.tiny_models import write_drafter
+
+    drafter = write_drafter(tmp_path / "pard", output_token_id=tiny.output_token_id,
+                            mask_token_id=tiny.mask_token_id, mask_token_key="pard_token")
+    env = make_container(tmp_path, "p-eagle", K, tiny.target, drafter, vllm_bin).env
+    out = subprocess.run([sys.executable, "-m", "peagle_deploy.container", "--print-args"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+def test_bad_argument_container_exits_with_vllms_error_line(tiny, vllm_bin, tmp_path):
+    container = make_container(tmp_path, "off", None, tiny.target, None, vllm_bin,
+                               extra_env={"SM_VLLM_BOGUS_FLAG": "1"})
+    code = container.start().wait_exit(timeout_s=300)
+    assert code != 0
+    lines = [line for line in container.log().splitlines() if line.strip()]
+    assert lines[0].startswith("peagle-container: exec vllm serve")  # the entrypoint did hand over
+    assert lines[-1] == "vllm: error: unrecognized arguments: --bogus-flag 1", lines[-5:]

@@ -43,6 +43,15 @@ NOT_RUN = {
         "quick tour's `peagle deploy qwen3-coder --dry-run`, which runs here",
     "peagle deploy qwen3-coder --image <account>.dkr.ecr.<region>.amazonaws.com/peagle-vllm:0.1.0 --role <role ARN>":
         "<account>, <region> and <role ARN> are the reader's own values",
+    "peagle local start /data/qwen3-coder --drafter /data/qwen3-coder-p-eagle --model qwen3-coder --k 3":
+        "starts vLLM on the reader's GPU with their model and drafter (the real_vllm tier runs `peagle local` "
+        "with tiny models); the docs' invoke/bench/metrics against it run here against the stand-in",
+    "peagle local start /data/qwen3-coder --drafter /data/qwen3-coder-p-eagle --model qwen3-coder --docker  "
+    "--image peagle-vllm:0.1.0            # built with `peagle container dockerfile`, see docs/container.md":
+        "needs a Docker engine, a GPU and the image built from docs/container.md",
+    "peagle local start OUT/target --drafter OUT/drafter --model qwen3-coder --k 3  --env SM_VLLM_MAX_MODEL_LEN=512 "
+    "--env SM_VLLM_ENFORCE_EAGER=true":
+        "starts real vLLM (CPU) on tiny models: the real_vllm tier (tests/real_vllm) runs exactly this",
 }
 
 

@@ -349,14 +349,14 @@ class Output:
     @contextmanager
     def status(self, message: str, *, clock: Callable[[], float] = time.monotonic
                ) -> Iterator[Callable[[str], None]]:
-        """A spinner on a terminal, else plain progress lines; yields a function that updates the text."""
+        """A spinner on a terminal, else plain progress lines (one per update that starts a new phase,
+        a heartbeat otherwise); yields a function that updates the text."""
         if self.interactive:
             with self.err_console.status(message) as live:
                 yield lambda text: live.update(text)
             return
-        lines = PlainProgress(self.info, clock=clock)
-        lines(message)
-        yield lines
+        # no line for `message` itself: a step that fails at once leaves only its one error line
+        yield PlainProgress(self.info, clock=clock)
 
     def confirm(self, question: str, *, yes: bool) -> None:
         """Ask before something that costs money or deletes. No terminal and no --yes: refuse."""

@@ -1,24 +1,30 @@
-"""The only module that imports boto3 (lazily). Everything else asks an `AwsSession` for clients.
+"""The only module that imports boto3 and botocore's exceptions (lazily).
 
-Clients use botocore's adaptive retry mode (throttling and transient errors back off and retry)
-and honour AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_<SERVICE>, which is how tests and users' CI point
-peagle at a local emulator.
+Everything else asks an `AwsSession` for clients, and turns any AWS failure into a PeagleError with
+`translate_error` (one mapping, the README's exit codes, for every command). Clients use botocore's
+adaptive retry mode (throttling and transient errors back off and retry; AWS_MAX_ATTEMPTS overrides
+the attempt count) and honour AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_<SERVICE>, which is how tests and
+users' CI point peagle at a local emulator. Every credential the session resolves is registered with
+`output.register_secret`, so no output can print it, whatever its source (env, profile, SSO, ...).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from . import __version__
-from .errors import CredentialsError, PeagleError, QuotaError, UsageError
+from .errors import CredentialsError, PeagleError, QuotaError, UsageError, WaitTimeout
 
 DEFAULT_REGION = "us-east-1"
 USER_AGENT = f"peagle/{__version__}"
 
 
 def resolve_region(region: str | None) -> str:
-    """--region, else AWS_REGION / AWS_DEFAULT_REGION, else the profile's, else us-east-1."""
+    """--region, else AWS_REGION / AWS_DEFAULT_REGION, else us-east-1 (a profile's region is not read here:
+    the plan needs a region before any session exists)."""
     if region:
         return region
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
@@ -30,15 +36,16 @@ def resolve_region(region: str | None) -> str:
 class AwsSession:
     """One boto3 session and its clients, built on first use."""
 
-    def __init__(self, region: str | None = None, profile: str | None = None, *, max_attempts: int = 8,
+    def __init__(self, region: str | None = None, profile: str | None = None, *, max_attempts: int | None = None,
                  connect_timeout: float = 10, read_timeout: float = 70):
         self.region = resolve_region(region)
         self.profile = profile
-        self._max_attempts = max_attempts
+        self._max_attempts = max_attempts or _env_attempts() or 8
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._session: Any = None
         self._clients: dict[str, Any] = {}
+        self._identity: dict[str, str] | None = None
 
     @property
     def boto3_session(self) -> Any:
@@ -47,16 +54,19 @@ class AwsSession:
             import botocore.exceptions
 
             try:
-                self._session = boto3.Session(region_name=self.region, profile_name=self.profile)
-            except botocore.exceptions.ProfileNotFound:
-                raise UsageError(f"AWS profile {self.profile!r} not found", "check --profile or ~/.aws/config") from None
+                session = boto3.Session(region_name=self.region, profile_name=self.profile)
+                credentials = session.get_credentials()
+            except Exception as exc:  # noqa: BLE001 - profile missing, config unreadable, SSO expired...
+                raise (translate_error(exc) or exc) from None
+            _register_credentials(credentials)
+            self._session = session
         return self._session
 
     def config(self, **overrides: Any) -> Any:
         from botocore.config import Config
 
         settings: dict[str, Any] = {
-            "retries": {"mode": "adaptive", "max_attempts": self._max_attempts},
+            "retries": {"mode": "adaptive", "total_max_attempts": self._max_attempts},
             "user_agent_extra": USER_AGENT,
             "connect_timeout": self._connect_timeout,
             "read_timeout": self._read_timeout,
@@ -68,13 +78,20 @@ class AwsSession:
         """A cached client for `service` (sagemaker, sagemaker-runtime, s3, logs, ...)."""
         key = service if not config_overrides else f"{service}:{sorted(config_overrides.items())}"
         if key not in self._clients:
-            self._clients[key] = self.boto3_session.client(service, config=self.config(**config_overrides))
+            try:
+                client = self.boto3_session.client(service, config=self.config(**config_overrides))
+            except ValueError as exc:  # botocore: 'Invalid endpoint: ...' for a malformed AWS_ENDPOINT_URL
+                raise (translate_error(exc) or exc) from None
+            client.meta.events.register("before-parse", _refuse_web_pages)
+            self._clients[key] = client
         return self._clients[key]
 
     def check_credentials(self) -> dict[str, str]:
-        """Fail early, with exit 3, when there are no usable credentials. Returns account and ARN."""
+        """Fail early, with exit 3, when there are no usable credentials. Returns account and ARN (asked once)."""
         import botocore.exceptions
 
+        if self._identity is not None:
+            return self._identity
         if self.boto3_session.get_credentials() is None:
             raise CredentialsError(
                 "no AWS credentials found",
@@ -82,13 +99,66 @@ class AwsSession:
             )
         try:
             ident = self.client("sts").get_caller_identity()
-        except botocore.exceptions.ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "ClientError")
-            raise CredentialsError(f"AWS rejected the credentials ({code})", "refresh or replace them") from None
-        except botocore.exceptions.BotoCoreError as exc:
-            raise CredentialsError(f"could not verify AWS credentials: {type(exc).__name__}",
-                                   "check the network, region and credentials") from None
-        return {"account": ident.get("Account", ""), "arn": ident.get("Arn", "")}
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+            raise (translate_error(exc) or exc) from None
+        self._identity = {"account": ident.get("Account", ""), "arn": ident.get("Arn", "")}
+        return self._identity
+
+
+@contextmanager
+def hide_broken_profile() -> Iterator[None]:
+    """For work that needs no AWS account (a dry run from the shipped specs): the SageMaker SDK builds
+    default boto3 sessions and clients even then, so a missing AWS_PROFILE or an unreadable config file
+    would fail it. Such settings are hidden inside this block only; real sessions still see them and
+    report them with exit 3."""
+    import botocore.session
+
+    hidden: dict[str, str] | None = None
+    try:
+        botocore.session.Session().get_scoped_config()
+    except Exception:  # noqa: BLE001 - ProfileNotFound, ConfigParseError, ...
+        names = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE")
+        hidden = {name: os.environ.pop(name) for name in names if name in os.environ}
+        os.environ["AWS_CONFIG_FILE"] = os.devnull
+    try:
+        yield
+    finally:
+        if hidden is not None:
+            os.environ.pop("AWS_CONFIG_FILE", None)
+            os.environ.update(hidden)
+
+
+def _refuse_web_pages(response_dict: dict[str, Any], operation_model: Any = None, **_: Any) -> None:
+    """An HTML page is never an AWS answer (a wrong region or AWS_ENDPOINT_URL hitting a web server): botocore's
+    JSON parser would read a 200 page as an empty result, and `status` would say 'no endpoints'."""
+    headers = {k.lower(): v for k, v in (response_dict.get("headers") or {}).items()}
+    body = response_dict.get("body")
+    head = body[:512].decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else ""
+    if "text/html" in str(headers.get("content-type", "")).lower() and _looks_like_html(head):
+        name = getattr(operation_model, "name", "the request")
+        raise CredentialsError(f"the AWS endpoint answered {name} with a web page (HTTP "
+                               f"{response_dict.get('status_code', '?')}), not an AWS API response",
+                               "check --region (is it a real region?) and AWS_ENDPOINT_URL")
+
+
+def _env_attempts() -> int | None:
+    value = os.environ.get("AWS_MAX_ATTEMPTS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def _register_credentials(credentials: Any) -> None:
+    """Whatever the chain found (env, profile file, SSO, role) is a secret for every output."""
+    if credentials is None:
+        return
+    from .output import register_secret
+
+    try:
+        frozen = credentials.get_frozen_credentials()
+    except Exception:  # noqa: BLE001 - a refresh failure surfaces at the first call instead
+        return
+    for value in (frozen.access_key, frozen.secret_key, frozen.token):
+        if value and len(value) >= 8:  # real ones are 16+; emulators' 'testing' must not mask the word everywhere
+            register_secret(value)
 
 
 def error_code(exc: BaseException) -> str:
@@ -106,36 +176,168 @@ def error_message(exc: BaseException) -> str:
     return str(exc)
 
 
-def credentials_available(profile: str | None = None, region: str | None = None) -> bool:
-    """Whether botocore's credential chain finds anything (no AWS request is made for it)."""
-    import botocore.exceptions
+def http_status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return int(status) if status else None
+    return None
 
+
+def credentials_available(profile: str | None = None, region: str | None = None) -> bool:
+    """Whether botocore's credential chain finds anything (no AWS request is made for it). A missing
+    profile or an unreadable config file counts as 'no credentials' (a dry run then works offline)."""
     try:
         return AwsSession(region, profile).boto3_session.get_credentials() is not None
-    except (UsageError, botocore.exceptions.BotoCoreError):
+    except Exception:  # noqa: BLE001 - any failure to find credentials means: none usable
         return False
 
 
 _AUTH_CODES = {"AccessDenied", "AccessDeniedException", "UnrecognizedClientException", "InvalidClientTokenId",
-               "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId"}
+               "ExpiredToken", "ExpiredTokenException", "SignatureDoesNotMatch", "InvalidAccessKeyId",
+               "InvalidSignatureException", "MissingAuthenticationToken", "MissingAuthenticationTokenException",
+               "AuthFailure", "UnauthorizedOperation", "NotAuthorized", "RequestExpired", "IncompleteSignature"}
+_QUOTA_CODES = {"ResourceLimitExceeded", "ServiceQuotaExceededException", "LimitExceededException",
+                "InsufficientInstanceCapacity", "InsufficientCapacity", "CapacityError"}
+_THROTTLE_CODES = {"Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+                   "TooManyRequestsException", "RequestLimitExceeded", "SlowDown", "RequestThrottled"}
+_NOT_FOUND_CODES = {"ResourceNotFound", "ResourceNotFoundException", "NotFound", "NoSuchEntity"}
+_TRANSIENT_CODES = {"InternalFailure", "InternalError", "InternalServerError", "InternalServerException",
+                    "ServiceUnavailable", "ServiceUnavailableException", "RequestTimeout", "RequestTimeoutException",
+                    "PriorRequestNotComplete", *_THROTTLE_CODES}
+_WHERE = "check the network, --region and AWS_ENDPOINT_URL"
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """SageMaker answers a describe/delete of a missing resource with ValidationException 'Could not find'."""
+    code = error_code(exc)
+    if code in _NOT_FOUND_CODES:
+        return True
+    return code == "ValidationException" and "could not find" in error_message(exc).lower()
+
+
+def is_already_exists(exc: BaseException) -> bool:
+    """SageMaker's answer to a Create* whose name is taken: ValidationException 'Cannot create already existing'."""
+    return error_code(exc) == "ValidationException" and "already existing" in error_message(exc).lower()
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure worth asking again about (throttling, 5xx, a dropped connection): never proof of anything."""
+    import botocore.exceptions
+
+    if isinstance(exc, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)):
+        return True
+    if isinstance(exc, botocore.exceptions.ClientError):
+        status = http_status(exc)
+        return error_code(exc) in _TRANSIENT_CODES or (status is not None and status >= 500)
+    return False
+
+
+def is_lost_answer(exc: BaseException) -> bool:
+    """The request may have reached AWS but its answer did not reach us: the outcome is unknown."""
+    import botocore.exceptions as bx
+
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, bx.ClientError):
+        return (http_status(exc) or 0) >= 500
+    if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ProxyConnectionError)):
+        return False  # no connection, so nothing was sent
+    return isinstance(exc, (bx.ConnectionError, bx.HTTPClientError))
 
 
 def translate_error(exc: BaseException) -> PeagleError | None:
-    """A botocore failure as a one-line PeagleError with the right exit code; None if not botocore's."""
-    import botocore.exceptions
+    """Any AWS failure as a one-line PeagleError with the README's exit code; None if `exc` is not AWS's.
 
-    if isinstance(exc, (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError)):
-        return CredentialsError("no usable AWS credentials", "configure them (aws configure, AWS_PROFILE, env vars)")
-    if isinstance(exc, botocore.exceptions.ClientError):
-        code, message = error_code(exc), error_message(exc)
-        if code in _AUTH_CODES:
-            return CredentialsError(f"AWS refused ({code}): {message}", "check the credentials and their permissions")
-        if code in ("ResourceLimitExceeded", "ServiceQuotaExceededException"):
-            return QuotaError(f"AWS refused ({code}): {message}", "request a quota increase or use another instance type")
-        return PeagleError(f"AWS error ({code}): {message}")
-    if isinstance(exc, botocore.exceptions.EndpointConnectionError):
-        return PeagleError(f"could not reach AWS at {getattr(exc, 'kwargs', {}).get('endpoint_url', '?')}",
-                           "check the network, --region and AWS_ENDPOINT_URL")
-    if isinstance(exc, botocore.exceptions.BotoCoreError):
-        return PeagleError(f"AWS client error: {exc}")
+    The one mapping for every command (deploy, status, cleanup, invoke, bench, metrics):
+    2 bad input (AWS rejected the request as invalid, a name that does not exist or is taken, a malformed
+    AWS_ENDPOINT_URL or region), 3 credentials, permission or AWS unreachable/misconfigured (profile,
+    config file, endpoint URL, network), 4 quota, capacity or throttling that outlasted the retries,
+    5 AWS did not answer in time, 1 an AWS internal error that outlasted the retries.
+    """
+    import botocore.exceptions as bx
+    from botocore.parsers import ResponseParserError
+
+    if isinstance(exc, PeagleError):
+        return exc
+    if isinstance(exc, bx.ProfileNotFound):
+        profile = getattr(exc, "kwargs", {}).get("profile") or os.environ.get("AWS_PROFILE", "?")
+        source = " (from AWS_PROFILE)" if os.environ.get("AWS_PROFILE") == profile else ""
+        return CredentialsError(f"AWS profile {profile!r}{source} is not in ~/.aws/config or ~/.aws/credentials",
+                                "check the name (aws configure list-profiles) or unset AWS_PROFILE")
+    if isinstance(exc, (bx.ConfigParseError, bx.ConfigNotFound)):
+        path = getattr(exc, "kwargs", {}).get("path", "the AWS config file")
+        return CredentialsError(f"cannot read {path}", "fix or move that file (aws configure can rewrite it)")
+    if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.NoAuthTokenError,
+                        bx.TokenRetrievalError, bx.CredentialRetrievalError, bx.UnknownCredentialError)):
+        return CredentialsError(f"no usable AWS credentials ({type(exc).__name__})",
+                                "configure them (aws configure, AWS_PROFILE, env vars) or use --dry-run")
+    if isinstance(exc, (bx.NoRegionError, bx.InvalidRegionError, bx.UnknownRegionError)):
+        return UsageError(f"no usable AWS region ({_short(exc)})", "pass --region, e.g. --region us-east-1")
+    if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):  # botocore's words for a bad URL
+        return UsageError(f"AWS endpoint URL is not usable: {_short(exc)}",
+                          "AWS_ENDPOINT_URL must be a URL such as http://127.0.0.1:5000")
+    if isinstance(exc, bx.ReadTimeoutError):
+        return WaitTimeout(f"AWS did not answer in time ({_endpoint(exc)})", _WHERE)
+    if isinstance(exc, (bx.ConnectionError, bx.HTTPClientError)):
+        return CredentialsError(f"could not reach AWS at {_endpoint(exc)} ({type(exc).__name__})", _WHERE)
+    if isinstance(exc, ResponseParserError):
+        return CredentialsError("the AWS endpoint answered something that is not an AWS API response",
+                                "check --region (is it a real region?) and AWS_ENDPOINT_URL")
+    if isinstance(exc, bx.ParamValidationError):
+        return UsageError(f"AWS request refused before sending: {_short(exc)}")
+    if isinstance(exc, bx.WaiterError):
+        last = getattr(exc, "last_response", None) or {}
+        inner = last.get("Error") if isinstance(last, dict) else None
+        if inner:
+            fake = bx.ClientError({"Error": inner, "ResponseMetadata": last.get("ResponseMetadata", {})}, "Wait")
+            return translate_error(fake)
+        return WaitTimeout(f"AWS waiter gave up: {_short(exc)}")
+    if isinstance(exc, bx.ClientError):
+        return _client_error(exc)
+    if isinstance(exc, bx.BotoCoreError):
+        return PeagleError(f"AWS client error: {_short(exc)}")
     return None
+
+
+def _client_error(exc: BaseException) -> PeagleError:
+    code, message, status = error_code(exc), _short_text(error_message(exc)), http_status(exc)
+    operation = getattr(exc, "operation_name", "") or "the request"
+    if code in _AUTH_CODES or status in (401, 403) and not code.isdigit():
+        return CredentialsError(f"AWS refused {operation} ({code}): {message}",
+                                "check the credentials and their permissions")
+    if code.isdigit() or _looks_like_html(message):
+        return CredentialsError(f"the AWS endpoint answered HTTP {status or code} to {operation}, not an AWS API "
+                                "response", "check --region (is it a real region?) and AWS_ENDPOINT_URL")
+    if code in _QUOTA_CODES:
+        return QuotaError(f"AWS refused {operation} ({code}): {message}",
+                          "request a quota increase or use another instance type")
+    if code in _THROTTLE_CODES:
+        return QuotaError(f"AWS kept throttling {operation} ({code}) after retries",
+                          "retry later, or request a higher API rate quota")
+    if is_not_found(exc):
+        return UsageError(f"{operation}: {message}", "check the name and --region")
+    if is_already_exists(exc):
+        return UsageError(f"{operation}: {message}", "choose another --name")
+    if status is not None and status >= 500 or code in _TRANSIENT_CODES:
+        return PeagleError(f"AWS failed {operation} ({code or status}) after retries: {message}",
+                           "retry later; AWS Health Dashboard shows service events")
+    return UsageError(f"AWS rejected {operation} ({code or status}): {message}")
+
+
+def _endpoint(exc: BaseException) -> str:
+    kwargs = getattr(exc, "kwargs", {}) or {}
+    return str(kwargs.get("endpoint_url") or os.environ.get("AWS_ENDPOINT_URL") or "the AWS endpoint")
+
+
+def _looks_like_html(text: str) -> bool:
+    head = text.lstrip()[:200].lower()
+    return head.startswith(("<!doctype html", "<html")) or "<body" in head
+
+
+def _short_text(text: str) -> str:
+    return " ".join(str(text).split())[:500]
+
+
+def _short(exc: BaseException) -> str:
+    return _short_text(str(exc))

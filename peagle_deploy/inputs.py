@@ -35,8 +35,7 @@ ECR_IMAGE_RE = re.compile(
 IMAGE_MAX = 255
 MAX_INSTANCE_COUNT = 100  # peagle's guard: SageMaker's API has no maximum; the account quota decides
 PRICE_GUARD_USD_PER_HOUR = 100.0  # a real deploy above this needs --max-price-per-hour (or a prompt)
-TTL_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?$")
-TTL_MAX = timedelta(days=30)
+TTL_MAX = timedelta(days=30)  # --ttl is parsed by durations.parse_duration
 
 
 def validate_name(name: str) -> str:
@@ -171,18 +170,3 @@ def parse_tags(pairs: list[str]) -> dict[str, str]:
                              "use letters, digits, spaces and _ . : / = + - @")
         tags[key] = value
     return tags
-
-
-def parse_ttl(text: str) -> timedelta:
-    """'90m', '4h', '2d', '1h30m' -> timedelta (> 0, at most 30 days)."""
-    raw = text.strip().lower()
-    match = TTL_RE.match(raw)
-    if not raw or not match or not any(match.groups()):
-        raise UsageError(f"--ttl {text!r} is not a duration", "pass e.g. --ttl 90m, 4h, 2d or 1h30m")
-    days, hours, minutes = (int(g) if g else 0 for g in match.groups())
-    ttl = timedelta(days=days, hours=hours, minutes=minutes)
-    if ttl <= timedelta(0):
-        raise UsageError("--ttl must be longer than zero", "pass e.g. --ttl 4h")
-    if ttl > TTL_MAX:
-        raise UsageError(f"--ttl {text} is longer than 30 days", "pass a shorter --ttl")
-    return ttl

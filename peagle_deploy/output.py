@@ -37,24 +37,71 @@ _SECRET_PATTERNS = [
 ]
 
 
+_SECRET_VALUES: set[str] = set()  # values of this session: credentials in use, secret-looking --env values
+_SECRET_KEYS: set[str] = set()  # names whose value is masked wherever `NAME=value` / "NAME": "value" appears
+_SECRET_NAME_PARTS = {"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PWD", "PASS", "PASSPHRASE", "KEY",
+                      "APIKEY", "CREDENTIAL", "CREDENTIALS", "AUTH", "AUTHORIZATION", "PRIVATE", "SIGNATURE",
+                      "COOKIE", "SESSION", "DSN"}
+_MIN_VALUE = 4  # shorter values are masked by name only: replacing 'abc' everywhere would garble output
+MASK = "***"
+
+
+def looks_secret(name: str) -> bool:
+    """HF_TOKEN, *_KEY, *_SECRET, *_PASSWORD, API_KEY, ...: any `_`/`-` separated word that names a secret.
+    (MAX_TOKENS is not: the word is TOKENS, a count.)"""
+    words = {w for w in re.split(r"[_\-.]+", name.upper()) if w}
+    return bool(words & _SECRET_NAME_PARTS) or name.upper().endswith(("TOKEN", "APIKEY", "PASSWORD", "SECRET"))
+
+
+def register_secret(value: str | None, name: str | None = None) -> None:
+    """From now on no output of this process shows `value` (nor the value of `name=...`)."""
+    if name:
+        _SECRET_KEYS.add(name)
+    if value and len(value) >= _MIN_VALUE:
+        _SECRET_VALUES.add(value)
+
+
+def register_secret_env(env: dict[str, str]) -> list[str]:
+    """Register the secret-looking entries of a container environment; returns their names."""
+    names = [key for key in env if looks_secret(key)]
+    for key in names:
+        register_secret(env[key], key)
+    return names
+
+
+def mask_plan_env(plan: Any) -> Any:
+    """A copy of a DeploymentPlan for output, its secret-looking container environment values as ***."""
+    container = dict(plan.create_model.get("PrimaryContainer", {}))
+    env = container.get("Environment") or {}
+    if not any(looks_secret(key) for key in env):
+        return plan
+    container["Environment"] = {k: (MASK if looks_secret(k) else v) for k, v in env.items()}
+    return plan.model_copy(update={"create_model": {**plan.create_model, "PrimaryContainer": container}})
+
+
 def _known_secret_values() -> list[str]:
-    values = []
+    values = set(_SECRET_VALUES)
     for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ACCESS_KEY_ID"):
         value = os.environ.get(name, "")
         if len(value) >= 8:
-            values.append(value)
-    return values
+            values.add(value)
+    return sorted(values, key=len, reverse=True)  # longest first: a value containing another is masked whole
+
+
+def _key_patterns() -> list[re.Pattern[str]]:
+    return [re.compile(r"(\b" + re.escape(name) + r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+") for name in _SECRET_KEYS]
 
 
 def redact(text: str) -> str:
-    """Remove anything that looks like an AWS credential, and the values of the credential env vars."""
+    """Remove anything that looks like an AWS credential, every credential and secret this session
+    registered, and the values of the credential env vars."""
     for value in _known_secret_values():
-        text = text.replace(value, "***")
-    for pattern in _SECRET_PATTERNS:
+        text = text.replace(value, MASK)
+    for pattern in [*_key_patterns(), *_SECRET_PATTERNS]:
         if pattern.groups:
-            text = pattern.sub(lambda m: m.group(1) + "***", text)
+            text = pattern.sub(lambda m: m.group(1) + MASK, text)
         else:
-            text = pattern.sub("***", text)
+            text = pattern.sub(MASK, text)
     return text
 
 
@@ -302,14 +349,14 @@ class Output:
     @contextmanager
     def status(self, message: str, *, clock: Callable[[], float] = time.monotonic
                ) -> Iterator[Callable[[str], None]]:
-        """A spinner on a terminal, else plain progress lines; yields a function that updates the text."""
+        """A spinner on a terminal, else plain progress lines (one per update that starts a new phase,
+        a heartbeat otherwise); yields a function that updates the text."""
         if self.interactive:
             with self.err_console.status(message) as live:
                 yield lambda text: live.update(text)
             return
-        lines = PlainProgress(self.info, clock=clock)
-        lines(message)
-        yield lines
+        # no line for `message` itself: a step that fails at once leaves only its one error line
+        yield PlainProgress(self.info, clock=clock)
 
     def confirm(self, question: str, *, yes: bool) -> None:
         """Ask before something that costs money or deletes. No terminal and no --yes: refuse."""

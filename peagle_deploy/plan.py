@@ -27,10 +27,11 @@ from .inputs import (
 )
 from .instances import G7E_PREFIX, hourly_price, instance_info, instance_table
 from .spec import ResolvedSpec
+from .tags import MANAGED as MANAGED_TAG  # noqa: F401 - re-exported for older imports
+from .tags import PREFIX as TAG_PREFIX  # noqa: F401
+from .tags import PeagleTags
 from .speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, SpeculativeSettings, parse_k, settings_for
 
-TAG_PREFIX = "peagle:"
-MANAGED_TAG = "peagle:managed"
 VARIANT_NAME = "AllTraffic"
 TP_ENV = "SM_VLLM_TENSOR_PARALLEL_SIZE"
 
@@ -181,20 +182,10 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     gpus = info.gpus if info else None
     env = _environment(spec, settings, request.env, gpus, notes)
 
-    tags = {
-        MANAGED_TAG: "true",
-        "peagle:model": entry.alias,
-        "peagle:model-id": model_id,
-        "peagle:mode": settings.mode.value,
-        "peagle:k": str(settings.k or 0),
-        "peagle:instance-type": instance_type,
-        "peagle:instance-count": str(request.instance_count),
-        "peagle:created-at": now.isoformat(),
-        "peagle:version": __version__,
-    }
     expires_at = now + request.ttl if request.ttl else None
-    if expires_at:
-        tags["peagle:expires-at"] = expires_at.isoformat()
+    tags = PeagleTags(managed=True, model=entry.alias, model_id=model_id, mode=settings.mode.value, k=settings.k,
+                      instance_type=instance_type, instance_count=request.instance_count, created_at=now,
+                      expires_at=expires_at, version=__version__).to_aws()
     tags.update(spec.attribution_tags)  # JumpStart's own attribution, as the SDK tags its deployments
     tags.update(request.tags)
     check_tag_count(tags, len(request.tags))

@@ -41,8 +41,8 @@ CASES = [
     (["qwen3-coder", "--tag", "peagle:managed=false"], "reserved prefix"),
     (["qwen3-coder", "--tag", "k=bad#char"], "characters AWS tags do not allow"),
     (["qwen3-coder", "--ttl", "soon"], "--ttl 'soon' is not a duration"),
-    (["qwen3-coder", "--ttl", "0h"], "--ttl must be longer than zero"),
-    (["qwen3-coder", "--ttl", "45d"], "longer than 30 days"),
+    (["qwen3-coder", "--ttl", "0h"], "--ttl '0h' is shorter than 1s"),
+    (["qwen3-coder", "--ttl", "45d"], "is longer than 30d"),
     (["qwen3-coder", "--frobnicate"], "No such option"),
 ]
 

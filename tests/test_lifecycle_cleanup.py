@@ -58,14 +58,19 @@ def test_cleanup_all_spares_unmanaged_even_with_a_look_alike_tag(emu):
     assert names(emu) == (["sneaky", "theirs"], ["sneaky", "theirs"], ["sneaky", "theirs"])
 
 
-def test_cleanup_by_name_refuses_unmanaged_and_is_idempotent(emu):
+def test_cleanup_by_name_refuses_unmanaged_and_a_missing_name_is_an_error(emu):
+    """Nothing done is not success (issue 11 item 3): someone else's endpoint and a name that does not exist
+    both raise a UsageError (exit 2), and nothing is deleted."""
     unmanaged_stack(emu, "theirs")
-    report = lifecycle.cleanup(AwsSession(emu.region), "theirs")
-    assert [(o.kind, o.result) for o in report.outcomes] == [("endpoint", "left")]
-    assert "no peagle:managed tag" in report.outcomes[0].reason
+    with pytest.raises(PeagleError, match="not created by peagle") as err:
+        lifecycle.cleanup(AwsSession(emu.region), "theirs")
+    assert err.value.exit_code == 2
+    assert names(emu) == (["theirs"], ["theirs"], ["theirs"])
     deploy(emu, "mine")
     assert [o.result for o in lifecycle.cleanup(AwsSession(emu.region), "mine").outcomes] == ["deleted"] * 3
-    assert [o.result for o in lifecycle.cleanup(AwsSession(emu.region), "mine").outcomes] == ["already gone"] * 3
+    with pytest.raises(PeagleError, match="no endpoint, endpoint config or model named 'mine'") as err:
+        lifecycle.cleanup(AwsSession(emu.region), "mine")
+    assert err.value.exit_code == 2
 
 
 def test_managed_endpoint_on_an_unmanaged_model_keeps_the_model(emu):

@@ -77,10 +77,11 @@ def test_mode_off_verifies_absence(emu):
 @pytest.mark.parametrize("action,left_before_rollback", [
     ("CreateModel", 0), ("CreateEndpointConfig", 1), ("CreateEndpoint", 2)])
 def test_failure_at_each_create_rolls_back(emu, action, left_before_rollback):
+    """AWS rejecting a create as invalid is bad input (exit 2), as in every other command."""
     emu.fail(action, code="ValidationException", message="injected at " + action)
     with pytest.raises(PeagleError) as err:
         deploy(emu, make_plan(emu))
-    assert err.value.exit_code == ExitCode.FAILED
+    assert err.value.exit_code == ExitCode.USAGE
     assert f"injected at {action}" in str(err.value)
     if left_before_rollback:
         assert "rolled back" in str(err.value)

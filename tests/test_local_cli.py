@@ -40,7 +40,7 @@ def test_start_invoke_metrics_status_stop(tmp_path, dirs):
         invoked = peagle("invoke", server["url"], "hello", "--max-tokens", "9", env=env)
         assert invoked.returncode == 0, invoked.stderr
         assert invoked.stdout.strip() == "!" * 9
-        metrics = peagle("metrics", server["url"], "--json", env=env)
+        metrics = peagle("metrics", server["url"], "--window", "0s", "--json", env=env)
         assert metrics.returncode == 0, metrics.stderr
         assert json.loads(metrics.stdout)["acceptance"]["mean_acceptance_length"] == 6.0
 

@@ -41,9 +41,12 @@ def describe_endpoint(sagemaker: Any, name: str) -> TargetInfo:
         if not error_code(exc):
             raise
         tags = {}
-    if "peagle:mode" in tags:
-        info.mode = tags["peagle:mode"]
-        info.k = int(tags["peagle:k"]) if tags.get("peagle:k", "").isdigit() else None
+    from ..tags import PeagleTags  # the one reader of peagle's tags
+
+    peagle_tags = PeagleTags.from_aws(tags)
+    if peagle_tags.mode:
+        info.mode = peagle_tags.mode
+        info.k = peagle_tags.k
         info.mode_source = "tags"
-    info.model = tags.get("peagle:model")
+    info.model = peagle_tags.model
     return info

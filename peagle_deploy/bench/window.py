@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 
 from ..errors import UsageError
 
-_SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
 
 def parse_span(text: str) -> timedelta:
-    m = _SPAN.match(text)
-    if not m:
-        raise UsageError(f"--since {text!r} is not a duration", "use a number and a unit, such as 90s, 15m, 2h or 1d")
-    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+    from ..durations import parse_duration  # the one duration grammar (--ttl, --since, ...)
+
+    return parse_duration(text, flag="--since")
 
 
 def parse_moment(text: str, flag: str) -> datetime:

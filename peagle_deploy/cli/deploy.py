@@ -27,7 +27,7 @@ def deploy(
     accept_eula: Annotated[bool, typer.Option(help="Accept the model licence (required for gated models).")] = False,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Extra tag KEY=VALUE (repeatable).")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable).")] = None,
-    ttl: Annotated[str | None, typer.Option(help="Expiry, e.g. 90m, 4h, 2d (cleanup --expired removes it).")] = None,
+    ttl: Annotated[str | None, typer.Option(help="Expiry, e.g. 90s, 15m, 4h, 1h30m, 2d (cleanup --expired removes it).")] = None,
     image: Annotated[str | None, typer.Option(help="Container image URI to use instead of JumpStart's.")] = None,
     model_id: Annotated[str | None, typer.Option(help="Override the JumpStart model id.")] = None,
     model_version: Annotated[str | None, typer.Option(help="JumpStart spec version (default: latest).")] = None,
@@ -36,6 +36,8 @@ def deploy(
     wait: Annotated[bool, typer.Option(help="Wait until the endpoint is InService.")] = True,
     timeout: Annotated[int, typer.Option(help="Seconds to wait for InService.")] = 3600,
     keep_on_failure: Annotated[bool, typer.Option(help="On failure keep what was created and print the cleanup command.")] = False,
+    show_secrets: Annotated[bool, typer.Option(
+        "--show-secrets", help="Print secret-looking --env values (HF_TOKEN, *_KEY, ...) instead of ***.")] = False,
     max_price_per_hour: Annotated[float | None, typer.Option(
         help="Accept a plan estimated above this many USD/h without a prompt (default guard: 100).")] = None,
     yes: YesOpt = False,
@@ -45,24 +47,43 @@ def deploy(
 
     def body(out):
         from ..aws import resolve_region
-        from ..inputs import parse_env, parse_max_price, parse_tags, parse_ttl
+        from ..durations import parse_duration
+        from ..inputs import TTL_MAX, parse_env, parse_max_price, parse_tags
         from ..plan import PlanRequest, build_plan
         from ..speculative import parse_mode
         from .render_plan import render_plan
 
         price_limit = parse_max_price(max_price_per_hour)
+        user_env = parse_env(env or [])
+        if not show_secrets:
+            from ..output import register_secret_env
+
+            register_secret_env(user_env)
         request = PlanRequest(
             model=model, model_id=model_id, model_version=model_version, mode=parse_mode(mode), k=k, name=name,
             instance_type=instance_type, instance_count=instance_count, allow_any_instance=allow_any_instance,
             region=resolve_region(region), role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
-            ttl=parse_ttl(ttl) if ttl is not None else None, image=image, env=parse_env(env or []),
+            ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image,
+            env=user_env,
             offline=offline or dry_run and _no_credentials(profile),
         )
-        plan = build_plan(request)
+        if request.offline:  # needs no AWS account: not even a readable AWS_PROFILE
+            from ..aws import hide_broken_profile
+
+            with hide_broken_profile():
+                plan = build_plan(request)
+        else:
+            plan = build_plan(request)
+        shown = plan
+        if not show_secrets:  # masked in every output of this process, human and --json
+            from ..output import mask_plan_env
+
+            register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
+            shown = mask_plan_env(plan)
         if dry_run:
-            out.result({"dry_run": True, "plan": plan}, lambda console: render_plan(console, plan))
+            out.result({"dry_run": True, "plan": shown}, lambda console: render_plan(console, shown))
             return
-        _deploy_for_real(out, plan, profile=profile, wait=wait, timeout=timeout, yes=yes,
+        _deploy_for_real(out, plan, shown, profile=profile, wait=wait, timeout=timeout, yes=yes,
                          keep_on_failure=keep_on_failure, price_limit=price_limit)
 
     run(json_output, body)
@@ -75,13 +96,14 @@ def _no_credentials(profile: str | None) -> bool:
     return not credentials_available(profile)
 
 
-def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure, price_limit) -> None:
+def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_failure, price_limit) -> None:
     import sys
 
     from ..aws import AwsSession
     from ..errors import UsageError
     from ..inputs import check_price
     from ..lifecycle import deploy as run_deploy
+    from ..lifecycle.signals import SignalGuard
     from .render_plan import render_summary
 
     if "ExecutionRoleArn" not in plan.create_model:
@@ -91,8 +113,11 @@ def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure,
     # above the price guard --yes is not enough: a script names the price it accepts (--max-price-per-hour)
     interactive = sys.stdin is not None and sys.stdin.isatty()
     price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive)
+    session = AwsSession(plan.region, profile)
+    with SignalGuard("nothing was created"):  # SIGTERM/SIGHUP like Ctrl-C from here on (exit 130)
+        session.check_credentials()  # no AWS access (exit 3) is said before the plan is shown and confirmed
     if not out.json_mode:
-        render_summary(out.err_console, plan, title="peagle deploy: about to create")
+        render_summary(out.err_console, shown, title="peagle deploy: about to create")
     if plan.resolution_source == "shipped":
         out.warn(f"the spec was resolved from peagle's shipped copy ({plan.resolution_detail}); "
                  "values marked unverified may not match JumpStart")
@@ -105,7 +130,7 @@ def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure,
         def progress(status, elapsed, doing):
             update(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
 
-        result = run_deploy(plan, AwsSession(plan.region, profile), wait=wait, timeout_s=timeout,
+        result = run_deploy(plan, session, wait=wait, timeout_s=timeout,
                             keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note)
 
     def human(console):
@@ -120,7 +145,7 @@ def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure,
             console.print(f"  follow it with: peagle status {result.endpoint_name} --region {result.region}")
         console.print(f"  remove it with: peagle cleanup {result.endpoint_name} --region {result.region} --yes")
 
-    out.result({"deployed": result, "plan": plan}, human)
+    out.result({"deployed": result, "plan": shown}, human)
     for check in result.verification:
         for warning in check.warnings:
             out.warn(warning)

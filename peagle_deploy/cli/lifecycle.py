@@ -47,6 +47,8 @@ def status(
         for row in rows:
             for warning in (row.vllm.warnings if row.vllm else []):
                 out.warn(f"{row.name}: {warning}")
+            for problem in row.tag_problems:
+                out.warn(f"{row.name}: tag {problem}; shown as unknown")
         out.result({"endpoints": rows}, lambda console: status_view.render(console, rows))
 
     run(json_output, body)
@@ -71,18 +73,35 @@ def cleanup(
 
         if sum((bool(name), all_, expired)) != 1:
             raise UsageError("cleanup needs exactly one of NAME, --all or --expired", "see peagle cleanup --help")
+        if name:
+            from ..inputs import validate_name
+
+            validate_name(name)
         what = name or ("every peagle endpoint" if all_ else "every expired peagle endpoint")
         out.confirm(f"Delete {what} (endpoint, endpoint config, model)?", yes=yes)
-        report = run_cleanup(AwsSession(region, profile), name, all_=all_, expired=expired, wait=wait)
+        from ..lifecycle.signals import SignalGuard
+
+        # SIGTERM/SIGHUP like Ctrl-C: exit 130 with a message; deletes are idempotent, so running the same
+        # cleanup again finishes the job
+        with SignalGuard("stopping: run the same peagle cleanup again to finish"):
+            report = run_cleanup(AwsSession(region, profile), name, all_=all_, expired=expired, wait=wait)
+        for skipped in report.skipped:
+            out.warn(f"skipped {skipped.name}: {skipped.reason}")
 
         def human(console):
             if not report.outcomes:
                 console.print("nothing to clean up")
             for o in report.outcomes:
-                style = {"deleted": "green", "already gone": "dim", "left": "yellow"}[o.result]
+                style = {"deleted": "green", "already gone": "dim", "left": "yellow", "failed": "red"}[o.result]
                 reason = f" ({o.reason})" if o.reason else ""
                 console.print(f"[{style}]{o.result}[/{style}] {o.kind.replace('_', ' ')} {o.name}{reason}")
 
-        out.result({"deleted": report.deleted, "left": report.left, "outcomes": report.outcomes}, human)
+        out.result({"deleted": report.deleted, "left": report.left, "skipped": report.skipped,
+                    "outcomes": report.outcomes, "ok": report.error is None}, human)
+        if report.error is not None:  # some deletes failed: the others were done and are listed above
+            import typer as _typer
+
+            out.error(report.error.one_line())
+            raise _typer.Exit(int(report.error.exit_code))
 
     run(json_output, body)

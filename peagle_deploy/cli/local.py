@@ -78,7 +78,7 @@ def start(
             console.print(f"  try: peagle invoke {server.url} \"Write a Python quicksort\"", markup=False, soft_wrap=True)
             console.print(f"       peagle bench run {server.url} --mode {server.mode}"
                           + (f" --k {server.k}" if server.k else ""), markup=False, soft_wrap=True)
-            console.print(f"       peagle metrics {server.url}", markup=False, soft_wrap=True)
+            console.print(f"       peagle metrics {server.url} --window 0s", markup=False, soft_wrap=True)
             console.print(f"  stop: peagle local stop --name {server.name}", markup=False, soft_wrap=True)
 
         out.result({"local": started.server, "startup": started.startup, "elapsed_s": started.elapsed_s}, human)

@@ -22,7 +22,14 @@ def cells(row: Any) -> list[str]:
     status = row.status + (f": {row.failure_reason}" if row.failure_reason else "")
     return [row.name, status, row.model or "-", row.mode or "-", "-" if row.k is None else str(row.k),
             f"{row.instance_count or '?'} x {row.instance_type or '?'}", human_duration(row.age_s),
-            human_expiry(row.expires_in_s), cost]
+            _expiry(row), cost]
+
+
+def _expiry(row: Any) -> str:
+    """An expiry tag that exists but cannot be read is said so, never shown as 'never'."""
+    if row.expires_in_s is None and any(p.startswith("peagle:expires-at") for p in getattr(row, "tag_problems", [])):
+        return "unreadable tag"
+    return human_expiry(row.expires_in_s)
 
 
 def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints") -> None:

@@ -1,4 +1,10 @@
-"""Executing a DeploymentPlan: checks first, then create, wait, verify; roll back on any failure."""
+"""Executing a DeploymentPlan: checks first, then create, wait, verify; roll back on any failure or signal.
+
+The rollback deletes exactly what this deploy created: creates that answered, plus creates whose answer
+was lost (an interrupt or a dropped connection while the call was in flight), reconciled by name and by
+this deploy's `peagle:created-at` tag, so a same-named resource of someone else is never touched. What
+cannot be confirmed gone is named with the exact `peagle cleanup` command that removes it.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +14,20 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..aws import error_code, error_message, translate_error
-from ..errors import EndpointFailed, ExitCode, Interrupted, PeagleError, UsageError
+from ..aws import is_lost_answer, translate_error
+from ..errors import Interrupted, PeagleError, UsageError
 from ..plan import DeploymentPlan
 from .quota import check_quota
-from .teardown import Outcome, delete_stack
+from .signals import Signalled, SignalGuard
+from .teardown import Outcome, describe, teardown
 from .verify import Check, require, verify
-from .wait import Progress, wait_in_service
+from .wait import Progress, read_retrying, wait_in_service
 
-_CREATES = (("model", "create_model", "describe_model", "ModelName"),
-            ("endpoint_config", "create_endpoint_config", "describe_endpoint_config", "EndpointConfigName"),
-            ("endpoint", "create_endpoint", "describe_endpoint", "EndpointName"))
+_CREATES = (("model", "create_model", "CreateModel"),
+            ("endpoint_config", "create_endpoint_config", "CreateEndpointConfig"),
+            ("endpoint", "create_endpoint", "CreateEndpoint"))
+_LABEL = {"model": "model", "endpoint_config": "endpoint config", "endpoint": "endpoint"}
+RECONCILE_POLLS = 3  # a create whose answer was lost: look for it this many times (1 s apart) before giving up
 
 
 class DeployResult(BaseModel):
@@ -35,84 +44,134 @@ def cleanup_command(plan: DeploymentPlan) -> str:
 
 
 def _refuse_existing(sm: Any, plan: DeploymentPlan) -> None:
-    from .errors import is_not_found
-
-    for kind, _, describe, key in _CREATES:
-        try:
-            getattr(sm, describe)(**{key: plan.endpoint_name})
-        except Exception as exc:
-            if is_not_found(exc):
-                continue
-            raise
-        raise UsageError(f"a SageMaker {kind.replace('_', ' ')} named {plan.endpoint_name!r} already exists",
-                         "choose another --name, or remove the old one with peagle cleanup (peagle's own only)")
+    for kind in ("model", "endpoint_config", "endpoint"):
+        if describe(sm, kind, plan.endpoint_name) is not None:  # type: ignore[arg-type]
+            raise UsageError(f"a SageMaker {_LABEL[kind]} named {plan.endpoint_name!r} already exists",
+                             "choose another --name, or remove the old one with peagle cleanup (peagle's own only)")
 
 
 def _as_peagle_error(exc: BaseException) -> PeagleError:
     if isinstance(exc, PeagleError):
         return exc
+    if isinstance(exc, Signalled):
+        return Interrupted(f"interrupted by {exc.name}")
     if isinstance(exc, KeyboardInterrupt):
         return Interrupted("interrupted")
     translated = translate_error(exc)
-    if translated is not None and translated.exit_code != ExitCode.UNEXPECTED:
-        return translated  # credentials (3), quota (4)
-    if error_code(exc):
-        return EndpointFailed(f"SageMaker call failed ({error_code(exc)}): {error_message(exc)}")
-    return EndpointFailed(f"{type(exc).__name__}: {exc}")
+    if translated is not None:
+        return translated
+    return PeagleError(f"{type(exc).__name__}: {exc}")
 
 
-def _fail(exc: BaseException, sm: Any, plan: DeploymentPlan, created: list[str], keep: bool) -> PeagleError:
-    error = _as_peagle_error(exc)
-    if not created:
+def _add_hint(error: PeagleError, text: str) -> None:
+    error.hint = (error.hint + "; " if error.hint else "") + text
+
+
+class _Rollback:
+    """What this deploy sent to SageMaker, and undoing it."""
+
+    def __init__(self, sm: Any, plan: DeploymentPlan, sleep: Callable[[float], None]):
+        self.sm, self.plan, self.sleep = sm, plan, sleep
+        self.created: list[str] = []  # answered: it exists
+        self.lost: list[str] = []  # sent, answer lost: it may exist, now or later
+
+    def touched(self, kind: str) -> bool:
+        return kind in self.created or kind in self.lost
+
+    def run(self, error: PeagleError, *, keep: bool, hurry: bool) -> PeagleError:
+        if not self.created and not self.lost:
+            if isinstance(error, Interrupted):
+                _add_hint(error, "nothing was created")
+            return error
+        command = cleanup_command(self.plan)
+        if keep:
+            kinds = ", ".join(_LABEL[k] for k in self.created + self.lost)
+            _add_hint(error, f"kept {kinds} {self.plan.endpoint_name!r} (--keep-on-failure): remove with '{command}'")
+            return error
+        try:
+            outcomes = self._undo(hurry)
+        except BaseException:  # noqa: BLE001 - the rollback itself failed or was interrupted: say what to run
+            _add_hint(error, f"rollback incomplete: remove what is left with '{command}'")
+            return error
+        deleted = [_LABEL[o.kind] for o in outcomes if o.result == "deleted"]
+        left = [o for o in outcomes if o.result in ("left", "failed")]
+        unseen = [k for k in self.lost if not any(o.kind == k and o.result == "deleted" for o in outcomes)]
+        if deleted:
+            _add_hint(error, f"rolled back: {', '.join(deleted)} deleted")
+        for outcome in left:
+            _add_hint(error, f"{_LABEL[outcome.kind]} {outcome.name} left: {outcome.reason}")
+        if any(not o.reason.startswith("still used") for o in left):
+            _add_hint(error, f"rollback incomplete: remove what is left with '{command}'")
+        elif unseen:
+            calls = ", ".join(c for k, _, c in _CREATES if k in unseen)
+            _add_hint(error, f"{calls} was interrupted before SageMaker answered and nothing has appeared yet; "
+                             f"if it appears, remove it with '{command}'")
+        elif not deleted:
+            _add_hint(error, "nothing was left to delete")
         return error
-    kinds = ", ".join(k.replace("_", " ") for k in created)
-    if keep:
-        error.hint = (error.hint + "; " if error.hint else "") + \
-            f"kept {kinds} {plan.endpoint_name!r} (--keep-on-failure): remove with '{cleanup_command(plan)}'"
-        return error
-    try:
-        outcomes: list[Outcome] = delete_stack(sm, plan.endpoint_name, wait=True)
-        left = [o for o in outcomes if o.result == "left"]
-    except BaseException:  # noqa: BLE001 - the rollback itself failed: say exactly what to run
-        left = created
-    if left:
-        error.hint = (error.hint + "; " if error.hint else "") + \
-            f"rollback incomplete: remove what is left with '{cleanup_command(plan)}'"
-    else:
-        error.hint = (error.hint + "; " if error.hint else "") + f"rolled back: {kinds} deleted"
-    return error
+
+    def _undo(self, hurry: bool) -> list[Outcome]:
+        # a lost create may land a moment later: look for it a few times before deciding it never happened
+        for _ in range(RECONCILE_POLLS if self.lost else 0):
+            if all(self._exists(kind) for kind in self.lost):
+                break
+            self.sleep(1.0)
+        name = self.plan.endpoint_name
+        return teardown(self.sm, endpoints=[name] if self.touched("endpoint") else [],
+                        configs=[name] if self.touched("endpoint_config") else [],
+                        models=[name] if self.touched("model") else [],
+                        wait=not hurry, created_at=self.plan.created_at)
+
+    def _exists(self, kind: str) -> bool:
+        return describe(self.sm, kind, self.plan.endpoint_name) is not None  # type: ignore[arg-type]
 
 
 def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: float = 3600,
            keep_on_failure: bool = False, on_progress: Progress | None = None,
            on_note: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
-           clock: Callable[[], float] = time.monotonic) -> DeployResult:
-    """Create the plan's model, endpoint config and endpoint; wait and verify when `wait`."""
+           clock: Callable[[], float] = time.monotonic, handle_signals: bool = True) -> DeployResult:
+    """Create the plan's model, endpoint config and endpoint; wait and verify when `wait`.
+
+    SIGINT, SIGTERM and SIGHUP roll back like any failure (exit 130); see `signals.SignalGuard`."""
     if "ExecutionRoleArn" not in plan.create_model:
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
     if session.region != plan.region:
         raise UsageError(f"the plan is for {plan.region}, the session for {session.region}", "build the plan again")
     note = on_note or (lambda _msg: None)
-    session.check_credentials()
-    notes = [check_quota(session, plan.instance_type, plan.instance_count)]
-    note(notes[-1])
-    sm = session.client("sagemaker")
-    _refuse_existing(sm, plan)
-    created: list[str] = []
-    start = clock()
-    try:
-        for kind, create, _, _ in _CREATES:
-            getattr(sm, create)(**getattr(plan, create))
-            created.append(kind)
-            note(f"created {kind.replace('_', ' ')} {plan.endpoint_name}")
-        if not wait:
-            return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region, status="Creating",
-                                elapsed_s=clock() - start, notes=notes)
-        described = wait_in_service(sm, plan.endpoint_name, timeout_s=timeout_s, sleep=sleep, clock=clock,
-                                    on_progress=on_progress)
-        checks = verify(sm, plan, session.client("logs"), sleep=sleep)
-        require(checks)
-    except BaseException as exc:  # noqa: BLE001 - includes KeyboardInterrupt: nothing billable is left behind
-        raise _fail(exc, sm, plan, created, keep_on_failure) from None
+    with SignalGuard("rolling back what this deploy created", enabled=handle_signals) as guard:
+        try:
+            session.check_credentials()
+            notes = [check_quota(session, plan.instance_type, plan.instance_count)]
+            note(notes[-1])
+            sm = session.client("sagemaker")
+            _refuse_existing(sm, plan)
+        except KeyboardInterrupt as exc:
+            raise _Rollback(None, plan, sleep).run(_as_peagle_error(exc), keep=False, hurry=True) from None
+        rollback = _Rollback(sm, plan, sleep)
+        start = clock()
+        try:
+            for kind, create, call in _CREATES:
+                try:
+                    with guard.critical(call):
+                        getattr(sm, create)(**getattr(plan, create))
+                        rollback.created.append(kind)
+                except BaseException as exc:
+                    if kind not in rollback.created and is_lost_answer(exc):
+                        rollback.lost.append(kind)
+                    raise
+                note(f"created {_LABEL[kind]} {plan.endpoint_name}")
+            if not wait:
+                return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region, status="Creating",
+                                    elapsed_s=clock() - start, notes=notes)
+            described = wait_in_service(sm, plan.endpoint_name, timeout_s=timeout_s, sleep=sleep, clock=clock,
+                                        on_progress=on_progress)
+            checks = verify(sm, plan, session.client("logs"), sleep=sleep,
+                            read=lambda call: read_retrying(call, sleep=sleep))
+            require(checks)
+        except BaseException as exc:  # noqa: BLE001 - includes signals: nothing billable is left unknown
+            error = _as_peagle_error(exc)
+            raise rollback.run(error, keep=keep_on_failure and not guard.signalled,
+                               hurry=guard.signalled or isinstance(exc, KeyboardInterrupt)) from None
     return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region, status=described["EndpointStatus"],
                         elapsed_s=clock() - start, verification=checks, notes=notes)
+

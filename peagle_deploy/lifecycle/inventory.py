@@ -5,13 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from ..aws import is_not_found
 from ..errors import UsageError
+from ..inputs import validate_name
 from ..instances import hourly_price
+from ..tags import PeagleTags
+from .tags import read_tags
 from .startup_log import StartupInfo
-from .errors import is_not_found
-from .tags import is_managed, list_tags, parse_time
 
 
 class EndpointStatus(BaseModel):
@@ -28,28 +30,28 @@ class EndpointStatus(BaseModel):
     age_s: float | None
     expires_at: datetime | None
     expires_in_s: float | None
+    expired: bool | None = Field(description="None when there is no readable expiry tag")
     price_per_hour_usd: float | None
     cost_so_far_usd: float | None
+    tag_problems: list[str] = Field(default_factory=list, description="peagle tags present but unreadable")
     vllm: StartupInfo | None = None  # one endpoint only: what vLLM logged at start (CloudWatch)
 
 
-def _row(described: dict[str, Any], tags: dict[str, str], now: datetime) -> EndpointStatus:
-    created = parse_time(tags.get("peagle:created-at")) or described.get("CreationTime")
+def _row(described: dict[str, Any], tags: PeagleTags, now: datetime) -> EndpointStatus:
+    created = tags.created_at or described.get("CreationTime")
     if isinstance(created, datetime) and created.tzinfo is None:
         created = created.replace(tzinfo=UTC)
-    expires = parse_time(tags.get("peagle:expires-at"))
-    instance_type = tags.get("peagle:instance-type")
-    count = int(tags["peagle:instance-count"]) if tags.get("peagle:instance-count", "").isdigit() else None
-    price = hourly_price(instance_type, count or 1) if instance_type else None
+    expires = tags.expires_at
+    price = hourly_price(tags.instance_type, tags.instance_count or 1) if tags.instance_type else None
     age = (now - created).total_seconds() if created else None
-    k = int(tags["peagle:k"]) if tags.get("peagle:k", "").isdigit() and tags["peagle:k"] != "0" else None
     return EndpointStatus(
         name=described["EndpointName"], status=described["EndpointStatus"],
-        failure_reason=described.get("FailureReason"), model=tags.get("peagle:model"),
-        model_id=tags.get("peagle:model-id"), mode=tags.get("peagle:mode"), k=k, instance_type=instance_type,
-        instance_count=count, created_at=created, age_s=age, expires_at=expires,
-        expires_in_s=(expires - now).total_seconds() if expires else None, price_per_hour_usd=price,
+        failure_reason=described.get("FailureReason"), model=tags.model, model_id=tags.model_id, mode=tags.mode,
+        k=tags.k, instance_type=tags.instance_type, instance_count=tags.instance_count, created_at=created,
+        age_s=age, expires_at=expires, expires_in_s=(expires - now).total_seconds() if expires else None,
+        expired=tags.expired(now) if expires or tags.problems else None, price_per_hour_usd=price,
         cost_so_far_usd=round(price * age / 3600, 2) if price is not None and age is not None else None,
+        tag_problems=tags.problems,
     )
 
 
@@ -57,14 +59,15 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
     sm = session.client("sagemaker")
     now = now or datetime.now(UTC)
     if name:
+        validate_name(name)
         try:
             described = sm.describe_endpoint(EndpointName=name)
         except Exception as exc:
             if is_not_found(exc):
                 raise UsageError(f"no endpoint named {name!r} in {session.region}", "see peagle status") from None
             raise
-        tags = list_tags(sm, described["EndpointArn"])
-        if not is_managed(tags):
+        tags = read_tags(sm, described["EndpointArn"])
+        if not tags.managed:
             raise UsageError(f"endpoint {name!r} was not created by peagle", "peagle only reports what it created")
         row = _row(described, tags, now)
         if described["EndpointStatus"] == "InService":
@@ -75,7 +78,14 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
     rows = []
     for page in sm.get_paginator("list_endpoints").paginate():
         for summary in page.get("Endpoints", []):
-            tags = list_tags(sm, summary["EndpointArn"])
-            if is_managed(tags):
-                rows.append(_row({**summary, **sm.describe_endpoint(EndpointName=summary["EndpointName"])}, tags, now))
+            tags = read_tags(sm, summary["EndpointArn"])
+            if not tags.managed:
+                continue
+            try:
+                described = sm.describe_endpoint(EndpointName=summary["EndpointName"])
+            except Exception as exc:
+                if is_not_found(exc):  # deleted between the list and the describe
+                    continue
+                raise
+            rows.append(_row({**summary, **described}, tags, now))
     return rows

@@ -13,7 +13,7 @@ def quota_name(instance_type: str) -> str:
 
 def read_quota(session: Any, instance_type: str) -> float | None:
     """The account's applied quota for this instance type on endpoints, or None when it cannot be read."""
-    import botocore.exceptions
+    from ..aws import translate_error
 
     name = quota_name(instance_type)
     try:
@@ -22,7 +22,9 @@ def read_quota(session: Any, instance_type: str) -> float | None:
             for quota in page.get("Quotas", []):
                 if quota.get("QuotaName") == name:
                     return float(quota["Value"])
-    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError):
+    except Exception as exc:  # any AWS failure: the quota is unknown, CreateEndpoint will say if it is short
+        if translate_error(exc) is None:
+            raise
         return None
     return None
 

@@ -1,21 +1,26 @@
 """Deleting what peagle created, and nothing else.
 
-Every resource is checked for `peagle:managed=true` on itself (not only on its endpoint) before it
-is deleted; deletes are idempotent (already gone counts as done) and run endpoint, endpoint config,
-model, in that order.
+A cleanup is planned before anything is deleted: the planner reads every endpoint's config and every
+config's models first, then removes an endpoint config only if no endpoint outside the cleanup set
+uses it, and a model only if no remaining endpoint config uses it (an unmanaged endpoint on a
+peagle-tagged config keeps billing happily; deleting its config would break it). Every resource is also
+checked for `peagle:managed=true` on itself (not only on its endpoint). Deletes are idempotent (already
+gone counts as done) and run endpoint, endpoint config, model, in that order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..errors import UsageError
-from .errors import is_not_found
-from .tags import is_managed, list_tags, parse_time
+from ..aws import is_not_found, translate_error
+from ..errors import PeagleError, UsageError
+from ..tags import PeagleTags
+from .tags import read_tags
 
 Kind = Literal["endpoint", "endpoint_config", "model"]
 
@@ -23,12 +28,22 @@ Kind = Literal["endpoint", "endpoint_config", "model"]
 class Outcome(BaseModel):
     kind: Kind
     name: str
-    result: Literal["deleted", "already gone", "left"]
+    result: Literal["deleted", "already gone", "left", "failed"]
     reason: str = ""
+    exit_code: int | None = Field(default=None, exclude=True)
+
+
+class Skipped(BaseModel):
+    name: str
+    reason: str
 
 
 class CleanupReport(BaseModel):
     outcomes: list[Outcome] = Field(default_factory=list)
+    skipped: list[Skipped] = Field(default_factory=list, description="endpoints not examined further, and why")
+    error: PeagleError | None = Field(default=None, exclude=True)
+
+    model_config = {"arbitrary_types_allowed": True}
 
     @property
     def deleted(self) -> list[Outcome]:
@@ -36,16 +51,17 @@ class CleanupReport(BaseModel):
 
     @property
     def left(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.result == "left"]
+        return [o for o in self.outcomes if o.result in ("left", "failed")]
 
 
 _DESCRIBE = {"endpoint": ("describe_endpoint", "EndpointName", "EndpointArn"),
              "endpoint_config": ("describe_endpoint_config", "EndpointConfigName", "EndpointConfigArn"),
              "model": ("describe_model", "ModelName", "ModelArn")}
 _DELETE = {"endpoint": "delete_endpoint", "endpoint_config": "delete_endpoint_config", "model": "delete_model"}
+_LABEL = {"endpoint": "endpoint", "endpoint_config": "endpoint config", "model": "model"}
 
 
-def _describe(sm: Any, kind: Kind, name: str) -> dict[str, Any] | None:
+def describe(sm: Any, kind: Kind, name: str) -> dict[str, Any] | None:
     method, key, _ = _DESCRIBE[kind]
     try:
         return getattr(sm, method)(**{key: name})
@@ -55,70 +71,176 @@ def _describe(sm: Any, kind: Kind, name: str) -> dict[str, Any] | None:
         raise
 
 
-def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True) -> Outcome:
-    described = _describe(sm, kind, name)
+def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
+               created_at: datetime | None = None) -> Outcome:
+    """Delete one resource if it is peagle's (and, with `created_at`, from that very deploy)."""
+    described = describe(sm, kind, name)
     if described is None:
         return Outcome(kind=kind, name=name, result="already gone")
-    if require_managed and not is_managed(list_tags(sm, described[_DESCRIBE[kind][2]])):
-        return Outcome(kind=kind, name=name, result="left", reason="not created by peagle (no peagle:managed tag)")
+    if require_managed or created_at is not None:
+        tags = read_tags(sm, described[_DESCRIBE[kind][2]])
+        if require_managed and not tags.managed:
+            return Outcome(kind=kind, name=name, result="left", reason="not created by peagle (no peagle:managed tag)")
+        if created_at is not None and tags.created_at != created_at:
+            return Outcome(kind=kind, name=name, result="left",
+                           reason="same name, but not from this deploy (another peagle:created-at)")
     try:
         getattr(sm, _DELETE[kind])(**{_DESCRIBE[kind][1]: name})
     except Exception as exc:
         if is_not_found(exc):
             return Outcome(kind=kind, name=name, result="already gone")
-        raise
+        error = translate_error(exc)
+        if error is None:
+            raise
+        return Outcome(kind=kind, name=name, result="failed", reason=error.one_line(), exit_code=int(error.exit_code))
     return Outcome(kind=kind, name=name, result="deleted")
 
 
-def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool = True) -> list[Outcome]:
-    """Endpoint, then its config, then the config's models (names read from SageMaker, not assumed)."""
-    config_name, model_names = name, [name]
-    endpoint = _describe(sm, "endpoint", name)
-    if endpoint is not None:
-        config_name = endpoint.get("EndpointConfigName", name)
-    config = _describe(sm, "endpoint_config", config_name)
-    if config is not None:
-        model_names = [v["ModelName"] for v in config.get("ProductionVariants", []) if v.get("ModelName")] or [name]
-    outcomes = [delete_one(sm, "endpoint", name, require_managed=require_managed)]
-    if outcomes[0].result == "deleted" and wait:
-        sm.get_waiter("endpoint_deleted").wait(EndpointName=name, WaiterConfig={"Delay": 5, "MaxAttempts": 180})
-    if outcomes[0].result == "left":
-        return outcomes  # never strip an unmanaged endpoint of its config or model
-    outcomes.append(delete_one(sm, "endpoint_config", config_name, require_managed=require_managed))
-    outcomes.extend(delete_one(sm, "model", m, require_managed=require_managed) for m in model_names)
+@dataclass
+class References:
+    """Who uses what, read from SageMaker before anything is deleted."""
+
+    endpoint_config: dict[str, str] = field(default_factory=dict)  # endpoint -> its config
+    config_models: dict[str, list[str]] = field(default_factory=dict)  # config -> its models
+
+    @classmethod
+    def read(cls, sm: Any) -> References:
+        refs = cls()
+        for page in sm.get_paginator("list_endpoints").paginate():
+            for summary in page.get("Endpoints", []):
+                described = describe(sm, "endpoint", summary["EndpointName"])
+                if described is not None:
+                    refs.endpoint_config[summary["EndpointName"]] = described.get("EndpointConfigName", "")
+        for page in sm.get_paginator("list_endpoint_configs").paginate():
+            for summary in page.get("EndpointConfigs", []):
+                refs.config_models[summary["EndpointConfigName"]] = _models_of(
+                    describe(sm, "endpoint_config", summary["EndpointConfigName"]))
+        return refs
+
+
+def _models_of(config: dict[str, Any] | None) -> list[str]:
+    if config is None:
+        return []
+    return [v["ModelName"] for v in config.get("ProductionVariants", []) if v.get("ModelName")]
+
+
+def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), models: list[str] = (),
+             wait: bool = True, require_managed: bool = True, created_at: datetime | None = None) -> list[Outcome]:
+    """Delete `endpoints` with their configs and models, plus the given `configs` and `models`, except what
+    anything outside this set still uses. Returns one Outcome per resource considered, kept ones with why."""
+    refs = References.read(sm)
+    outcomes: list[Outcome] = []
+    gone_endpoints: set[str] = set()
+    want_configs: list[str] = list(configs)
+    for name in endpoints:
+        outcome = delete_one(sm, "endpoint", name, require_managed=require_managed, created_at=created_at)
+        outcomes.append(outcome)
+        if outcome.result in ("deleted", "already gone"):
+            gone_endpoints.add(name)
+            config = refs.endpoint_config.get(name)
+            if config and config not in want_configs:
+                want_configs.append(config)
+    users = {cfg: sorted(ep for ep, c in refs.endpoint_config.items() if c == cfg and ep not in gone_endpoints)
+             for cfg in refs.config_models}
+    gone_configs: set[str] = set()
+    want_models: list[str] = list(models)
+    for config in want_configs:
+        want_models.extend(m for m in refs.config_models.get(config, []) if m not in want_models)
+        if users.get(config):
+            outcomes.append(Outcome(kind="endpoint_config", name=config, result="left",
+                                    reason=f"still used by endpoint {', '.join(users[config])} (not being cleaned up)"))
+            continue
+        outcome = delete_one(sm, "endpoint_config", config, require_managed=require_managed, created_at=created_at)
+        outcomes.append(outcome)
+        if outcome.result in ("deleted", "already gone"):
+            gone_configs.add(config)
+    for model in want_models:
+        holders = sorted(cfg for cfg, ms in refs.config_models.items() if model in ms and cfg not in gone_configs)
+        if holders:
+            outcomes.append(Outcome(kind="model", name=model, result="left",
+                                    reason=f"still used by endpoint config {', '.join(holders)} (not being cleaned up)"))
+            continue
+        outcomes.append(delete_one(sm, "model", model, require_managed=require_managed, created_at=created_at))
+    if wait:
+        for outcome in outcomes:
+            if outcome.kind == "endpoint" and outcome.result == "deleted":
+                sm.get_waiter("endpoint_deleted").wait(EndpointName=outcome.name,
+                                                       WaiterConfig={"Delay": 5, "MaxAttempts": 180})
     return outcomes
 
 
-def _managed(sm: Any, paginator: str, key: str, name_key: str, arn_key: str) -> list[tuple[str, dict[str, str]]]:
+def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool = True) -> list[Outcome]:
+    """Endpoint `name`, then its config, then the config's models (names read from SageMaker, not assumed).
+    With no endpoint of that name, the config and model of that name (a deploy's leftovers)."""
+    if describe(sm, "endpoint", name) is not None:
+        return teardown(sm, endpoints=[name], wait=wait, require_managed=require_managed)
+    return teardown(sm, configs=[name], models=[name], wait=wait, require_managed=require_managed)
+
+
+def _managed(sm: Any, paginator: str, key: str, name_key: str, arn_key: str) -> list[tuple[str, PeagleTags]]:
     found = []
     for page in sm.get_paginator(paginator).paginate():
         for item in page.get(key, []):
-            tags = list_tags(sm, item[arn_key])
-            if is_managed(tags):
+            tags = read_tags(sm, item[arn_key])
+            if tags.managed:
                 found.append((item[name_key], tags))
     return found
 
 
 def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expired: bool = False,
             wait: bool = True, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> CleanupReport:
+    """Cleanup by NAME, --all or --expired. By NAME, nothing to do is an error (exit 2): a name that does
+    not exist, or resources peagle did not create; scripts must be able to tell."""
     if sum((bool(name), all_, expired)) != 1:
         raise UsageError("cleanup needs exactly one of NAME, --all or --expired", "see peagle cleanup --help")
     sm = session.client("sagemaker")
     report = CleanupReport()
     if name:
+        from ..inputs import validate_name
+
+        validate_name(name)
         report.outcomes.extend(delete_stack(sm, name, wait=wait))
+        if all(o.result == "already gone" for o in report.outcomes):
+            raise UsageError(f"no endpoint, endpoint config or model named {name!r} in {session.region}",
+                             "check the name and --region (peagle status lists peagle's endpoints)")
+        if not report.deleted and any("not created by peagle" in o.reason for o in report.outcomes):
+            raise UsageError(f"{_LABEL[report.outcomes[0].kind]} {name!r} was not created by peagle",
+                             "peagle only deletes what it created; nothing was deleted")
+        _fail_if_failed(report)
         return report
-    endpoints = _managed(sm, "list_endpoints", "Endpoints", "EndpointName", "EndpointArn")
     moment = now()
-    for endpoint_name, tags in endpoints:
-        expires = parse_time(tags.get("peagle:expires-at"))
-        if expired and not (expires and expires <= moment):
-            continue
-        report.outcomes.extend(delete_stack(sm, endpoint_name, wait=wait))
+    selected: list[str] = []
+    for endpoint_name, tags in _managed(sm, "list_endpoints", "Endpoints", "EndpointName", "EndpointArn"):
+        if expired:
+            is_expired = tags.expired(moment)
+            if is_expired is None:
+                report.skipped.append(Skipped(name=endpoint_name, reason="; ".join(tags.problems)
+                                              + " - fix the tag or remove it with peagle cleanup NAME"))
+                continue
+            if not is_expired:
+                continue
+        selected.append(endpoint_name)
+    extra_configs: list[str] = []
+    extra_models: list[str] = []
     if all_:  # leftovers of an interrupted deploy or rollback: configs and models with no endpoint
-        for config_name, _ in _managed(sm, "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName",
-                                       "EndpointConfigArn"):
-            report.outcomes.append(delete_one(sm, "endpoint_config", config_name))
-        for model_name, _ in _managed(sm, "list_models", "Models", "ModelName", "ModelArn"):
-            report.outcomes.append(delete_one(sm, "model", model_name))
+        extra_configs = [c for c, _ in _managed(sm, "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName",
+                                                "EndpointConfigArn")]
+        extra_models = [m for m, _ in _managed(sm, "list_models", "Models", "ModelName", "ModelArn")]
+    if selected or extra_configs or extra_models:
+        report.outcomes.extend(teardown(sm, endpoints=selected, configs=extra_configs, models=extra_models,
+                                        wait=wait))
+    report.error = _first_failure(report)
     return report
+
+
+def _first_failure(report: CleanupReport) -> PeagleError | None:
+    failed = [o for o in report.outcomes if o.result == "failed"]
+    if not failed:
+        return None
+    return PeagleError(f"could not delete {_LABEL[failed[0].kind]} {failed[0].name}: {failed[0].reason}",
+                       exit_code=failed[0].exit_code)
+
+
+def _fail_if_failed(report: CleanupReport) -> None:
+    report.error = _first_failure(report)
+

@@ -47,15 +47,17 @@ def vllm_startup(logs: Any, plan: DeploymentPlan, *, sleep: Callable[[float], No
                  detail=info.summary(), warnings=info.warnings)
 
 
-def verify(sm: Any, plan: DeploymentPlan, logs: Any = None, *,
-           sleep: Callable[[float], None] = time.sleep) -> list[Check]:
-    model = sm.describe_model(ModelName=plan.create_model["ModelName"])
+def verify(sm: Any, plan: DeploymentPlan, logs: Any = None, *, sleep: Callable[[float], None] = time.sleep,
+           read: Callable[[Callable[[], Any]], Any] = lambda call: call()) -> list[Check]:
+    """`read` wraps each describe (deploy passes `wait.read_retrying`: a transient error is asked again)."""
+    model = read(lambda: sm.describe_model(ModelName=plan.create_model["ModelName"]))
     container = model.get("PrimaryContainer", {})
     env = container.get("Environment", {})
     channels = {c.get("ChannelName"): c for c in container.get("AdditionalModelDataSources", [])}
     drafter = channels.get(DRAFTER_CHANNEL)
     expected_uri = plan.drafter_channel["S3DataSource"]["S3Uri"] if plan.drafter_channel else None
-    config = sm.describe_endpoint_config(EndpointConfigName=plan.create_endpoint_config["EndpointConfigName"])
+    config = read(lambda: sm.describe_endpoint_config(
+        EndpointConfigName=plan.create_endpoint_config["EndpointConfigName"]))
     variants = config.get("ProductionVariants", [])
     checks = [
         Check(name="speculative config", ok=_json_or_text(env.get(ENV_VAR)) == _json_or_text(plan.speculative_config),

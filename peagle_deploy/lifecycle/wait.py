@@ -8,9 +8,13 @@ tests never really wait.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from ..aws import is_not_found, is_transient, translate_error
 from ..errors import EndpointFailed, WaitTimeout
+
+T = TypeVar("T")
+READ_ATTEMPTS = 6  # on top of botocore's own retries: a read failure is never an endpoint failure
 
 Progress = Callable[[str, float, str], None]
 WAITING = {"Creating", "Updating", "SystemUpdating", "OutOfService", "UpdateRollbackFailed"}
@@ -38,11 +42,42 @@ def poll_intervals(first: float = 2.0, factor: float = 1.5, cap: float = 30.0):
         delay = min(cap, delay * factor)
 
 
+def read_retrying(call: Callable[[], T], *, sleep: Callable[[float], None], attempts: int = READ_ATTEMPTS) -> T:
+    """`call()` (a describe), asked again with back-off while it fails transiently (throttling, 5xx, a dropped
+    connection). Anything else, or the last failure, raises as it came."""
+    for attempt, delay in enumerate(poll_intervals(first=1.0, factor=2.0, cap=20.0), start=1):
+        try:
+            return call()
+        except Exception as exc:
+            if attempt >= attempts or not is_transient(exc):
+                raise
+            sleep(delay)
+    raise AssertionError("unreachable")
+
+
 def wait_in_service(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[float], None],
                     clock: Callable[[], float], on_progress: Progress | None = None) -> dict[str, Any]:
+    """Poll until InService (returns the description), Failed (EndpointFailed) or the timeout (WaitTimeout).
+    A poll that fails transiently is a missed poll, not a failure; READ_ATTEMPTS in a row give up with
+    the AWS error's own exit code (never 'endpoint failed')."""
     start = clock()
+    misses = 0
     for delay in poll_intervals():
-        described = sm.describe_endpoint(EndpointName=name)
+        try:
+            described = sm.describe_endpoint(EndpointName=name)
+            misses = 0
+        except Exception as exc:
+            if is_not_found(exc):
+                raise EndpointFailed(f"endpoint {name} disappeared while peagle waited for it",
+                                     "someone deleted it; see CloudTrail for who") from None
+            misses += 1
+            if not is_transient(exc) or misses >= READ_ATTEMPTS:
+                raise (translate_error(exc) or exc) from None
+            elapsed = clock() - start
+            if on_progress:
+                on_progress("Unknown", elapsed, f"could not read the status ({type(exc).__name__}); asking again")
+            sleep(delay)
+            continue
         status = described["EndpointStatus"]
         elapsed = clock() - start
         if on_progress:

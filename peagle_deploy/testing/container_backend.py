@@ -134,7 +134,11 @@ class ContainerBackend:
             extra["PATH"] = f"{self.vllm_bin}{os.pathsep}{extra.get('PATH', os.environ.get('PATH', ''))}"
         process_env = process_environment(environment)
         process_env.update(extra)
-        item.process = launch(process_env, item.log_path)
+        try:
+            item.process = launch(process_env, item.log_path)
+        except OSError as exc:
+            self._fail(item, f"cannot start the container: {exc.strerror or exc}")
+            return
         with self._lock:
             self._containers[name] = item
         item.thread = threading.Thread(target=self._watch, args=(item,), name=f"container-{name}", daemon=True)

@@ -5,6 +5,10 @@ What it adds to moto (5.2):
 - scripted endpoint status: Creating for N describes, then InService or Failed with a reason;
 - fault injection: fail a given API action N times with an AWS error code, or throttle every
   other call (ThrottlingException, which botocore's adaptive retry absorbs);
+- gates and latency, to land a signal at an exact moment: `gate("CreateEndpoint")` holds the next such
+  call (before or after SageMaker acts on it) until the test releases it; `delay(action, s)` slows one;
+- duplicate names refused as SageMaker does ("Cannot create already existing endpoint ..."): moto
+  silently overwrites them, which would hide name races from users' CI;
 - a Service Quotas answer for `<instance type> for endpoint usage` (moto has none for SageMaker);
 - the JumpStart spec bucket `jumpstart-cache-prod-<region>`, seeded from the specs peagle ships;
 - server mode: moto's WSGI app on 127.0.0.1 (port 0) in a thread, for tests that run the real
@@ -43,6 +47,34 @@ class _Fault:
     message: str
     times: int
     status: int = 400
+    skip: int = 0
+
+
+@dataclass
+class Gate:
+    """Holds one call of `action` until `release()`: `entered` is set once the call is held.
+
+    `when="before"`: SageMaker has not acted yet (a create then happens only after the release);
+    `when="after"`: it has acted, the answer is held back (a lost answer if the client gives up)."""
+
+    action: str
+    skip: int = 0
+    when: str = "before"
+    entered: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    max_hold_s: float = 120.0
+
+    def wait_entered(self, timeout: float = 60.0) -> None:
+        if not self.entered.wait(timeout):
+            raise TimeoutError(f"no {self.action} call reached the gate within {timeout}s")
+
+    def release(self) -> None:
+        self.released.set()
+
+    def hold(self) -> None:
+        self.entered.set()
+        self.released.wait(self.max_hold_s)  # bounded: a forgotten gate never hangs a test run
 
 
 @dataclass
@@ -66,6 +98,8 @@ class SageMakerEmulator:
         self._script = _Script()
         self._faults: list[_Fault] = []
         self._throttle_every: int = 0
+        self._gates: list[Gate] = []
+        self._delays: dict[str, float] = {}
         self._calls = 0
         self.calls: list[str] = []
         self.quotas: dict[str, float] = {}
@@ -80,12 +114,34 @@ class SageMakerEmulator:
         self._script = _Script(creating_polls, final, reason or ("scripted failure" if final == "Failed" else None))
 
     def fail(self, action: str, code: str = "InternalFailure", message: str = "injected failure",
-             times: int = 1, status: int = 400) -> None:
-        """The next `times` calls of API action `action` (e.g. 'CreateEndpoint') fail with `code`."""
-        self._faults.append(_Fault(action, code, message, times, status))
+             times: int = 1, status: int = 400, skip: int = 0) -> None:
+        """After `skip` good calls, the next `times` calls of API action `action` (e.g. 'CreateEndpoint')
+        fail with `code` and HTTP `status` (500 for AWS's internal errors, which botocore retries)."""
+        self._faults.append(_Fault(action, code, message, times, status, skip))
 
     def throttle_every_other_call(self) -> None:
         self._throttle_every = 2
+
+    def gate(self, action: str, *, skip: int = 0, when: str = "before") -> Gate:
+        """Hold call number `skip + 1` of `action` until the returned gate is released (see Gate)."""
+        if when not in ("before", "after"):
+            raise ValueError("when must be 'before' or 'after'")
+        gate = Gate(action, skip, when)
+        with self._lock:
+            self._gates.append(gate)
+        return gate
+
+    def delay(self, action: str, seconds: float) -> None:
+        """Every call of `action` takes `seconds` longer (latency, not a fault)."""
+        self._delays[action] = seconds
+
+    def resource_names(self) -> dict[str, list[str]]:
+        """Every endpoint, endpoint config and model in the emulated region, read from moto's backend."""
+        from moto.sagemaker.models import sagemaker_backends
+
+        backend = sagemaker_backends[ACCOUNT][self.region]
+        return {"endpoints": sorted(backend.endpoints), "configs": sorted(backend.endpoint_configs),
+                "models": sorted(backend._models)}
 
     def endpoint_status(self, name: str) -> str | None:
         """The emulated endpoint's status (None if it does not exist), read from moto's backend."""
@@ -137,6 +193,17 @@ class SageMakerEmulator:
                             aws_access_key_id="testing", aws_secret_access_key="testing")
 
     # hooks into moto ----------------------------------------------------------------------------
+    def _take_gate(self, action: str) -> Gate | None:
+        with self._lock:
+            for gate in self._gates:
+                if gate.action == action and not gate.entered.is_set():
+                    if gate.skip > 0:
+                        gate.skip -= 1
+                        return None
+                    self._gates.remove(gate)
+                    return gate
+        return None
+
     def _before_action(self, action: str) -> tuple[int, dict[str, str], str] | None:
         with self._lock:
             self.calls.append(action)
@@ -145,6 +212,9 @@ class SageMakerEmulator:
                 return _error(400, "ThrottlingException", "Rate exceeded (emulated)")
             for fault in self._faults:
                 if fault.action == action and fault.times > 0:
+                    if fault.skip > 0:
+                        fault.skip -= 1
+                        continue
                     fault.times -= 1
                     return _error(fault.status, fault.code, fault.message)
         return None
@@ -160,10 +230,44 @@ class SageMakerEmulator:
         original_create = sm_models.SageMakerModelBackend.create_endpoint
         original_describe = sm_models.SageMakerModelBackend.describe_endpoint
         original_delete = sm_models.SageMakerModelBackend.delete_endpoint
+        original_create_model = sm_models.SageMakerModelBackend.create_model
+        original_create_config = sm_models.SageMakerModelBackend.create_endpoint_config
+
+        def refuse_duplicate(backend, store: dict, kind: str, arn_kind: str, name: str) -> None:
+            if name in store:  # SageMaker's own answer; moto would silently overwrite
+                from moto.sagemaker.exceptions import ValidationError
+
+                arn = f"arn:aws:sagemaker:{backend.region_name}:{backend.account_id}:{arn_kind}/{name.lower()}"
+                raise ValidationError(message=f'Cannot create already existing {kind} "{arn}".')
+
+        def create_model(backend, model_name, *args, **kwargs):
+            refuse_duplicate(backend, backend._models, "model", "model", model_name)
+            return original_create_model(backend, model_name, *args, **kwargs)
+
+        def create_endpoint_config(backend, endpoint_config_name, *args, **kwargs):
+            refuse_duplicate(backend, backend.endpoint_configs, "endpoint configuration", "endpoint-config",
+                             endpoint_config_name)
+            return original_create_config(backend, endpoint_config_name, *args, **kwargs)
 
         def call_action(response_self):
-            injected = emulator._before_action(response_self._get_action())
-            return injected if injected is not None else original_call(response_self)
+            import time
+
+            action = response_self._get_action()
+            injected = emulator._before_action(action)
+            if injected is not None:
+                return injected
+            if emulator._delays.get(action):
+                time.sleep(emulator._delays[action])
+            gate = emulator._take_gate(action)
+            if gate is not None and gate.when == "before":
+                gate.hold()
+            try:
+                return original_call(response_self)
+            finally:
+                if gate is not None:
+                    if gate.when == "after":
+                        gate.hold()
+                    gate.done.set()
 
         def validate_instance_type(config_self, instance_type):
             if instance_type.startswith(("ml.g7e.", "ml.g6e.", "ml.p5", "ml.p6")):
@@ -171,6 +275,7 @@ class SageMakerEmulator:
             return original_validate(config_self, instance_type)
 
         def create_endpoint(backend, endpoint_name, endpoint_config_name, tags):
+            refuse_duplicate(backend, backend.endpoints, "endpoint", "endpoint", endpoint_name)
             endpoint = original_create(backend, endpoint_name, endpoint_config_name, tags)
             if emulator.backend is not None:
                 emulator.backend.on_create(backend, endpoint)
@@ -199,12 +304,14 @@ class SageMakerEmulator:
             body = {"Quotas": [{"ServiceCode": "sagemaker", "QuotaName": name, "Value": value,
                                 "QuotaCode": f"L-{abs(hash(name)) % 10**8:08d}"}
                                for name, value in emulator.quotas.items()]}
-            return json.dumps(body)
+            return 200, {"Content-Type": "application/x-amz-json-1.1"}, json.dumps(body)
 
         return [
             mock.patch.object(SageMakerResponse, "call_action", call_action),
             mock.patch.object(sm_models.FakeEndpointConfig, "validate_instance_type", validate_instance_type),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_endpoint", create_endpoint),
+            mock.patch.object(sm_models.SageMakerModelBackend, "create_model", create_model),
+            mock.patch.object(sm_models.SageMakerModelBackend, "create_endpoint_config", create_endpoint_config),
             mock.patch.object(sm_models.SageMakerModelBackend, "describe_endpoint", describe_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
             mock.patch.object(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, create=True),

@@ -35,7 +35,7 @@ CASES = [
     dict(id="invoke-unknown-endpoint", argv=["invoke", "no-such-endpoint", "hi"], exit=2,
          stderr=r"no endpoint named 'no-such-endpoint' in us-east-1: check the name and --region"),
     dict(id="invoke-dead-container", argv=["invoke", DEAD, "hi"], exit=6,
-         stderr=r"connection refused by http://127.0.0.1:9: is the container running"),
+         stderr=r"connection refused by http://127.0.0.1:9: is the server running"),
     # bench: refused before any load
     dict(id="bench-concurrency-zero", argv=["bench", DEAD, "--concurrency", "0"], exit=2,
          stderr=r"--concurrency '0' needs numbers from 1 to 4096"),
@@ -87,7 +87,7 @@ CASES = [
     dict(id="advise-verify-cost-negative", argv=["bench", "advise", "--rates", "0.8", "--verify-cost", "-1"], exit=2,
          stderr=r"Invalid value for '--verify-cost'"),
     # metrics
-    dict(id="metrics-dead-url", argv=["metrics", DEAD], exit=2, stderr=r"cannot reach http://127.0.0.1:9/metrics"),
+    dict(id="metrics-dead-url", argv=["metrics", DEAD], exit=6, stderr=r"cannot reach http://127.0.0.1:9/metrics"),
     dict(id="metrics-since-not-duration", argv=["metrics", "ep", "--since", "soon"], exit=2, stderr=r"--since 'soon' is not a duration"),
     dict(id="metrics-start-not-time", argv=["metrics", "ep", "--start", "notadate"], exit=2,
          stderr=r"--start 'notadate' is not an ISO 8601 time"),

@@ -1,0 +1,89 @@
+"""The installed `peagle` as a child process whose stderr a test can wait on, line by line (bounded waits),
+and the emulator fixtures the fault tests share (import them: `from .peagle_process import emu, fault_server`)."""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+PEAGLE = str(Path(sys.executable).parent / "peagle")
+
+
+class PeagleProcess:
+    def __init__(self, args: list[str], env: dict[str, str]):
+        self.proc = subprocess.Popen([PEAGLE, *args], env={**env, "COLUMNS": "200"}, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.stderr_lines: list[str] = []
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.stdout = ""
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def wait_for_stderr(self, text: str, timeout: float = 60.0) -> str:
+        """Block until a stderr line containing `text` arrives (or fail after `timeout`)."""
+        deadline = time.monotonic() + timeout
+        for line in self.stderr_lines:
+            if text in line:
+                return line
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no stderr line with {text!r} in {timeout}s: {''.join(self.stderr_lines)}")
+            try:
+                line = self._lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError(f"peagle exited before printing {text!r}: {''.join(self.stderr_lines)}")
+            if text in line:
+                return line
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def finish(self, timeout: float = 120.0) -> int:
+        assert self.proc.stdout is not None
+        self.stdout = self.proc.stdout.read()
+        code = self.proc.wait(timeout)
+        self._reader.join(timeout)
+        return code
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.stderr_lines)
+
+
+@pytest.fixture(scope="module")
+def fault_server():
+    """One emulator server per test module (starting one costs about a second)."""
+    from peagle_deploy.testing import SageMakerEmulator
+
+    with SageMakerEmulator.server() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def emu(fault_server):
+    """The module's emulator, emptied: no resources, faults, gates or recorded calls; JumpStart seeded."""
+    fault_server.reset()
+    fault_server._seed()
+    fault_server._faults.clear()
+    fault_server._gates.clear()
+    fault_server.calls.clear()
+    fault_server.script_endpoints(creating_polls=0)
+    yield fault_server
+    for gate in list(fault_server._gates):
+        gate.release()

@@ -19,6 +19,7 @@ _KEYS = {
     "managed": MANAGED, "model": "peagle:model", "model_id": "peagle:model-id", "mode": "peagle:mode",
     "k": "peagle:k", "instance_type": "peagle:instance-type", "instance_count": "peagle:instance-count",
     "created_at": "peagle:created-at", "expires_at": "peagle:expires-at", "version": "peagle:version",
+    "sweep_id": "peagle:sweep-id",
 }
 
 
@@ -35,6 +36,7 @@ class PeagleTags(BaseModel):
     created_at: datetime | None = None
     expires_at: datetime | None = None
     version: str | None = None
+    sweep_id: str | None = Field(default=None, description="the `peagle sweep` that created it, if one did")
     problems: list[str] = Field(default_factory=list, description="tags that were present but unreadable")
 
     def to_aws(self) -> dict[str, str]:
@@ -44,7 +46,7 @@ class PeagleTags(BaseModel):
             "mode": self.mode, "k": str(self.k or 0) if self.mode else None, "instance_type": self.instance_type,
             "instance_count": None if self.instance_count is None else str(self.instance_count),
             "created_at": _write_time(self.created_at), "expires_at": _write_time(self.expires_at),
-            "version": self.version,
+            "version": self.version, "sweep_id": self.sweep_id,
         }
         return {_KEYS[field]: value for field, value in values.items() if value is not None}
 
@@ -59,6 +61,7 @@ class PeagleTags(BaseModel):
         return cls(
             managed=(raw["managed"] or "").strip().lower() == "true",
             model=raw["model"], model_id=raw["model_id"], mode=raw["mode"], version=raw["version"],
+            sweep_id=raw["sweep_id"],
             instance_type=raw["instance_type"],
             k=_read_int("k", raw["k"], problems, zero_is_none=True),
             instance_count=_read_int("instance_count", raw["instance_count"], problems),

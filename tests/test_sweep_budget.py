@@ -84,3 +84,26 @@ def test_a_failed_deploy_half_way_tears_down_everything_it_created(emu_server, t
     assert state["status"] == "failed" and state["configs"]["eagle3 K=7"]["status"] == "failed"
     assert [c["status"] for c in state["configs"].values()].count("done") == 2
     assert nothing_left(emu_server)
+
+
+def test_quota_count_skips_an_endpoint_deleted_between_list_and_describe(emu_in_process):
+    """A parallel sweep deletes one endpoint while the next deploy counts instances in use."""
+    from peagle_deploy.lifecycle.quota import instances_in_use
+
+    emu_in_process.create_endpoint_stack("kept")
+    emu_in_process.create_endpoint_stack("going")
+    sm = emu_in_process.client("sagemaker")
+
+    class DeletedMeanwhile:
+        def get_paginator(self, name):
+            return sm.get_paginator(name)
+
+        def describe_endpoint(self, EndpointName):
+            if EndpointName == "going":
+                sm.delete_endpoint(EndpointName="going")
+            return sm.describe_endpoint(EndpointName=EndpointName)
+
+        def describe_endpoint_config(self, EndpointConfigName):
+            return sm.describe_endpoint_config(EndpointConfigName=EndpointConfigName)
+
+    assert instances_in_use(DeletedMeanwhile(), "ml.g7e.2xlarge") == 1

@@ -70,7 +70,8 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
     from ..bench.datasets import load_dataset
     from ..bench.runner import parse_concurrency
     from ..errors import UsageError
-    from ..inputs import parse_ttl
+    from ..durations import parse_duration
+    from ..inputs import TTL_MAX
     from ..sweep.config import SweepRequest, configurations, new_sweep_id, parse_ks, parse_modes, parse_url_specs
 
     if budget is not None and not budget > 0:
@@ -83,7 +84,7 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
         model=model, configurations=configs, concurrency=parse_concurrency(concurrency), dataset=dataset,
         duration_s=duration, num_prompts=num_prompts, warmup=warmup, max_tokens=max_tokens, budget_usd=budget,
         parallel=parallel, instance_type=instance_type, region=resolve_region(region), profile=profile, role=role,
-        accept_eula=accept_eula, ttl_s=parse_ttl(ttl).total_seconds() if ttl else None,
+        accept_eula=accept_eula, ttl_s=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX).total_seconds() if ttl else None,
         provision_s=provision_estimate, logs_wait_s=logs_wait, timeout_s=timeout, sweep_id=new_sweep_id(),
     )
 
@@ -185,18 +186,20 @@ def _report(sf, out_dir: Path):
 def render_plan(console, plan) -> None:
     from rich.table import Table
 
+    from ..durations import format_duration
+
     table = Table(title=f"peagle sweep {plan.sweep_id}: {plan.model} ({plan.target})", title_justify="left")
     for col in ("configuration", "endpoint", "instance", "$/h", "est. time", "est. $"):
         table.add_column(col, overflow="fold")
     for c in plan.configurations:
         price = "-" if c.price_per_hour_usd is None else f"{c.price_per_hour_usd:,.2f}"
-        table.add_row(c.label, c.endpoint, c.instance_type or "-", price, f"{c.estimated_s / 60:,.0f} min",
+        table.add_row(c.label, c.endpoint, c.instance_type or "-", price, format_duration(c.estimated_s),
                       f"{c.estimated_usd:,.2f}")
     console.print(table)
     budget = "no --budget" if plan.budget_usd is None else f"--budget ${plan.budget_usd:,.2f}"
     verdict = "within" if plan.within_budget else "OVER"
     console.print(f"total about ${plan.estimated_usd:,.2f} ({verdict} {budget}), about "
-                  f"{plan.estimated_wall_s / 60:,.0f} min with {plan.parallel} at once; concurrency "
+                  f"{format_duration(plan.estimated_wall_s)} with {plan.parallel} at once; concurrency "
                   f"{','.join(map(str, plan.concurrency))}", markup=False)
     for note in plan.notes:
         console.print(f"note: {note}", markup=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..aws import is_not_found
 from ..errors import QuotaError
 
 
@@ -36,8 +37,13 @@ def instances_in_use(sm: Any, instance_type: str) -> int:
         for summary in page.get("Endpoints", []):
             if summary.get("EndpointStatus") in ("Deleting", "Failed"):
                 continue
-            described = sm.describe_endpoint(EndpointName=summary["EndpointName"])
-            config = sm.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
+            try:
+                described = sm.describe_endpoint(EndpointName=summary["EndpointName"])
+                config = sm.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
+            except Exception as exc:  # deleted between the list and the describe: it holds nothing now
+                if is_not_found(exc):
+                    continue
+                raise
             for variant in config.get("ProductionVariants", []):
                 if variant.get("InstanceType") == instance_type:
                     used += int(variant.get("InitialInstanceCount", 0))

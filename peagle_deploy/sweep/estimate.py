@@ -86,12 +86,13 @@ def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: b
 
     from ..plan import PlanRequest, build_plan
     from ..speculative import parse_mode
+    from ..tags import PeagleTags
 
-    # the sweep-id tag goes through the plan's tag writer (user --tag cannot use the peagle: prefix)
+    # the sweep-id tag comes from the tag model and rides with the plan's own tags (--tag cannot use peagle:)
     return build_plan(PlanRequest(
         model=request.model, mode=parse_mode(config.mode), k=config.k, name=endpoint_name(request, config),
         instance_type=request.instance_type, region=request.region, role=request.role,
-        accept_eula=request.accept_eula, tags={"peagle:sweep-id": request.sweep_id},
+        accept_eula=request.accept_eula, tags=PeagleTags(sweep_id=request.sweep_id).to_aws(),
         ttl=timedelta(seconds=ttl_s) if ttl_s else None, offline=offline,
     ), resolver=resolver)
 

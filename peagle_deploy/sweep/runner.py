@@ -13,11 +13,13 @@ import io
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ..errors import ExitCode, Interrupted, PeagleError, QuotaError
+from ..lifecycle.signals import SIGNALS, SignalGuard
 from ..output import Output
 from .config import Configuration
 from .estimate import ConfigPlan, plan_sweep
@@ -101,7 +103,7 @@ class Sweep:
             return
         from ..lifecycle import deploy
         from ..lifecycle.verify import require, verify
-        from ..lifecycle.wait import wait_in_service
+        from ..lifecycle.wait import read_retrying, wait_in_service
 
         plan = self.deployments[label]
         row = self._row(label)
@@ -113,11 +115,11 @@ class Sweep:
                            deleted_at=None, price_per_hour_usd=row.price_per_hour_usd, error=None)
             self.out.info(f"{label}: creating {plan.endpoint_name} ({plan.instance_type}, expires "
                           f"{plan.expires_at:%H:%M} UTC)" if plan.expires_at else f"{label}: creating")
-            deploy(plan, self.session, wait=False, on_note=lambda _m: None)
+            deploy(plan, self.session, wait=False, on_note=lambda _m: None, handle_signals=False)
         sm = self.session.client("sagemaker")
         wait_in_service(sm, plan.endpoint_name, timeout_s=self.request.timeout_s, sleep=self.sleep,
                         clock=time.monotonic)
-        require(verify(sm, plan))
+        require(verify(sm, plan, read=lambda call: read_retrying(call, sleep=self.sleep)))
         self.sf.update(label, status="deployed")
         self.out.info(f"{label}: {plan.endpoint_name} is InService, speculative config verified")
         if self.stop.is_set():
@@ -223,33 +225,28 @@ class Sweep:
         self.sf.save()
         threads = [threading.Thread(target=self._worker, daemon=True, name=f"sweep-{i}")
                    for i in range(max(1, min(lanes, len(self._queue))))]
-        previous = _raise_on_terminate()
         try:
-            for t in threads:
-                t.start()
-            while any(t.is_alive() for t in threads):
+            # SIGINT, SIGTERM and SIGHUP land in this (main) thread, which only waits
+            with SignalGuard("tearing down everything this sweep created"):
                 for t in threads:
-                    t.join(JOIN_POLL_S)
+                    t.start()
+                while any(t.is_alive() for t in threads):
+                    for t in threads:
+                        t.join(JOIN_POLL_S)
         except KeyboardInterrupt:
             self.stop.set()
-            _ignore_signals()
-            self.out.warn("interrupted: tearing down everything this sweep created")
-            state.status, state.stopped_reason = "interrupted", "interrupted"
-            self.teardown_all("interrupted")
+            with _signals_ignored():  # a second Ctrl-C must not leave half of the teardown undone
+                state.status, state.stopped_reason = "interrupted", "interrupted"
+                self.teardown_all("interrupted")
             raise Interrupted("sweep interrupted", f"finished configurations are kept; continue with "
                               f"'peagle sweep --resume {self.sf.path}'") from None
-        finally:
-            _restore(previous)
         if self.errors:
             error = self.errors[0]
-            _ignore_signals()
-            try:
+            with _signals_ignored():
                 budget = isinstance(error, BudgetStop)
                 state.status = "stopped" if budget else "failed"
                 state.stopped_reason = error.one_line() if isinstance(error, PeagleError) else repr(error)
                 self.teardown_all("budget" if budget else "sweep failed")
-            finally:
-                _restore(previous)
             raise error
         state.status = "done"
         state.spent_usd = round(self.spent_usd(), 6)
@@ -287,36 +284,17 @@ def check_lanes(session: Any, instance_type: str, instance_count: int, parallel:
     return lanes, note
 
 
-def _raise_on_terminate() -> dict[int, Any]:
-    """SIGTERM and SIGHUP end a sweep like Ctrl-C: the main thread tears down (only there can signals land)."""
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def handler(_signum, _frame):
-        raise KeyboardInterrupt
-
-    previous = {}
-    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if sig is not None:
-            previous[sig] = signal.signal(sig, handler)
-    return previous
-
-
-def _ignore_signals() -> None:
-    """During the teardown a second Ctrl-C must not leave half of it undone."""
-    if threading.current_thread() is not threading.main_thread():
+        yield
         return
-    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if sig is not None:
-            signal.signal(sig, signal.SIG_IGN)
-
-
-def _restore(previous: dict[int, Any]) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 __all__ = ["LIVE", "BudgetStop", "Sweep", "check_lanes", "plan_sweep"]

@@ -42,6 +42,8 @@ CASES = [
     dict(id="sweep-state-exists", argv=["sweep", "qwen3-coder", "--budget", "40", "--role", "{role}", "--yes",
                                         "--state", "{tmp}/state.json"], files={"state.json": "{}"}, exit=2,
          stderr=r"already exists: continue it with 'peagle sweep --resume"),
+    dict(id="sweep-ttl-without-unit", argv=["sweep", "qwen3-coder", "--ttl", "3", "--dry-run"], exit=2,
+         stderr=r"--ttl '3' has no unit"),
     dict(id="sweep-parallel-zero", argv=["sweep", "qwen3-coder", "--parallel", "0", "--dry-run"], exit=2,
          stderr=r"--parallel"),
 ]

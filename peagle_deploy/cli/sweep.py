@@ -188,7 +188,7 @@ def render_plan(console, plan) -> None:
 
     from ..durations import format_duration
 
-    table = Table(title=f"peagle sweep {plan.sweep_id}: {plan.model} ({plan.target})", title_justify="left")
+    table = Table(title=f"sweep {plan.sweep_id} of {plan.model} ({plan.target}): the plan", title_justify="left")
     for col in ("configuration", "endpoint", "instance", "$/h", "est. time", "est. $"):
         table.add_column(col, overflow="fold")
     for c in plan.configurations:

@@ -228,7 +228,7 @@ def render(console, report: SweepReport) -> None:
 
     labels = [r.label for r in report.configurations]
     by_label = {r.label: r for r in report.configurations}
-    table = Table(title=f"peagle sweep {report.sweep_id}: output tokens/s", title_justify="left")
+    table = Table(title=f"sweep {report.sweep_id} of {report.model}: output tokens/s", title_justify="left")
     table.add_column("conc.", justify="right")
     for lb in labels:
         table.add_column(_short(lb), justify="right")

@@ -1,11 +1,17 @@
-"""Validation of user-supplied values, each failure one UsageError (exit 2) naming the fix.
+"""Validation of user-supplied deploy values, each failure one UsageError (exit 2) naming the fix.
 
-Limits are SageMaker's own: names 63 chars matching ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, container environment
-values 1024 bytes and at most 100 variables, tags 128/256 chars and at most 50 per resource.
+One function per input, all here; `plan.build_plan` calls them before anything reaches AWS. Limits are
+SageMaker's own where it documents one: names 63 chars matching ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$, container
+environment values 1024 bytes and at most 100 variables, tags 128/256 chars and at most 50 per resource
+(peagle's own tags counted), container images from Amazon ECR in the model's region, a role in the
+region's partition. SageMaker documents no upper bound for InitialInstanceCount (the account quota
+decides), so peagle's own guard is MAX_INSTANCE_COUNT, and a plan above the hourly price guard needs an
+explicit confirmation (docs/configuration.md).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 
@@ -19,12 +25,23 @@ ENV_VALUE_MAX_BYTES = 1024
 ENV_MAX_VARS = 100
 TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_MAX = 128, 256, 50
 TAG_TEXT_RE = re.compile(r"^[\w\s.:/=+\-@]*$", re.UNICODE)
-RESERVED_TAG_PREFIXES = ("aws:", "peagle:")
+RESERVED_TAG_PREFIXES = ("aws:", "peagle:", "sagemaker-sdk:")  # AWS's, peagle's, JumpStart attribution
+# <account>.dkr.ecr[-fips].<region>.<AWS domain>/<repository>[:tag | @sha256:digest]: CreateModel takes
+# images from Amazon ECR only (peagle sends no ImageConfig for other registries), in the model's region.
+ECR_IMAGE_RE = re.compile(
+    r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\."
+    r"(?:amazonaws\.com(?:\.cn)?|[a-z0-9.-]+)/(?P<repo>[a-z0-9][a-z0-9._/-]*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127})|@sha256:[0-9a-f]{64})?$")
+IMAGE_MAX = 255
+MAX_INSTANCE_COUNT = 100  # peagle's guard: SageMaker's API has no maximum; the account quota decides
+PRICE_GUARD_USD_PER_HOUR = 100.0  # a real deploy above this needs --max-price-per-hour (or a prompt)
 TTL_RE = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?$")
 TTL_MAX = timedelta(days=30)
 
 
 def validate_name(name: str) -> str:
+    if not name.strip():
+        raise UsageError("--name is empty", "pass a name, or leave --name out for a generated one")
     if len(name) > NAME_MAX:
         raise UsageError(f"name {name!r} is {len(name)} characters; SageMaker allows {NAME_MAX}",
                          "choose a shorter --name")
@@ -34,30 +51,84 @@ def validate_name(name: str) -> str:
     return name
 
 
-def validate_role_arn(arn: str) -> str:
-    if not ROLE_ARN_RE.match(arn.strip()):
+def partition_of(region: str) -> str:
+    """The AWS partition of a region (aws, aws-cn, aws-us-gov, ...), from botocore's own endpoint data."""
+    import botocore.session
+
+    return botocore.session.get_session().get_partition_for_region(region)
+
+
+def validate_role_arn(arn: str, region: str | None = None) -> str:
+    arn = arn.strip()
+    if not ROLE_ARN_RE.match(arn):
         raise UsageError(f"--role {arn!r} is not an IAM role ARN",
                          "pass arn:aws:iam::<12-digit account>:role/<name>")
-    return arn.strip()
+    if region:
+        partition, expected = arn.split(":")[1], partition_of(region)
+        if partition != expected:
+            raise UsageError(f"--role is in partition {partition} but region {region} is in {expected}",
+                             f"pass a role ARN of the {expected} partition (arn:{expected}:iam::...) "
+                             "or a --region of its partition")
+    return arn
+
+
+def validate_image(image: str, region: str) -> str:
+    """An --image must be an Amazon ECR image URI in the deploy region (CreateModel's rule)."""
+    text = image.strip()
+    match = ECR_IMAGE_RE.match(text) if len(text) <= IMAGE_MAX else None
+    if match is None:
+        raise UsageError(f"--image {image!r} is not an Amazon ECR image URI",
+                         "pass <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>")
+    if match["region"] != region:
+        raise UsageError(f"--image is in {match['region']} but the endpoint is in {region}",
+                         f"push the image to ECR in {region} or pass --region {match['region']}")
+    return text
 
 
 def parse_instance_count(value: int) -> int:
     if value < 1:
         raise UsageError(f"--instance-count must be at least 1, got {value}", "pass --instance-count 1 or more")
+    if value > MAX_INSTANCE_COUNT:
+        raise UsageError(f"--instance-count {value} is above peagle's limit of {MAX_INSTANCE_COUNT}",
+                         f"pass --instance-count 1..{MAX_INSTANCE_COUNT} (more needs a SageMaker quota increase "
+                         "and several endpoints)")
     return value
 
 
-def _split_pair(raw: str, flag: str) -> tuple[str, str]:
+def parse_max_price(value: float | None) -> float:
+    """--max-price-per-hour: the hourly estimate a script accepts without a prompt (default the guard)."""
+    if value is None:
+        return PRICE_GUARD_USD_PER_HOUR
+    if not value > 0:
+        raise UsageError(f"--max-price-per-hour must be positive, got {value}", "pass e.g. --max-price-per-hour 50")
+    return value
+
+
+def check_price(price_per_hour: float | None, limit: float, *, interactive: bool) -> bool:
+    """True when the plan needs an explicit price confirmation; refuse (exit 2) when none can be asked."""
+    if price_per_hour is None or price_per_hour <= limit:
+        return False
+    if not interactive:
+        raise UsageError(f"this plan costs about ${price_per_hour:,.2f}/h, above the ${limit:,.2f}/h price guard",
+                         f"check --instance-type/--instance-count, or pass --max-price-per-hour "
+                         f"{math.ceil(price_per_hour)} to accept it")
+    return True
+
+
+def _split_pair(raw: str, flag: str, seen: dict[str, str]) -> tuple[str, str]:
     key, sep, value = raw.partition("=")
     if not sep or not key.strip():
         raise UsageError(f"{flag} {raw!r} is not KEY=VALUE", f"pass {flag} KEY=VALUE")
-    return key.strip(), value
+    key = key.strip()
+    if key in seen:
+        raise UsageError(f"{flag} {key} is given twice ({seen[key]!r} and {value!r})", f"pass each {flag} key once")
+    return key, value
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     for raw in pairs:
-        key, value = _split_pair(raw, "--env")
+        key, value = _split_pair(raw, "--env", env)
         if not ENV_KEY_RE.match(key):
             raise UsageError(f"--env name {key!r} is not a valid variable name", "use letters, digits and _")
         if len(value.encode("utf-8")) > ENV_VALUE_MAX_BYTES:
@@ -73,12 +144,20 @@ def check_env_count(env: dict[str, str]) -> None:
                          f"{ENV_MAX_VARS}", "drop some --env pairs")
 
 
+def check_tag_count(tags: dict[str, str], user_tags: int) -> None:
+    """SageMaker allows 50 tags per resource, peagle's own included."""
+    if len(tags) > TAGS_MAX:
+        own = len(tags) - user_tags
+        raise UsageError(f"the resources would carry {len(tags)} tags ({user_tags} --tag + {own} of peagle's); "
+                         f"SageMaker allows {TAGS_MAX}", f"pass at most {TAGS_MAX - own} --tag options")
+
+
 def parse_tags(pairs: list[str]) -> dict[str, str]:
     tags: dict[str, str] = {}
     for raw in pairs:
-        key, value = _split_pair(raw, "--tag")
+        key, value = _split_pair(raw, "--tag", tags)
         if key.lower().startswith(RESERVED_TAG_PREFIXES):
-            raise UsageError(f"--tag key {key!r} uses a reserved prefix", "peagle: and aws: tags are set by peagle or AWS")
+            raise UsageError(f"--tag key {key!r} uses a reserved prefix", "peagle:, sagemaker-sdk: and aws: tags are set by peagle, JumpStart or AWS")
         if len(key) > TAG_KEY_MAX or len(value) > TAG_VALUE_MAX:
             raise UsageError(f"--tag {key!r} is too long", f"keys up to {TAG_KEY_MAX}, values up to {TAG_VALUE_MAX} characters")
         if not TAG_TEXT_RE.match(key) or not TAG_TEXT_RE.match(value):

@@ -1,7 +1,16 @@
 """The only module that touches the SageMaker Python SDK (sagemaker-core's JumpStart machinery).
 
 `resolve()` reads a model's JumpStart spec through the SDK's spec accessor and cache, selects the
-`lmi-optimized` inference config (the one with the P-EAGLE drafter) and turns it into a ResolvedSpec.
+`lmi-optimized` inference config (the one with the P-EAGLE drafter) and asks sagemaker-core's own public
+retrieval functions what JumpStart would deploy for that config, region and instance type:
+`image_uris.retrieve` (the container), `model_uris.retrieve(model_scope="inference")` (the prepacked
+artifact whenever the spec has one, as JumpStart deploys it), `environment_variables.retrieve_default(
+include_aws_sdk_env_vars=True, instance_type=...)` (spec defaults plus the instance variant's variables such
+as TENSOR_PARALLEL_DEGREE) and the SDK's attribution tags. The drafter channel is built the way the SDK's
+model factory builds it (which needs sagemaker-serve, so it is not imported): the spec's speculative-decoding
+data source, its bucket from `get_draft_model_content_bucket`, SDK-only fields (HostingEulaKey) dropped and
+`ModelAccessConfig: {AcceptEula: true}` added when the drafter is gated.
+
 Live, the SDK reads `models_manifest.json` and the spec from bucket `jumpstart-cache-prod-<region>` with
 an S3 client from peagle's AWS seam (so AWS_ENDPOINT_URL and an emulator work). When it cannot
 (no credentials, no network, --offline), the same SDK code reads the specs peagle ships in
@@ -15,7 +24,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import UsageError
 from .resources import templates_dir
@@ -115,7 +124,7 @@ def resolve(model_id: str, *, region: str, instance_type: str | None = None, ver
                          f"pass a --region JumpStart serves, e.g. {', '.join(common)} "
                          f"({len(constants.JUMPSTART_REGION_NAME_SET)} regions)")
     with _LOCK:
-        specs, source, detail = None, "sdk", f"JumpStart bucket {utils.get_jumpstart_content_bucket(region)}"
+        detail = f"JumpStart bucket {utils.get_jumpstart_content_bucket(region)}"
         if not offline:
             from .aws import AwsSession
 
@@ -125,7 +134,10 @@ def resolve(model_id: str, *, region: str, instance_type: str | None = None, ver
             else:
                 try:
                     with _local_override(False):
-                        specs = _fetch_specs(model_id, version, region, session.client("s3"))
+                        s3 = session.client("s3")
+                        specs = _fetch_specs(model_id, version, region, s3)
+                        return _to_resolved(specs, model_id, region, instance_type, inference_config,
+                                            "sdk", detail, s3)
                 except UsageError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - narrowed by _is_unreachable
@@ -135,58 +147,126 @@ def resolve(model_id: str, *, region: str, instance_type: str | None = None, ver
                               "using the specs peagle ships")
         else:
             detail = "offline (--offline, or no AWS credentials): using the specs peagle ships"
-        if specs is None:
-            source = "shipped"
-            with _local_override(True):
-                specs = _fetch_specs(model_id, version, region, None)
-        return _to_resolved(specs, model_id, region, instance_type, inference_config, source, detail, utils)
+        with _local_override(True):
+            specs = _fetch_specs(model_id, version, region, None)
+            return _to_resolved(specs, model_id, region, instance_type, inference_config, "shipped", detail, None)
+
+
+class _SdkSession:
+    """What the SDK's retrieval functions read from their `sagemaker_session`: the S3 client for specs.
+
+    A full `sagemaker.core.helper.session_helper.Session` would build five service clients and read the
+    SageMaker config files for nothing; in local-override mode the client is None and never used.
+    """
+
+    def __init__(self, s3_client: Any, region: str):
+        self.s3_client = s3_client
+        self.boto_region_name = region
+
+
+class _Retrieved(NamedTuple):
+    image: str
+    model_uri: str
+    environment: dict[str, str]
+    deploy_kwargs: dict[str, Any]  # container_startup_health_check_timeout, model_data_download_timeout
+    init_kwargs: dict[str, Any]  # enable_network_isolation
+
+
+def _retrieve(model_id: str, version: str, region: str, instance: str, inference_config: str,
+              s3_client: Any) -> _Retrieved:
+    """What sagemaker-core's retrieval functions say JumpStart deploys for this config and instance.
+
+    image_uris / model_uris / environment_variables are the SDK's public functions; the deploy and init
+    kwargs come from `sagemaker.core.jumpstart.artifacts`, the functions the SDK's own model factory calls.
+    """
+    from sagemaker.core import environment_variables, image_uris, model_uris
+    from sagemaker.core.jumpstart import artifacts
+    from sagemaker.core.jumpstart.exceptions import DeprecatedJumpStartModelError, VulnerableJumpStartModelError
+
+    common = dict(region=region, model_id=model_id, model_version=version, instance_type=instance,
+                  config_name=inference_config, sagemaker_session=_SdkSession(s3_client, region))
+    try:
+        image = image_uris.retrieve(framework=None, image_scope="inference", **common)
+        model_uri = model_uris.retrieve(model_scope="inference", **common)
+        env = environment_variables.retrieve_default(include_aws_sdk_env_vars=True, **common)
+        deploy_kwargs = artifacts._retrieve_model_deploy_kwargs(**common)
+        init_kwargs = artifacts._retrieve_model_init_kwargs(
+            **{k: v for k, v in common.items() if k != "instance_type"})
+    except (DeprecatedJumpStartModelError, VulnerableJumpStartModelError) as exc:
+        raise UsageError(f"JumpStart refuses {model_id} v{version}: {' '.join(str(exc).split())[:200]}",
+                         "pass another --model-version") from None
+    except ValueError as exc:  # the SDK's "No inference ECR configuration found for ..."
+        raise UsageError(f"the {model_id} spec has no container image for {instance} in {region}",
+                         "choose another --instance-type or --region") from exc
+    return _Retrieved(image, model_uri, env, deploy_kwargs, init_kwargs)
+
+
+def _drafter(specs: Any, region: str, utils: Any) -> tuple[S3DataSource | None, bool]:
+    """The `eagle` channel as the SDK's model factory builds it, and whether it is gated.
+
+    Gated: the spec entry carries a `hosting_eula_key` (the SDK then requires accept_eula for that channel)
+    or its provider classification puts it in the gated bucket; either way CreateModel needs
+    ModelAccessConfig.AcceptEula on that data source. HostingEulaKey itself is SDK-only and never copied.
+    """
+    import copy
+
+    for entry in specs.get_speculative_decoding_s3_data_sources() or []:
+        if entry.channel_name != "eagle":
+            continue
+        entry = copy.deepcopy(entry)  # set_bucket mutates, and the SDK caches the spec object
+        bucket = utils.get_draft_model_content_bucket(provider=entry.provider, region=region)
+        entry.s3_data_source.set_bucket(bucket)
+        s3 = entry.s3_data_source
+        gated = bool(entry.hosting_eula_key) or bucket == utils.get_jumpstart_gated_content_bucket(region)
+        return S3DataSource(S3Uri=s3.s3_uri, S3DataType=_s3_type(s3.s3_data_type),
+                            CompressionType=_compression(s3.compression_type),
+                            ModelAccessConfig={"AcceptEula": True} if gated else None), gated
+    return None, False
+
+
+def _attribution_tags(model_id: str, version: str, inference_config: str) -> dict[str, str]:
+    """The tags the SDK's JumpStart deploy puts on its resources (model id, version, inference config)."""
+    from sagemaker.core.jumpstart.enums import JumpStartScriptScope
+    from sagemaker.core.jumpstart.utils import add_jumpstart_model_info_tags
+
+    tags = add_jumpstart_model_info_tags(None, model_id, version, config_name=inference_config,
+                                         scope=JumpStartScriptScope.INFERENCE)
+    return {tag["Key"]: tag["Value"] for tag in tags or []}
 
 
 def _to_resolved(specs: Any, model_id: str, region: str, instance_type: str | None, inference_config: str,
-                 source: str, detail: str, utils: Any) -> ResolvedSpec:
+                 source: str, detail: str, s3_client: Any) -> ResolvedSpec:
+    _, _, utils = _sdk()
     if inference_config not in (specs.inference_configs.configs if specs.inference_configs else {}):
         raise UsageError(f"the {model_id} spec has no {inference_config!r} inference config",
                          "this model version has no P-EAGLE configuration; try another --model-version")
     specs.set_config(inference_config)
     instance = instance_type or specs.default_inference_instance_type
-    variants = specs.hosting_instance_type_variants
-    image = variants.get_image_uri(instance, region) if variants else None
-    if not image:
-        raise UsageError(f"the {model_id} spec has no container image for {instance} in {region}",
-                         "choose another --instance-type or --region")
-    env = {e.name: str(e.default) for e in specs.inference_environment_variables if e.default is not None}
-    gated = bool(specs.hosting_eula_key) or bool(getattr(specs, "gated_bucket", False))
-    bucket = utils.get_jumpstart_gated_content_bucket(region) if getattr(specs, "gated_bucket", False) \
-        else utils.get_jumpstart_content_bucket(region)
-    model_data = S3DataSource(S3Uri=f"s3://{bucket}/{specs.hosting_artifact_key}",
+    got = _retrieve(specs.model_id, specs.version, region, instance, inference_config, s3_client)
+    specs.set_config(inference_config)  # the SDK calls above re-apply it on the cached object; keep it explicit
+    model_data = S3DataSource(S3Uri=got.model_uri,
                               S3DataType=_s3_type(getattr(specs, "hosting_artifact_s3_data_type", None)),
                               CompressionType=_compression(getattr(specs, "hosting_artifact_compression_type", None)))
-    drafter = None
-    for source_entry in specs.get_speculative_decoding_s3_data_sources() or []:
-        if source_entry.channel_name != "eagle":
-            continue
-        provider = getattr(source_entry, "provider", None) or {}
-        draft_bucket = utils.get_draft_model_content_bucket(provider, region)
-        s3 = source_entry.s3_data_source  # HostingEulaKey and similar SDK-only fields are not copied
-        drafter = S3DataSource(S3Uri=f"s3://{draft_bucket}/{s3.s3_uri}", S3DataType=_s3_type(s3.s3_data_type),
-                               CompressionType=_compression(s3.compression_type))
-    deploy_kwargs = specs.deploy_kwargs or {}
+    drafter, drafter_gated = _drafter(specs, region, utils)
     return ResolvedSpec(
         model_id=specs.model_id,
         version=specs.version,
         region=region,
         instance_type=instance,
         inference_config=inference_config,
-        image_uri=image,
+        image_uri=got.image,
         model_data=model_data,
+        model_data_prepacked=not specs.use_inference_script_uri(),  # the SDK's own test in model_uris
         drafter=drafter,
-        environment=env,
+        drafter_gated=drafter_gated,
+        environment=got.environment,
         supported_instance_types=list(specs.supported_inference_instance_types or []),
         default_instance_type=specs.default_inference_instance_type or instance,
-        startup_health_check_timeout_s=int(deploy_kwargs.get("container_startup_health_check_timeout", 3600)),
-        model_data_download_timeout_s=int(deploy_kwargs.get("model_data_download_timeout", 3600)),
-        enable_network_isolation=bool(specs.inference_enable_network_isolation),
-        gated=gated,
+        startup_health_check_timeout_s=int(got.deploy_kwargs.get("container_startup_health_check_timeout", 3600)),
+        model_data_download_timeout_s=int(got.deploy_kwargs.get("model_data_download_timeout", 3600)),
+        enable_network_isolation=bool(got.init_kwargs.get("enable_network_isolation", False)),
+        gated=bool(specs.hosting_eula_key) or bool(getattr(specs, "gated_bucket", False)),
+        attribution_tags=_attribution_tags(specs.model_id, specs.version, inference_config),
         source=source,
         source_detail=detail,
         unverified=_shipped_unverified(model_id) if source == "shipped" else {},

@@ -16,7 +16,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import __version__
 from .catalog import ModelEntry, get_model
 from .errors import UsageError
-from .inputs import check_env_count, parse_instance_count, validate_name, validate_role_arn
+from .inputs import (
+    PRICE_GUARD_USD_PER_HOUR,
+    check_env_count,
+    check_tag_count,
+    parse_instance_count,
+    validate_image,
+    validate_name,
+    validate_role_arn,
+)
 from .instances import G7E_PREFIX, hourly_price, instance_info, instance_table
 from .spec import ResolvedSpec
 from .speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, SpeculativeSettings, parse_k, settings_for
@@ -72,6 +80,8 @@ class DeploymentPlan(BaseModel):
     image_uri: str
     image_overridden: bool
     speculative_config: str | None
+    model_data_uri: str = Field(description="model_uris.retrieve(model_scope='inference'): JumpStart's artifact")
+    model_data_prepacked: bool = Field(description="the prepacked artifact, as JumpStart deploys it")
     drafter_channel: dict[str, Any] | None
     tags: dict[str, str]
     created_at: datetime
@@ -142,8 +152,9 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     if entry.gated and not request.accept_eula:
         raise UsageError(f"{entry.display_name} weights are gated by a licence (EULA)",
                          "read the model licence, then pass --accept-eula")
-    name = validate_name(request.name) if request.name else default_name(entry.alias, settings, now)
-    role = validate_role_arn(request.role) if request.role else None
+    name = validate_name(request.name) if request.name is not None else default_name(entry.alias, settings, now)
+    role = validate_role_arn(request.role, request.region) if request.role is not None else None
+    image = validate_image(request.image, request.region) if request.image is not None else None
     parse_instance_count(request.instance_count)
     if request.instance_type:
         _check_family(request.instance_type, request.allow_any_instance)  # before any AWS call
@@ -159,6 +170,11 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     if settings.enabled and spec.drafter is None:
         raise UsageError(f"the {entry.alias} JumpStart spec has no P-EAGLE drafter channel",
                          "deploy with --mode off, or pass a --model-id whose spec has one")
+    drafter_gated = settings.enabled and spec.drafter_gated
+    if (spec.gated or drafter_gated) and not request.accept_eula:
+        what = "weights" if spec.gated else "P-EAGLE drafter"
+        raise UsageError(f"the {entry.alias} {what} in JumpStart's gated bucket need a licence (EULA) acceptance",
+                         "read the model licence, then pass --accept-eula")
 
     notes: list[str] = []
     info = instance_info(instance_type)
@@ -179,19 +195,22 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     expires_at = now + request.ttl if request.ttl else None
     if expires_at:
         tags["peagle:expires-at"] = expires_at.isoformat()
+    tags.update(spec.attribution_tags)  # JumpStart's own attribution, as the SDK tags its deployments
     tags.update(request.tags)
+    check_tag_count(tags, len(request.tags))
     tag_list = _tag_list(tags)
 
     model_data: dict[str, Any] = spec.model_data.model_dump(exclude_none=True)
     if spec.gated:
         model_data["ModelAccessConfig"] = {"AcceptEula": bool(request.accept_eula)}
     container: dict[str, Any] = {
-        "Image": request.image or spec.image_uri,
+        "Image": image or spec.image_uri,
         "Environment": env,
         "ModelDataSource": {"S3DataSource": model_data},
     }
     drafter = None
     if settings.enabled and spec.drafter is not None:
+        # a gated drafter carries ModelAccessConfig {AcceptEula: true} (accepted above); CreateModel needs it
         drafter = {"ChannelName": DRAFTER_CHANNEL, "S3DataSource": spec.drafter.model_dump(exclude_none=True)}
         container["AdditionalModelDataSources"] = [drafter]
     create_model: dict[str, Any] = {"ModelName": name, "PrimaryContainer": container}
@@ -213,9 +232,12 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     }
     unverified = {f"catalog.{k}": v for k, v in entry.unverified.items()}
     unverified.update({f"spec.{k}": v for k, v in spec.unverified.items()})
-    if request.image:
+    if image:
         notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
     price = hourly_price(instance_type, request.instance_count)
+    if price is not None and price > PRICE_GUARD_USD_PER_HOUR:
+        notes.append(f"about ${price:,.2f}/h (estimate) is above the ${PRICE_GUARD_USD_PER_HOUR:,.0f}/h price guard: "
+                     "a real deploy asks again, or needs --max-price-per-hour in a script")
     return DeploymentPlan(
         endpoint_name=name,
         region=request.region,
@@ -231,8 +253,10 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
         price_per_hour_usd=price,
         price_source=instance_table().price_source if price is not None else "no price data for this instance type",
         image_uri=container["Image"],
-        image_overridden=bool(request.image),
+        image_overridden=bool(image),
         speculative_config=settings.render(),
+        model_data_uri=spec.model_data.S3Uri,
+        model_data_prepacked=spec.model_data_prepacked,
         drafter_channel=drafter,
         tags=tags,
         created_at=now,

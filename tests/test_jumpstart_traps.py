@@ -29,8 +29,10 @@ def test_hosting_eula_key_on_the_drafter_entry_never_reaches_the_create_model_sh
     resolved = jumpstart.resolve(GEMMA, region="us-east-1", offline=True)
     assert resolved.drafter is not None
     dumped = json.dumps(resolved.drafter.model_dump(exclude_none=True))
-    assert "eula" not in dumped.lower()
+    assert "eulakey" not in dumped.lower() and "fmhMetadata" not in dumped
     assert set(json.loads(dumped)) <= {"S3Uri", "S3DataType", "CompressionType", "ModelAccessConfig"}
+    # the EULA key makes the channel gated: CreateModel then needs AcceptEula on that data source
+    assert resolved.drafter_gated and resolved.drafter.ModelAccessConfig == {"AcceptEula": True}
 
 
 def test_unknown_version_is_a_usage_error_naming_the_fix():

@@ -36,6 +36,8 @@ def deploy(
     wait: Annotated[bool, typer.Option(help="Wait until the endpoint is InService.")] = True,
     timeout: Annotated[int, typer.Option(help="Seconds to wait for InService.")] = 3600,
     keep_on_failure: Annotated[bool, typer.Option(help="On failure keep what was created and print the cleanup command.")] = False,
+    max_price_per_hour: Annotated[float | None, typer.Option(
+        help="Accept a plan estimated above this many USD/h without a prompt (default guard: 100).")] = None,
     yes: YesOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -43,11 +45,12 @@ def deploy(
 
     def body(out):
         from ..aws import resolve_region
-        from ..inputs import parse_env, parse_tags, parse_ttl
+        from ..inputs import parse_env, parse_max_price, parse_tags, parse_ttl
         from ..plan import PlanRequest, build_plan
         from ..speculative import parse_mode
         from .render_plan import render_plan
 
+        price_limit = parse_max_price(max_price_per_hour)
         request = PlanRequest(
             model=model, model_id=model_id, model_version=model_version, mode=parse_mode(mode), k=k, name=name,
             instance_type=instance_type, instance_count=instance_count, allow_any_instance=allow_any_instance,
@@ -60,7 +63,7 @@ def deploy(
             out.result({"dry_run": True, "plan": plan}, lambda console: render_plan(console, plan))
             return
         _deploy_for_real(out, plan, profile=profile, wait=wait, timeout=timeout, yes=yes,
-                         keep_on_failure=keep_on_failure)
+                         keep_on_failure=keep_on_failure, price_limit=price_limit)
 
     run(json_output, body)
 
@@ -72,9 +75,12 @@ def _no_credentials(profile: str | None) -> bool:
     return not credentials_available(profile)
 
 
-def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure) -> None:
+def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure, price_limit) -> None:
+    import sys
+
     from ..aws import AwsSession
     from ..errors import UsageError
+    from ..inputs import check_price
     from ..lifecycle import deploy as run_deploy
     from .render_plan import render_summary
 
@@ -82,12 +88,18 @@ def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure)
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
     if timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
+    # above the price guard --yes is not enough: a script names the price it accepts (--max-price-per-hour)
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive)
     if not out.json_mode:
         render_summary(out.err_console, plan, title="peagle deploy: about to create")
     if plan.resolution_source == "shipped":
         out.warn(f"the spec was resolved from peagle's shipped copy ({plan.resolution_detail}); "
                  "values marked unverified may not match JumpStart")
     price = "unknown price" if plan.price_per_hour_usd is None else f"about ${plan.price_per_hour_usd:,.2f}/h (estimate)"
+    if price_prompt:
+        out.confirm(f"{price} is above the ${price_limit:,.2f}/h price guard. Really create "
+                    f"{plan.instance_count} x {plan.instance_type}?", yes=False)
     out.confirm(f"Create {plan.endpoint_name} on {plan.instance_count} x {plan.instance_type}, {price}?", yes=yes)
     with out.status(f"creating {plan.endpoint_name}") as update:
         def progress(status, elapsed, doing):

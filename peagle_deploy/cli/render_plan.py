@@ -36,6 +36,7 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         ("instance", f"{plan.instance_count} x {plan.instance_type} ({gpus} GPU each)"),
         ("mode", plan.mode.value + (f", K={plan.k}" if plan.k else " (no speculation)")),
         ("speculative config", plan.speculative_config or "none"),
+        ("model data", plan.model_data_uri + (" (prepacked)" if plan.model_data_prepacked else "")),
         ("drafter channel", _drafter(plan)),
         ("image", plan.image_uri + (" (--image)" if plan.image_overridden else "")),
         ("price", f"{_money(plan.price_per_hour_usd)} ({plan.price_source})"),

@@ -1,0 +1,72 @@
+"""Deploy input validation in inputs.py: the accepted shapes (the refusals are in tests/bad_input_cases/deploy.py)."""
+
+import pytest
+
+from peagle_deploy import inputs
+from peagle_deploy.errors import UsageError
+from peagle_deploy.plan import PlanRequest, build_plan
+from tests.plan_inputs import resolver_for
+
+
+@pytest.mark.parametrize("image,region", [
+    ("763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.18.0-gpu-py312-cu129-ubuntu22.04-sagemaker", "us-east-1"),
+    ("123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com/peagle-vllm:1", "us-gov-west-1"),
+    ("727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/team/peagle-vllm", "cn-north-1"),
+    ("123456789012.dkr.ecr.eu-west-1.amazonaws.com/peagle@sha256:" + "a" * 64, "eu-west-1"),
+])
+def test_ecr_images_are_accepted(image, region):
+    assert inputs.validate_image(image, region) == image
+
+
+@pytest.mark.parametrize("image", ["", "123456789012.dkr.ecr.us-east-1.amazonaws.com/", "public.ecr.aws/x/y:1",
+                                   "123456789012.dkr.ecr.us-east-1.amazonaws.com/x:" + "t" * 129,
+                                   "123456789012.dkr.ecr.us-east-1.amazonaws.com/UPPER:1"])
+def test_non_ecr_images_are_refused(image):
+    with pytest.raises(UsageError, match="not an Amazon ECR image URI"):
+        inputs.validate_image(image, "us-east-1")
+
+
+@pytest.mark.parametrize("region,partition", [("us-east-1", "aws"), ("cn-northwest-1", "aws-cn"),
+                                              ("us-gov-east-1", "aws-us-gov"), ("eu-central-1", "aws")])
+def test_partition_comes_from_botocore(region, partition):
+    assert inputs.partition_of(region) == partition
+    arn = f"arn:{partition}:iam::123456789012:role/r"
+    assert inputs.validate_role_arn(arn, region) == arn
+
+
+def test_price_guard():
+    assert inputs.check_price(None, 100, interactive=False) is False  # no price data: nothing to guard
+    assert inputs.check_price(100.0, 100, interactive=False) is False
+    assert inputs.check_price(100.01, 100, interactive=True) is True  # a terminal: ask
+    with pytest.raises(UsageError, match=r"--max-price-per-hour 101 to accept"):
+        inputs.check_price(100.01, 100, interactive=False)
+    assert inputs.parse_max_price(None) == inputs.PRICE_GUARD_USD_PER_HOUR
+    with pytest.raises(UsageError):
+        inputs.parse_max_price(-1)
+
+
+def test_tag_limit_counts_peagles_own_tags():
+    request = PlanRequest(model="qwen3-coder", tags={f"t{i}": "v" for i in range(41)})  # 41 + 9 peagle = 50
+    plan = build_plan(request, resolver=resolver_for())
+    assert len(plan.create_endpoint["Tags"]) == 50
+    with pytest.raises(UsageError, match="51 tags"):
+        build_plan(PlanRequest(model="qwen3-coder", tags={f"t{i}": "v" for i in range(42)}), resolver=resolver_for())
+
+
+def test_plan_notes_a_price_above_the_guard():
+    plan = build_plan(PlanRequest(model="qwen3-coder", instance_type="ml.g7e.12xlarge", instance_count=13),
+                      resolver=resolver_for())
+    assert any("price guard" in note for note in plan.notes)
+    assert not any("price guard" in note for note in build_plan(PlanRequest(model="qwen3-coder"),
+                                                                resolver=resolver_for()).notes)
+
+
+def test_repeated_keys_are_refused_not_overwritten():
+    with pytest.raises(UsageError, match="given twice"):
+        inputs.parse_tags(["a=1", "b=2", "a=3"])
+    assert inputs.parse_env(["A=1", "B=2"]) == {"A": "1", "B": "2"}
+
+
+def test_empty_name_is_refused_in_the_plan_too():
+    with pytest.raises(UsageError, match="--name is empty"):
+        build_plan(PlanRequest(model="qwen3-coder", name=""), resolver=resolver_for())

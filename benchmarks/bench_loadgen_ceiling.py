@@ -29,6 +29,7 @@ import asyncio
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -80,7 +81,10 @@ def start_server(tokens_per_s: float, n_tokens: int, max_batch: int) -> tuple[su
 
 async def server_tokens(port: int) -> float:
     """The server's own count of tokens sent (vllm:generation_tokens_total on its /metrics)."""
-    from peagle_deploy.bench.acceptance import scrape_async
+    try:
+        from peagle_deploy.bench.prometheus import scrape_async
+    except ImportError:  # before the acceptance split (to measure an older tree the same way)
+        from peagle_deploy.bench.acceptance import scrape_async
 
     counters = await scrape_async(f"http://127.0.0.1:{port}/metrics")
     if counters.generation_tokens is None:
@@ -95,7 +99,10 @@ async def run_loadgen(port: int, concurrency: int, duration: float, max_tokens: 
     prompts = [[{"role": "user", "content": "Write a long story."}]]
     edges: dict[str, asyncio.Task] = {}
 
+    cpu: dict[str, float] = {}
+
     def on_window(edge: str) -> None:
+        cpu[edge] = time.process_time()
         edges[edge] = asyncio.get_running_loop().create_task(server_tokens(port))
 
     async with HttpChatSender(f"http://127.0.0.1:{port}/invocations", max_tokens=max_tokens) as sender:
@@ -113,6 +120,10 @@ async def run_loadgen(port: int, concurrency: int, duration: float, max_tokens: 
         "server_tokens_per_s": sent / m.window_s,
         "ttft_ms_mean": m.ttft_ms.mean,
         "itl_ms_mean": m.itl_ms.mean,
+        "client_cpu": getattr(m, "client_cpu", None),
+        "loop_lag_ms_mean": getattr(getattr(m, "loop_lag_ms", None), "mean", None),
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "cpu_us_per_token": (cpu["close"] - cpu["open"]) / max(m.output_tokens, 1) * 1e6,
     }
 
 
@@ -128,6 +139,7 @@ async def run_minimal(port: int, concurrency: int, duration: float, max_tokens: 
         b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
     )
     counts = {"lines": 0, "done": 0}
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     stop = t0 + duration
 
@@ -153,7 +165,8 @@ async def run_minimal(port: int, concurrency: int, duration: float, max_tokens: 
     await asyncio.gather(*[worker() for _ in range(concurrency)])
     elapsed = time.perf_counter() - t0
     lines = counts["lines"] - 4 * counts["done"]  # role, finish, usage, [DONE] per completed response
-    return {"data_lines": lines, "elapsed_s": elapsed, "data_lines_per_s": lines / elapsed}
+    return {"data_lines": lines, "elapsed_s": elapsed, "data_lines_per_s": lines / elapsed,
+            "cpu_us_per_token": (time.process_time() - cpu0) / max(lines, 1) * 1e6}
 
 
 def run_sagemaker_frames(concurrency: int, duration: float, n_tokens: int) -> dict:
@@ -248,6 +261,7 @@ def main() -> int:
         proc.terminate()
         proc.wait(timeout=10)
     ratio = loadgen["output_tokens_per_s"] / minimal["data_lines_per_s"]
+    efficiency = minimal["cpu_us_per_token"] / loadgen["cpu_us_per_token"]
     agreement = abs(loadgen["output_tokens_per_s"] - loadgen["server_tokens_per_s"]) / loadgen["server_tokens_per_s"]
     checks = {
         "otps >= 100,000": loadgen["output_tokens_per_s"] >= TARGETS["otps"],
@@ -262,6 +276,7 @@ def main() -> int:
         "loadgen": loadgen,
         "minimal": minimal,
         "loadgen_vs_minimal": ratio,
+        "cpu_efficiency_vs_minimal": efficiency,
         "server_disagreement": agreement,
         "checks": checks,
     }
@@ -272,12 +287,19 @@ def main() -> int:
             f"machine: {info['cpus']} CPUs ({info['cpu_model']}), load {info['load_avg_1m_before']:.2f}, "
             f"Python {info['python']}, aiohttp {info['aiohttp']}"
         )
-        print(f"minimal client : {minimal['data_lines_per_s']:>10,.0f} tokens/s")
+        print(f"minimal client : {minimal['data_lines_per_s']:>10,.0f} tokens/s, "
+              f"{minimal['cpu_us_per_token']:.2f} us CPU per token")
         print(
             f"peagle loadgen : {loadgen['output_tokens_per_s']:>10,.0f} tokens/s ({ratio:.2f}x minimal), "
             f"held {loadgen['concurrency_held']:.1%}, server sent {loadgen['server_tokens_per_s']:,.0f}/s "
             f"in the window ({agreement:.2%} apart), errors {loadgen['errors']}"
         )
+        cpu, lag = loadgen["client_cpu"], loadgen["loop_lag_ms_mean"]
+        print(f"  {loadgen['cpu_us_per_token']:.2f} us CPU per token "
+              f"({minimal['cpu_us_per_token'] / loadgen['cpu_us_per_token']:.2f}x the minimal client's efficiency: "
+              f"its throughput ratio on an idle core)")
+        print(f"  client CPU {'n/a' if cpu is None else f'{cpu:.0%}'} of a core, event-loop lag "
+              f"{'n/a' if lag is None else f'{lag:.1f} ms'}, max RSS {loadgen['max_rss_mib']:.0f} MiB")
         for name, ok in checks.items():
             print(f"  {'PASS' if ok else 'FAIL'}  {name}")
     return 0 if all(checks.values()) else 1

@@ -95,13 +95,31 @@ def decode(chunks: list[bytes], parser=payloads_botocore_events) -> int:
     return count
 
 
+def huge_line(megabytes: int) -> None:
+    import json
+
+    wire = b"data: " + json.dumps({"choices": [{"delta": {"content": "x" * (megabytes << 20)}}]}).encode() + b"\n\n"
+    start = time.perf_counter()
+    decoder, events = SseDecoder(), 0
+    for i in range(0, len(wire), READ_SIZE):
+        events += len(list(decoder.feed(wire[i:i + READ_SIZE])))
+    seconds = time.perf_counter() - start
+    assert events == 1
+    print(f"huge_line_mb={megabytes} seconds={seconds:.3f} mb_per_s={megabytes / seconds:,.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=200_000)
     parser.add_argument("--part-size", type=int, default=0, help="0: one PayloadPart per SSE event")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--parser", choices=sorted(PARSERS), default="botocore-events")
+    parser.add_argument("--huge-line", type=int, default=0, metavar="MB",
+                        help="instead: one SSE event of MB megabytes in 64 KiB reads (must be linear in MB)")
     args = parser.parse_args()
+    if args.huge_line:
+        huge_line(args.huge_line)
+        return
     wire, parts = build(args.tokens, args.part_size)
     chunks = reads(wire)
     best = float("inf")

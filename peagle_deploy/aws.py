@@ -48,7 +48,7 @@ class AwsSession:
 
             try:
                 self._session = boto3.Session(region_name=self.region, profile_name=self.profile)
-            except botocore.exceptions.ProfileNotFound as exc:
+            except botocore.exceptions.ProfileNotFound:
                 raise UsageError(f"AWS profile {self.profile!r} not found", "check --profile or ~/.aws/config") from None
         return self._session
 

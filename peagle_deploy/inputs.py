@@ -51,11 +51,16 @@ def validate_name(name: str) -> str:
     return name
 
 
-def partition_of(region: str) -> str:
-    """The AWS partition of a region (aws, aws-cn, aws-us-gov, ...), from botocore's own endpoint data."""
+def partition_of(region: str) -> str | None:
+    """The AWS partition of a region (aws, aws-cn, aws-us-gov, ...), from botocore's own endpoint data;
+    None for a region botocore does not know (the region check names that problem)."""
+    import botocore.exceptions
     import botocore.session
 
-    return botocore.session.get_session().get_partition_for_region(region)
+    try:
+        return botocore.session.get_session().get_partition_for_region(region)
+    except botocore.exceptions.UnknownRegionError:
+        return None
 
 
 def validate_role_arn(arn: str, region: str | None = None) -> str:
@@ -65,7 +70,7 @@ def validate_role_arn(arn: str, region: str | None = None) -> str:
                          "pass arn:aws:iam::<12-digit account>:role/<name>")
     if region:
         partition, expected = arn.split(":")[1], partition_of(region)
-        if partition != expected:
+        if expected is not None and partition != expected:
             raise UsageError(f"--role is in partition {partition} but region {region} is in {expected}",
                              f"pass a role ARN of the {expected} partition (arn:{expected}:iam::...) "
                              "or a --region of its partition")
@@ -157,7 +162,8 @@ def parse_tags(pairs: list[str]) -> dict[str, str]:
     for raw in pairs:
         key, value = _split_pair(raw, "--tag", tags)
         if key.lower().startswith(RESERVED_TAG_PREFIXES):
-            raise UsageError(f"--tag key {key!r} uses a reserved prefix", "peagle:, sagemaker-sdk: and aws: tags are set by peagle, JumpStart or AWS")
+            raise UsageError(f"--tag key {key!r} uses a reserved prefix",
+                             "peagle:, sagemaker-sdk: and aws: tags are set by peagle, JumpStart or AWS")
         if len(key) > TAG_KEY_MAX or len(value) > TAG_VALUE_MAX:
             raise UsageError(f"--tag {key!r} is too long", f"keys up to {TAG_KEY_MAX}, values up to {TAG_VALUE_MAX} characters")
         if not TAG_TEXT_RE.match(key) or not TAG_TEXT_RE.match(value):

@@ -90,7 +90,7 @@ def _fetch_specs(model_id: str, version: str | None, region: str, s3_client: Any
     try:
         return accessors.JumpStartModelsAccessor.get_model_specs(
             region=region, model_id=model_id, version=version or "*", s3_client=s3_client)
-    except KeyError as exc:
+    except KeyError:
         raise UsageError(f"JumpStart has no model {model_id!r}" + (f" version {version}" if version else "")
                          + f" in {region}", "check --model-id / --model-version (see peagle models)") from None
 

@@ -172,8 +172,8 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
                          "deploy with --mode off, or pass a --model-id whose spec has one")
     drafter_gated = settings.enabled and spec.drafter_gated
     if (spec.gated or drafter_gated) and not request.accept_eula:
-        what = "weights" if spec.gated else "P-EAGLE drafter"
-        raise UsageError(f"the {entry.alias} {what} in JumpStart's gated bucket need a licence (EULA) acceptance",
+        what = "weights are" if spec.gated else "P-EAGLE drafter is"
+        raise UsageError(f"the {entry.alias} {what} gated by a licence (EULA) in JumpStart's gated bucket",
                          "read the model licence, then pass --accept-eula")
 
     notes: list[str] = []
@@ -232,6 +232,9 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     }
     unverified = {f"catalog.{k}": v for k, v in entry.unverified.items()}
     unverified.update({f"spec.{k}": v for k, v in spec.unverified.items()})
+    if drafter_gated:
+        notes.append("the P-EAGLE drafter is in JumpStart's gated bucket: its channel carries ModelAccessConfig "
+                     "AcceptEula=true (--accept-eula)")
     if image:
         notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
     price = hourly_price(instance_type, request.instance_count)

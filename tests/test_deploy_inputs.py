@@ -34,6 +34,11 @@ def test_partition_comes_from_botocore(region, partition):
     assert inputs.validate_role_arn(arn, region) == arn
 
 
+def test_unknown_region_has_no_partition_and_is_left_to_the_region_check():
+    assert inputs.partition_of("mars-north-1") is None
+    assert inputs.validate_role_arn("arn:aws:iam::123456789012:role/r", "mars-north-1")
+
+
 def test_price_guard():
     assert inputs.check_price(None, 100, interactive=False) is False  # no price data: nothing to guard
     assert inputs.check_price(100.0, 100, interactive=False) is False
@@ -70,3 +75,31 @@ def test_repeated_keys_are_refused_not_overwritten():
 def test_empty_name_is_refused_in_the_plan_too():
     with pytest.raises(UsageError, match="--name is empty"):
         build_plan(PlanRequest(model="qwen3-coder", name=""), resolver=resolver_for())
+
+
+def test_price_guard_is_passed_by_naming_the_price_and_the_deploy_carries_jumpstart_parity(tmp_path):
+    """Through the installed executable against the emulator: refused with --yes alone, created when the
+    script names a price at least the estimate; CreateModel got the prepacked artifact and the TP degree."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from peagle_deploy.testing import SageMakerEmulator
+
+    exe = str(Path(sys.executable).with_name("peagle"))
+    args = ["deploy", "gpt-oss-120b", "--instance-type", "ml.g7e.48xlarge", "--instance-count", "4",
+            "--name", "guarded", "--yes", "--json"]
+    with SageMakerEmulator.server() as emu:
+        env = {**emu.env, "COLUMNS": "200"}
+        run = lambda *extra: subprocess.run([exe, *args, "--role", emu.role_arn, *extra], env=env,  # noqa: E731
+                                            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        refused = run()
+        assert refused.returncode == 2 and "--max-price-per-hour 133" in refused.stderr
+        assert emu.client("sagemaker").list_models()["Models"] == []
+        created = run("--max-price-per-hour", "140")
+        assert created.returncode == 0, created.stderr
+        model = emu.client("sagemaker").describe_model(ModelName="guarded")
+        assert "/artifacts/inference-prepack/" in model["PrimaryContainer"]["ModelDataSource"]["S3DataSource"]["S3Uri"]
+        assert model["PrimaryContainer"]["Environment"]["TENSOR_PARALLEL_DEGREE"] == "8"
+        assert json.loads(created.stdout)["plan"]["price_per_hour_usd"] > 100

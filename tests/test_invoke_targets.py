@@ -2,20 +2,18 @@
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from peagle_deploy.errors import ExitCode, PeagleError
 from peagle_deploy.runtime import PeagleClient, build_request
-from peagle_deploy.runtime.targets import classify
-from peagle_deploy.testing import SageMakerEmulator
+from peagle_deploy.runtime.target_ref import parse_target
 from peagle_deploy.testing.fake_vllm import FakeVllm
 
 from .cli_runner import run_cli
 
-PEAGLE = str(Path(sys.executable).parent / "peagle")
+from .conftest import PEAGLE
+
 TOKENS = ["def", " quick", "sort", "(xs", "):", " ✓"]
 
 
@@ -26,20 +24,19 @@ def vllm():
 
 
 @pytest.fixture
-def emu():
-    with SageMakerEmulator.server() as emulator:
-        emulator.create_endpoint_stack("ep")
-        yield emulator
+def emu(emu_server):
+    emu_server.create_endpoint_stack("ep")
+    return emu_server
 
 
-def test_classify():
-    assert classify("my-endpoint") == "sagemaker"
-    assert classify("http://localhost:8080") == "container"
-    assert classify("https://api.example.com/v1") == "openai"
-    assert classify("http://localhost:8000/v1/") == "openai"
-    assert classify("http://localhost:8000/v1", "container") == "container"
+def test_target_kinds():
+    assert parse_target("my-endpoint").kind == "sagemaker"
+    assert parse_target("http://localhost:8080").kind == "container"
+    assert parse_target("https://api.example.com/v1").kind == "openai"
+    assert parse_target("http://localhost:8000/v1/").kind == "openai"
+    assert parse_target("http://localhost:8000/v1", "container").request_url == "http://localhost:8000/invocations"
     with pytest.raises(PeagleError, match="unsupported target URL"):
-        classify("ftp://x")
+        parse_target("ftp://x")
 
 
 @pytest.mark.parametrize("suffix,path", [("", "/invocations"), ("/v1", "/v1/chat/completions")])
@@ -96,8 +93,8 @@ def test_model_stream_error_event_over_the_wire(emu):
 
 def test_target_kind_override(vllm):
     result = run_cli("invoke", vllm.url + "/v1", "hi", "--target-kind", "container")
-    assert vllm.requests[-1]["path"] == "/v1/invocations"  # not /v1/chat/completions, as the URL suggests
-    assert result.code == 6 and "answered HTTP 404: not found" in result.stderr
+    assert vllm.requests[-1]["path"] == "/invocations"  # the server root's, not /v1/chat/completions
+    assert result.code == 0, result.stderr
     result = run_cli("invoke", vllm.url, "hi", "--target-kind", "grpc")
     assert result.code == 2 and "unknown target kind 'grpc'" in result.stderr
 
@@ -111,7 +108,7 @@ def test_endpoint_not_in_service(emu):
 
 def test_model_error_shows_container_message_and_log_group(emu):
     emu.runtime.model_error = (500, "CUDA error: out of memory")
-    error = expect(ExitCode.FAILED, "answered 500: CUDA error: out of memory",
+    error = expect(ExitCode.FAILED, "answered HTTP 500: CUDA error: out of memory",
                    lambda: list(PeagleClient("ep").stream(build_request("x"))))
     assert "/aws/sagemaker/Endpoints/ep" in str(error)
 

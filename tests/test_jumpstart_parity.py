@@ -87,6 +87,10 @@ def _cases():
 
 
 CASES = _cases()
+# every spec and g7e type in us-east-1, and each spec's first g7e type in a second region (regional images
+# and buckets) - every pair in every region would only repeat the same lookups
+REGION_CASES = [(alias, instance, "us-east-1") for alias, instance in CASES] + [
+    (alias, next(i for a, i in CASES if a == alias), "eu-west-1") for alias in sorted({a for a, _ in CASES})]
 
 
 def test_every_shipped_spec_has_a_g7e_case():
@@ -94,8 +98,7 @@ def test_every_shipped_spec_has_a_g7e_case():
     assert len(CASES) >= 4
 
 
-@pytest.mark.parametrize("region", ["us-east-1", "eu-west-1"])
-@pytest.mark.parametrize("alias,instance", CASES, ids=[f"{a}-{i}" for a, i in CASES])
+@pytest.mark.parametrize("alias,instance,region", REGION_CASES, ids=["-".join(c) for c in REGION_CASES])
 def test_plan_equals_what_sagemaker_core_retrieves(monkeypatch, alias, instance, region):
     _shipped_specs_env(monkeypatch)
     entry = load_catalog()[alias]
@@ -189,6 +192,7 @@ def test_gated_drafter_needs_the_eula_and_gets_model_access_config(gated_drafter
     assert channel["S3DataSource"]["S3Uri"].startswith("s3://jumpstart-private-cache-prod-us-east-1/lmi-eagle-heads/")
     assert channel["S3DataSource"]["ModelAccessConfig"] == {"AcceptEula": True}
     assert "HostingEulaKey" not in json.dumps(plan.create_model)
+    assert any("gated bucket" in note for note in plan.notes)
     service = botocore.session.get_session().get_service_model("sagemaker")
     report = ParamValidator().validate(plan.create_model, service.operation_model("CreateModel").input_shape)
     assert not report.has_errors(), report.generate_report()

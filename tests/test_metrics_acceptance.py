@@ -8,14 +8,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from peagle_deploy.bench.acceptance import (
-    aggregate_intervals,
-    metrics_url,
-    parse_log_line,
-    parse_prometheus,
-    read_cloudwatch,
-)
+from peagle_deploy.bench.acceptance import aggregate_intervals, parse_log_line, parse_prometheus
+from peagle_deploy.bench.cloudwatch import read_cloudwatch, wait_for_acceptance
 from peagle_deploy.errors import UsageError
+from peagle_deploy.runtime.target_ref import parse_target
+from peagle_deploy.testing.fake_vllm import FakeVllm
 from tests.cli_runner import run_cli
 
 # The exact format string of vllm/v1/spec_decode/metrics.py (SpecDecodingLogging.log), rendered with
@@ -227,26 +224,76 @@ def test_prometheus_sums_engines_and_flags_absent_counters():
 
 
 def test_metrics_url_from_target_urls():
-    assert metrics_url("http://127.0.0.1:8080") == "http://127.0.0.1:8080/metrics"
-    assert metrics_url("http://h:8000/v1/") == "http://h:8000/metrics"
-    assert metrics_url("http://h:8080/invocations") == "http://h:8080/metrics"
+    assert parse_target("http://127.0.0.1:8080").metrics_url == "http://127.0.0.1:8080/metrics"
+    assert parse_target("http://h:8000/v1/").metrics_url == "http://h:8000/metrics"
+    assert parse_target("http://h:8080/invocations").metrics_url == "http://h:8080/metrics"
+    assert parse_target("http://h:8000/v1/chat/completions").metrics_url == "http://h:8000/metrics"
 
 
-def test_metrics_command_on_a_url_reads_its_prometheus_page():
+def test_metrics_command_on_a_url_without_spec_counters_says_so():
     from tests.test_bench_paced import start_server
 
     proc, url = start_server("--tokens-per-s", "0", "--tokens", "3")
     try:
-        res = run_cli("metrics", url + "/v1", "--json")
+        res = run_cli("metrics", url + "/v1", "--window", "0s", "--json")
     finally:
         proc.terminate()
         proc.wait(timeout=10)
     assert res.code == 0, res.stderr
     acc = json.loads(res.stdout)["acceptance"]
     assert acc["source"] == f"prometheus:{url}/metrics" and acc["mean_acceptance_length"] is None
-    assert "no vllm:spec_decode_* counters" in acc["note"]
+    assert "no vllm:spec_decode_* counters" in acc["note"] and "since the server started" in acc["note"]
 
 
-def test_metrics_command_on_an_unreachable_url_exits_2():
+def test_metrics_on_a_url_measures_a_window_between_two_scrapes():
+    """Traffic before the window is not counted: the totals since start would blend it in."""
+    from peagle_deploy.runtime import PeagleClient, build_request
+
+    with FakeVllm(["a"]) as server:
+        for _ in range(5):  # earlier traffic: in the totals, not in the window
+            PeagleClient(server.url).chat(build_request("x"))
+        import threading
+
+        def traffic():
+            while len(server.gets) < 1 or server.gets.count("/metrics") < 1:
+                time.sleep(0.01)
+            PeagleClient(server.url).chat(build_request("y"))
+
+        worker = threading.Thread(target=traffic)
+        worker.start()
+        res = run_cli("metrics", server.url + "/v1/chat/completions", "--window", "1s", "--json")
+        worker.join(30)
+    assert res.code == 0, res.stderr
+    acc = json.loads(res.stdout)["acceptance"]
+    assert acc["drafts"] == 4 and acc["accepted_tokens"] == 6  # one request's worth, not six
+    assert acc["window_start"] and acc["window_end"] and "two scrapes" in res.stderr
+
+
+def test_metrics_since_on_a_url_is_refused():
+    res = run_cli("metrics", "http://127.0.0.1:9", "--since", "5m")
+    assert res.code == 2 and "--window" in res.stderr
+
+
+def test_metrics_command_on_an_unreachable_url_exits_6():
     res = run_cli("metrics", "http://127.0.0.1:9")
-    assert res.code == 2 and "cannot reach http://127.0.0.1:9/metrics" in res.stderr
+    assert res.code == 6 and "cannot reach http://127.0.0.1:9/metrics" in res.stderr
+
+
+def test_cloudwatch_polling_waits_for_a_line_after_the_run_without_sleeping(aws_env):
+    start_ms = int(time.time() * 1000) - 120_000
+    logs = _moto_logs("/aws/sagemaker/Endpoints/ep-3", [vllm_line(100, [90, 80])], start_ms)
+    start = datetime.fromtimestamp(start_ms / 1000, timezone.utc)
+    now = [0.0]
+    slept = []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    window = [(start - timedelta(seconds=1), start + timedelta(seconds=30))]
+    acc = wait_for_acceptance(logs, "ep-3", window, start + timedelta(seconds=20), wait=60, clock=lambda: now[0],
+                              sleep=sleep)
+    assert acc.accepted_tokens == 170 and slept == [5.0] * 12  # no line after the run's end: waited it out
+    acc = wait_for_acceptance(logs, "ep-3", window, start - timedelta(seconds=5), wait=60, clock=lambda: now[0],
+                              sleep=sleep)
+    assert acc.accepted_tokens == 170 and len(slept) == 12  # the line came after the run's end: no wait

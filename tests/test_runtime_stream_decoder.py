@@ -104,3 +104,17 @@ def test_frame_reader_rejects_corruption_and_reports_exceptions():
         list(EventStreamReader().feed(bytes(frame)))
     error = event_frame(b'{"Message": "boom"}', event_type="ModelStreamError", message_type="event")
     assert list(EventStreamReader().feed(error)) == [("ModelStreamError", "event", b'{"Message": "boom"}')]
+
+
+def test_one_huge_line_split_in_many_reads_decodes_once():
+    """An 8 MB event arriving in 64 KiB reads (the speed, linear in the size, is in
+    benchmarks/bench_stream_decoder.py --huge-line)."""
+    import json as _json
+
+    text = "x" * (8 * 1024 * 1024)
+    wire = b"data: " + _json.dumps({"choices": [{"delta": {"content": text}}]}).encode() + b"\n\ndata: [DONE]\n\n"
+    decoder = SseDecoder()
+    events = []
+    for i in range(0, len(wire), 65536):
+        events.extend(decoder.feed(wire[i:i + 65536]))
+    assert len(events) == 2 and events[1] is DONE and events[0]["choices"][0]["delta"]["content"] == text

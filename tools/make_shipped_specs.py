@@ -69,8 +69,12 @@ def derive(base: dict, model_id: str, facts: dict) -> dict:
     unverified = {
         "version": NOT_SEEN,
         "hosting_artifact_key": NOT_SEEN,
+        "hosting_prepacked_artifact_key": NOT_SEEN,  # the model data JumpStart (and peagle) deploys
         "supported_inference_instance_types": NOT_SEEN,
         "inference_config_components.lmi-optimized.hosting_additional_data_sources": NOT_SEEN,
+        # the per-instance variables (TENSOR_PARALLEL_DEGREE) reach the plan through the SDK's
+        # environment_variables.retrieve_default(instance_type=...): guessed from the GPU count
+        "inference_config_components.lmi-optimized.hosting_instance_type_variants": NOT_SEEN,
     }
     if facts["gated"]:
         spec["gated_bucket"] = True

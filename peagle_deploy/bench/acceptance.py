@@ -1,5 +1,6 @@
-"""Speculative-decoding acceptance from vLLM: its `SpecDecoding metrics:` log lines (CloudWatch Logs,
-for SageMaker endpoints) or its Prometheus `/metrics` counters (container and OpenAI URLs).
+"""Speculative-decoding acceptance arithmetic: vLLM's `SpecDecoding metrics:` log lines and its Prometheus
+`/metrics` counters turned into one Acceptance. The two sources are `cloudwatch.py` (SageMaker endpoints)
+and `prometheus.py` (container and OpenAI URLs).
 
 Definitions follow vLLM (vllm/v1/spec_decode/metrics.py):
 - a *draft* is one proposal of up to K tokens, verified in one target forward pass;
@@ -14,11 +15,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import CredentialsError, UsageError
+from ..errors import UsageError
 
 LOG_MARKER = "SpecDecoding metrics:"
 
@@ -148,61 +149,6 @@ def aggregate_intervals(intervals: Iterable[LogInterval], source: str) -> Accept
     return _finish(acc, per_pos)
 
 
-def log_group_name(endpoint_name: str) -> str:
-    return f"/aws/sagemaker/Endpoints/{endpoint_name}"
-
-
-def read_cloudwatch(logs_client, endpoint_name: str, start: datetime, end: datetime) -> Acceptance:
-    """Every `SpecDecoding metrics` line of the endpoint's log group in [start, end], aggregated."""
-    return read_cloudwatch_with_latest(logs_client, endpoint_name, start, end)[0]
-
-
-def read_cloudwatch_with_latest(
-    logs_client, endpoint_name: str, start: datetime, end: datetime
-) -> tuple[Acceptance, int]:
-    """read_cloudwatch, plus the timestamp (ms) of the latest stats line found (0 if none)."""
-    from ..aws import error_code
-
-    group = log_group_name(endpoint_name)
-    paginator = logs_client.get_paginator("filter_log_events")
-    intervals: list[LogInterval] = []
-    try:
-        for page in paginator.paginate(
-            logGroupName=group, startTime=_ms(start), endTime=_ms(end), filterPattern='"SpecDecoding metrics"'
-        ):
-            for event in page.get("events", []):
-                parsed = parse_log_line(event.get("message", ""), event.get("timestamp"))
-                if parsed is not None:
-                    intervals.append(parsed)
-    except Exception as exc:  # botocore ClientError: map the expected ones to one line
-        code = error_code(exc)
-        if code == "ResourceNotFoundException":
-            raise UsageError(
-                f"log group {group} not found",
-                "check the endpoint name and region; the endpoint writes it once its container starts",
-            ) from None
-        if code in ("AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"):
-            raise CredentialsError(
-                f"not allowed to read {group} ({code})", "grant logs:FilterLogEvents on the log group"
-            ) from None
-        raise
-    intervals.sort(key=lambda iv: iv.timestamp_ms or 0)
-    acc = aggregate_intervals(intervals, source=f"cloudwatch:{group}")
-    acc.window_start, acc.window_end = start, end
-    if not intervals:
-        acc.note = (
-            "no 'SpecDecoding metrics' lines in the window: speculative decoding may be off, the "
-            "server may log stats only while busy (every ~10 s), or logs may lag a minute behind"
-        )
-    return acc, (intervals[-1].timestamp_ms or 0) if intervals else 0
-
-
-def _ms(moment: datetime) -> int:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1000)
-
-
 # Prometheus ------------------------------------------------------------------------------------
 
 PROM_DRAFTS = "vllm:spec_decode_num_drafts"
@@ -240,6 +186,22 @@ class SpecCounters(BaseModel):
             },
             generation_tokens=gen,
             present=self.present,
+        )
+
+    def plus(self, other: SpecCounters) -> SpecCounters:
+        """The counts of two windows together (a run's levels, each without its warm-up)."""
+        positions = set(self.accepted_per_position) | set(other.accepted_per_position)
+        gen = None
+        if self.generation_tokens is not None or other.generation_tokens is not None:
+            gen = (self.generation_tokens or 0) + (other.generation_tokens or 0)
+        return SpecCounters(
+            drafts=self.drafts + other.drafts,
+            draft_tokens=self.draft_tokens + other.draft_tokens,
+            accepted_tokens=self.accepted_tokens + other.accepted_tokens,
+            accepted_per_position={p: self.accepted_per_position.get(p, 0) + other.accepted_per_position.get(p, 0)
+                                   for p in sorted(positions)},
+            generation_tokens=gen,
+            present=self.present or other.present,
         )
 
     def acceptance(self, source: str) -> Acceptance:
@@ -291,39 +253,3 @@ def parse_prometheus(text: str) -> SpecCounters:
                 counters.generation_tokens = (counters.generation_tokens or 0.0) + sample.value
     counters.accepted_per_position = dict(sorted(per_pos.items()))
     return counters
-
-
-def metrics_url(target_url: str) -> str:
-    """vLLM serves /metrics at the server root: strip /v1..., /invocations and /metrics from the URL."""
-    base = target_url.rstrip("/")
-    for suffix in ("/v1/chat/completions", "/v1/completions", "/chat/completions", "/v1", "/invocations", "/metrics"):
-        if base.endswith(suffix):
-            base = base[: -len(suffix)]
-            break
-    return base + "/metrics"
-
-
-async def scrape_async(url: str, timeout: float = 10.0) -> SpecCounters:
-    """GET a Prometheus exposition and parse vLLM's spec-decode counters."""
-    import aiohttp
-
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            async with session.get(url) as resp:
-                if resp.status != 200:
-                    raise UsageError(
-                        f"GET {url} answered HTTP {resp.status}",
-                        "start vLLM with its metrics enabled, or check the URL",
-                    )
-                text = await resp.text()
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise UsageError(
-            f"cannot reach {url} ({type(exc).__name__})", "check the URL and that the server is up"
-        ) from None
-    return parse_prometheus(text)
-
-
-def scrape(url: str, timeout: float = 10.0) -> SpecCounters:
-    import asyncio
-
-    return asyncio.run(scrape_async(url, timeout))

@@ -18,15 +18,25 @@ Cost per step, in units of one plain decoding step of the target model:
                  = draft_cost * K          for EAGLE-3 (K sequential drafter passes)
 Estimated speed-up over no speculation = E(K) / (verification + drafting). The K with the highest
 estimate is recommended. This is a first-order model: measure the top candidates with `peagle bench`.
+
+The model assumes P-EAGLE's one drafter pass is as cheap as EAGLE-3's first, so for equal acceptance it
+always favours P-EAGLE. Measurements say otherwise on some vLLM versions (0.25.1 runs parallel drafting on
+its older V1 model runner and EAGLE-3 on V2 beat it at every concurrency on an H100). So the mode is taken
+from a MEASURED comparison when one is given (`measured`, from `peagle bench compare` runs of both modes),
+and the advice always says which mode the estimate assumed and whether it was measured.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import UsageError
+from .compare import ModeComparison
+
+if TYPE_CHECKING:
+    from .results import BenchResult
 
 Kind = Literal["cumulative", "conditional"]
 
@@ -51,6 +61,8 @@ class Advice(BaseModel):
     draft_cost: float
     estimates: list[KEstimate]
     recommended_k: int
+    recommended_mode: str | None = None  # the measured winner; None when the modes were not both measured
+    measured: ModeComparison | None = None
     explanation: list[str]
 
 
@@ -84,6 +96,7 @@ def advise(
     max_k: int | None = None,
     verify_cost: float = 0.02,
     draft_cost: float = 0.06,
+    measured: ModeComparison | None = None,
 ) -> Advice:
     """Estimate E(K), the cost of a step and the speed-up for K = 1..max_k; recommend the best K.
 
@@ -94,12 +107,12 @@ def advise(
     if mode not in ("p-eagle", "eagle3"):
         raise UsageError(f"unknown mode {mode!r} for the advisor", "use p-eagle or eagle3")
     cond = to_conditional(rates, kind)
-    measured = len(cond)
-    max_k = measured if max_k is None else max_k
+    positions = len(cond)
+    max_k = positions if max_k is None else max_k
     estimates: list[KEstimate] = []
     survive, expected = 1.0, 1.0
     for k in range(1, max(max_k, 1) + 1):
-        a = cond[k - 1] if k <= measured else cond[-1]
+        a = cond[k - 1] if k <= positions else cond[-1]
         survive *= a
         expected += survive
         drafting = draft_cost if mode == "p-eagle" else draft_cost * k
@@ -110,7 +123,7 @@ def advise(
                 expected_tokens_per_step=round(expected, 4),
                 step_cost=round(cost, 4),
                 speedup=round(expected / cost, 4),
-                extrapolated=k > measured,
+                extrapolated=k > positions,
             )
         )
     best = max(estimates, key=lambda e: (e.speedup, -e.k))
@@ -127,14 +140,16 @@ def advise(
     ]
     if best.extrapolated:
         explanation.append(
-            f"K={best.k} is beyond the {measured} measured positions: its estimate extrapolates the last"
+            f"K={best.k} is beyond the {positions} measured positions: its estimate extrapolates the last"
             " rate. Deploy it with a larger K and measure again before trusting it."
         )
-    elif best.k == measured:
+    elif best.k == positions:
         explanation.append(
             "The best K is the largest one measured: a larger K may do better (try --max-k to extrapolate,"
             " then deploy and measure it)."
         )
+    recommended_mode = measured.winner if measured is not None and measured.levels else None
+    explanation.extend(_mode_explanation(mode, measured, recommended_mode))
     return Advice(
         mode=mode,
         rates_kind=kind,
@@ -143,5 +158,44 @@ def advise(
         draft_cost=draft_cost,
         estimates=estimates,
         recommended_k=best.k,
+        recommended_mode=recommended_mode,
+        measured=measured,
         explanation=explanation,
     )
+
+
+def _mode_explanation(mode: str, measured: ModeComparison | None, winner: str | None) -> list[str]:
+    name = {"p-eagle": "P-EAGLE", "eagle3": "EAGLE-3"}
+    if measured is None or not measured.levels:
+        return [f"The estimate is for {name[mode]} and does not say which mode is faster: on some vLLM versions "
+                "EAGLE-3 beats P-EAGLE (parallel drafting can fall back to an older model runner). Benchmark both "
+                "modes at the K you choose and pass the results with --measured before deciding."]
+    lines = [measured.summary() + f" ({measured.table})."]
+    if winner is None:
+        lines.append("Neither mode won at more levels: choose by the concurrency you expect.")
+        return lines
+    ks = measured.best_peagle_k if winner == "p-eagle" else measured.best_eagle3_k
+    wins = measured.peagle_wins if winner == "p-eagle" else measured.eagle3_wins
+    best_k = {ks[c] for c in wins if ks.get(c) is not None}
+    k_text = f" --k {best_k.pop()}" if len(best_k) == 1 else ""
+    lines.append(f"Recommended mode, as measured: {name[winner]} (deploy --mode {winner}{k_text}).")
+    if winner != mode:
+        lines.append(f"The K estimate above assumes {name[mode]}; the measurements favour {name[winner]}, so "
+                     f"re-run the advisor with --mode {winner} for its K.")
+    return lines
+
+
+def comparison_from_results(results: list[BenchResult]) -> ModeComparison:
+    """The measured P-EAGLE vs EAGLE-3 comparison of runs of one model, instance setup and data set."""
+    from .compare import compare_results, mode_comparison
+
+    tables = [t for t in compare_results(results) if mode_comparison(t) is not None]
+    if not tables:
+        raise UsageError("the --measured runs do not include both P-EAGLE and EAGLE-3 runs of one model, "
+                         "instance and data set", "benchmark both modes (peagle bench --mode p-eagle / eagle3)")
+    if len(tables) > 1:
+        raise UsageError(f"the --measured runs cover {len(tables)} model/instance/data-set groups",
+                         "pass runs of one model, instance type and data set")
+    comparison = mode_comparison(tables[0])
+    assert comparison is not None
+    return comparison

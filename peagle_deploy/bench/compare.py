@@ -1,9 +1,15 @@
 """Side-by-side tables of runs (P-EAGLE vs EAGLE-3 vs off, by K), like the published ones.
 
-For each data set: rows are concurrency levels, columns are runs labelled "mode K=k"; then the
-speed-up of each column over `off` at the same concurrency, and P-EAGLE over EAGLE-3 at the same K
-and best against best. The published figures (templates/published/aws_blog_otps.csv, or --published
-FILE) come out as tables of the same shape, for reference.
+Runs are compared only like with like: one table per (model, instances, data set). Rows are concurrency
+levels, columns are runs labelled "mode K=k"; then the speed-up of each column over `off` at the same
+concurrency, and P-EAGLE over EAGLE-3 at the same K and best against best. No speed-up ever crosses two
+tables (no cross-model, cross-instance or cross-dataset ratios); runs whose model or instance is unknown,
+or whose settings differ inside one table, are flagged in the table's `warnings`.
+
+Which mode is faster is what was MEASURED (`ModeComparison`), not assumed: on some vLLM versions parallel
+drafting falls back to an older model runner and EAGLE-3 beats P-EAGLE (a real H100 run on vLLM 0.25.1 did).
+The published figures (templates/published/aws_blog_otps.csv, or --published FILE) come out as tables of
+the same shape, for reference, labelled with their own model and hardware.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import io
 from collections.abc import Iterable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import UsageError
 from ..resources import templates_dir
@@ -40,6 +46,8 @@ class CompareRow(BaseModel):
     otps: dict[str, float | None]
     speedup_vs_off: dict[str, float | None]
     peagle_vs_eagle3: dict[str, float | None]  # keys "K=3", ..., "best"
+    faster_mode: str | None = Field(None, description="p-eagle or eagle3: the faster best-K run as measured; "
+                                                      "None unless both modes were measured at this level")
 
 
 class CompareTable(BaseModel):
@@ -49,6 +57,44 @@ class CompareTable(BaseModel):
     source: str
     columns: list[str]
     rows: list[CompareRow]
+    kind: str = "measured"  # or "published"
+    model: str | None = None
+    instance: str | None = None  # "ml.g7e.2xlarge", "2 x ml.g7e.12xlarge"
+    dataset: str | None = None
+    warnings: list[str] = Field(default_factory=list, description="why this table may not be like with like")
+    notes: list[str] = Field(default_factory=list, description="what the measurements say (mode comparison)")
+
+
+class ModeComparison(BaseModel):
+    """P-EAGLE against EAGLE-3 as measured in one like-with-like table (best K of each, per concurrency)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    table: str
+    levels: list[int] = Field(description="concurrency levels where both modes were measured")
+    peagle_wins: list[int]
+    eagle3_wins: list[int]
+    best_peagle_k: dict[int, int | None] = Field(description="concurrency -> fastest P-EAGLE K measured")
+    best_eagle3_k: dict[int, int | None] = Field(description="concurrency -> fastest EAGLE-3 K measured")
+    ratio: dict[int, float] = Field(description="concurrency -> best P-EAGLE / best EAGLE-3 output tokens/s")
+
+    @property
+    def winner(self) -> str | None:
+        """The mode faster at more levels (None on a tie or with nothing to compare)."""
+        if len(self.peagle_wins) == len(self.eagle3_wins):
+            return None
+        return "p-eagle" if len(self.peagle_wins) > len(self.eagle3_wins) else "eagle3"
+
+    def summary(self) -> str:
+        def levels(cs: list[int]) -> str:
+            return ", ".join(f"c={c}" for c in cs)
+
+        parts = []
+        if self.peagle_wins:
+            parts.append(f"P-EAGLE faster at {levels(self.peagle_wins)}")
+        if self.eagle3_wins:
+            parts.append(f"EAGLE-3 faster at {levels(self.eagle3_wins)}")
+        return "measured (best K of each mode): " + "; ".join(parts)
 
 
 def label(mode: str | None, k: int | None, fallback: str = "?") -> str:
@@ -70,7 +116,17 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3)
 
 
-def build_table(points: Iterable[Point], title: str, source: str) -> CompareTable:
+def _best(otps: dict[str, float | None], mode: str) -> tuple[float | None, int | None]:
+    """The fastest column of one mode ("p-eagle K=7", or "p-eagle" when K was unknown) and its K."""
+    best: tuple[float | None, int | None] = (None, None)
+    for name, value in otps.items():
+        of_mode = name == mode or name.startswith(mode + " K=")
+        if of_mode and value is not None and (best[0] is None or value > best[0]):
+            best = (value, int(name.rsplit("=", 1)[1]) if "=" in name else None)
+    return best
+
+
+def build_table(points: Iterable[Point], title: str, source: str, **labels: object) -> CompareTable:
     cells: dict[tuple[int, str], float] = {}
     columns: dict[str, tuple[str | None, int | None, str]] = {}
     for p in points:
@@ -87,11 +143,37 @@ def build_table(points: Iterable[Point], title: str, source: str) -> CompareTabl
         versus: dict[str, float | None] = {}
         for k in ks:
             versus[f"K={k}"] = _ratio(otps.get(f"p-eagle K={k}"), otps.get(f"eagle3 K={k}"))
-        best_p = max((v for n, v in otps.items() if n.startswith("p-eagle") and v is not None), default=None)
-        best_e = max((v for n, v in otps.items() if n.startswith("eagle3") and v is not None), default=None)
+        (best_p, _), (best_e, _) = _best(otps, "p-eagle"), _best(otps, "eagle3")
         versus["best"] = _ratio(best_p, best_e)
-        rows.append(CompareRow(concurrency=conc, otps=otps, speedup_vs_off=speed, peagle_vs_eagle3=versus))
-    return CompareTable(title=title, source=source, columns=ordered, rows=rows)
+        faster = None if best_p is None or best_e is None else ("p-eagle" if best_p >= best_e else "eagle3")
+        rows.append(CompareRow(concurrency=conc, otps=otps, speedup_vs_off=speed, peagle_vs_eagle3=versus,
+                               faster_mode=faster))
+    table = CompareTable(title=title, source=source, columns=ordered, rows=rows, **labels)
+    comparison = mode_comparison(table)
+    if comparison is not None and comparison.levels:
+        table.notes.append(comparison.summary())
+        if comparison.eagle3_wins:
+            table.notes.append("EAGLE-3 was faster here: deploy --mode eagle3 for those loads. Some vLLM versions "
+                               "run parallel drafting on an older model runner (see `peagle status` / docs/"
+                               "vllm-versions.md); measure both modes on the version you deploy.")
+    return table
+
+
+def mode_comparison(table: CompareTable) -> ModeComparison | None:
+    """P-EAGLE vs EAGLE-3 as measured in this table; None when it lacks one of the two modes."""
+    if not all(any(c.startswith(mode) for c in table.columns) for mode in ("p-eagle", "eagle3")):
+        return None
+    levels, p_wins, e_wins, best_p_k, best_e_k, ratio = [], [], [], {}, {}, {}
+    for row in table.rows:
+        (best_p, kp), (best_e, ke) = _best(row.otps, "p-eagle"), _best(row.otps, "eagle3")
+        if best_p is None or best_e is None:
+            continue
+        levels.append(row.concurrency)
+        (p_wins if best_p >= best_e else e_wins).append(row.concurrency)
+        best_p_k[row.concurrency], best_e_k[row.concurrency] = kp, ke
+        ratio[row.concurrency] = _ratio(best_p, best_e) or 0.0
+    return ModeComparison(table=table.title, levels=levels, peagle_wins=p_wins, eagle3_wins=e_wins,
+                          best_peagle_k=best_p_k, best_eagle3_k=best_e_k, ratio=ratio)
 
 
 def points_from_results(results: Iterable[BenchResult]) -> list[Point]:
@@ -110,16 +192,71 @@ def points_from_results(results: Iterable[BenchResult]) -> list[Point]:
     return points
 
 
+def _instance(r: BenchResult) -> str | None:
+    if not r.target.instance_type:
+        return None
+    count = r.target.instance_count or 1
+    return r.target.instance_type if count == 1 else f"{count} x {r.target.instance_type}"
+
+
+def _group_key(r: BenchResult) -> tuple[str | None, str | None, str]:
+    return (r.target.model, _instance(r), r.settings.dataset)
+
+
+def _group_warnings(runs: list[BenchResult], model: str | None, instance: str | None) -> list[str]:
+    warnings = []
+    names = ", ".join(sorted({r.target.name for r in runs}))
+    if model is None:
+        warnings.append(f"model unknown for {names}: these runs are compared only with each other, and peagle "
+                        "cannot check they served the same model")
+    if instance is None:
+        warnings.append(f"instance type unknown for {names}: speed-ups assume the same hardware")
+    for field in ("max_tokens", "temperature"):
+        values = sorted({getattr(r.settings, field) for r in runs})
+        if len(values) > 1:
+            warnings.append(f"runs in this table differ in {field} ({', '.join(map(str, values))}): "
+                            "their speed-ups may not compare like with like")
+    if any(r.target.mode is None for r in runs):
+        warnings.append("some runs have no mode (pass --mode/--k to peagle bench for URL targets): they appear "
+                        "under their target name and take no part in P-EAGLE vs EAGLE-3")
+    seen: dict[tuple[str, int], int] = {}
+    for r in runs:
+        for level in r.levels:
+            key = (r.label(), level.concurrency)
+            seen[key] = seen.get(key, 0) + 1
+    repeated = sorted({name for (name, _), n in seen.items() if n > 1})
+    if repeated:
+        warnings.append(f"{', '.join(repeated)} measured more than once at the same concurrency: "
+                        "the latest run is shown")
+    return warnings
+
+
 def compare_results(results: list[BenchResult]) -> list[CompareTable]:
-    """One table per data set. Two runs with the same label and concurrency: the later one wins."""
-    by_dataset: dict[str, list[BenchResult]] = {}
+    """One table per (model, instances, data set); two runs with the same label and concurrency: the later wins."""
+    groups: dict[tuple[str | None, str | None, str], list[BenchResult]] = {}
     for r in sorted(results, key=lambda r: r.started_at):
-        by_dataset.setdefault(r.settings.dataset, []).append(r)
+        groups.setdefault(_group_key(r), []).append(r)
     tables = []
-    for dataset, runs in by_dataset.items():
+    for (model, instance, dataset), runs in groups.items():
+        title = f"measured: {model or 'model unknown'} on {instance or 'instance unknown'}, {dataset}"
         names = ", ".join(sorted({r.target.name for r in runs}))
-        tables.append(build_table(points_from_results(runs), f"measured: {dataset}", names))
+        table = build_table(points_from_results(runs), title, names, model=model, instance=instance,
+                            dataset=dataset)
+        table.warnings.extend(_group_warnings(runs, model, instance))
+        tables.append(table)
     return tables
+
+
+def compare_warnings(tables: list[CompareTable]) -> list[str]:
+    """Warnings across the measured tables: what was kept apart (each table carries its own warnings)."""
+    measured = [t for t in tables if t.kind == "measured"]
+    out = []
+    for field, what in (("model", "models"), ("instance", "instance setups"), ("dataset", "data sets")):
+        values = sorted({str(getattr(t, field)) for t in measured})
+        if len(values) > 1:
+            out.append(f"the runs cover {len(values)} {what} ({', '.join(values)}): each gets its own table and "
+                       "no speed-up is computed across them")
+    return out
 
 
 def read_published(path: Path | None = None) -> list[CompareTable]:
@@ -152,12 +289,17 @@ def read_published(path: Path | None = None) -> list[CompareTable]:
                 f"{Path(source).name} row {number} is not benchmark,concurrency,mode,k,otps", "fix that row"
             ) from None
         grouped.setdefault(point.benchmark, []).append(point)
-    note = _source_note(text) or str(source)
-    return [build_table(points, f"published: {bench}", note) for bench, points in grouped.items()]
+    note = _comment(text, "source") or str(source)
+    model, instance = _comment(text, "model"), _comment(text, "instance")
+    where = f"{model or 'model unknown'} on {instance or 'hardware unknown'}"
+    return [build_table(points, f"published: {where}, {bench}", note, kind="published", model=model,
+                        instance=instance, dataset=bench)
+            for bench, points in grouped.items()]
 
 
-def _source_note(text: str) -> str | None:
+def _comment(text: str, key: str) -> str | None:
+    """The value of a `# key: value` comment line of a published CSV."""
     for line in text.splitlines():
-        if line.startswith("# source:"):
-            return line.removeprefix("# source:").strip()
+        if line.startswith(f"# {key}:"):
+            return line.removeprefix(f"# {key}:").strip()
     return None

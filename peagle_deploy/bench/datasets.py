@@ -1,8 +1,9 @@
 """Prompt sets: the built-in ones in templates/datasets/ and the user's own JSONL.
 
 A JSONL line is either `{"prompt": "..."}` (sent as one user message) or
-`{"messages": [{"role": "...", "content": "..."}, ...]}` (sent as is). A bad line is a
-one-line UsageError naming the file and line number (exit 2).
+`{"messages": [{"role": "...", "content": "..."}, ...]}` (sent as is). Other keys (a HumanEval
+record's task_id, test, ...) are ignored, and the Dataset says which key held the prompts and which
+were ignored. A bad line is a one-line UsageError naming the file and line number (exit 2).
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ class Message(BaseModel):
 
 
 class PromptRecord(BaseModel):
-    """One JSONL line: exactly one of `prompt` or `messages`."""
+    """One JSONL line: exactly one of `prompt` or `messages`; other keys are ignored."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="ignore")
 
     prompt: str | None = Field(default=None, min_length=1)
     messages: list[Message] | None = Field(default=None, min_length=1)
@@ -50,6 +51,14 @@ class Dataset(BaseModel):
     name: str
     source: str
     prompts: list[list[dict[str, str]]]
+    prompt_keys: list[str] = []  # the keys that held the prompts: "prompt" and/or "messages"
+    ignored_keys: list[str] = []
+
+    def describe(self) -> str:
+        text = f"{len(self)} prompts from {self.source}, key {' and '.join(repr(k) for k in self.prompt_keys)}"
+        if self.ignored_keys:
+            text += f" (ignored: {', '.join(self.ignored_keys)})"
+        return text
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -62,9 +71,12 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {msg}" if where else msg
 
 
-def parse_jsonl(text: str, source: str) -> list[list[dict[str, str]]]:
-    """Validate every line; the first bad one raises a one-line UsageError."""
+def parse_jsonl(text: str, source: str, keys: dict[str, set[str]] | None = None) -> list[list[dict[str, str]]]:
+    """Validate every line; the first bad one raises a one-line UsageError. `keys` collects the
+    prompt keys ("used") and the other keys ("ignored") seen."""
     prompts: list[list[dict[str, str]]] = []
+    keys = keys if keys is not None else {}
+    used, ignored = keys.setdefault("used", set()), keys.setdefault("ignored", set())
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -80,6 +92,11 @@ def parse_jsonl(text: str, source: str) -> list[list[dict[str, str]]]:
                 f"{source} line {number} is not a JSON object",
                 'write {"prompt": "..."} or {"messages": [...]} per line',
             )
+        if "prompt" not in data and "messages" not in data:
+            raise UsageError(
+                f"{source} line {number} has no \"prompt\" or \"messages\" key (it has: {', '.join(data) or 'none'})",
+                'put the prompt text under "prompt" (other keys are ignored) or the chat under "messages"',
+            )
         try:
             record = PromptRecord.model_validate(data)
         except ValidationError as exc:
@@ -88,6 +105,8 @@ def parse_jsonl(text: str, source: str) -> list[list[dict[str, str]]]:
                 'each line needs {"prompt": "..."} or {"messages": [{"role": "user", "content": "..."}]}',
             ) from None
         prompts.append(record.chat_messages())
+        used.add("prompt" if record.prompt is not None else "messages")
+        ignored.update(k for k in data if k not in ("prompt", "messages"))
     if not prompts:
         raise UsageError(f"{source} has no prompts", "add at least one JSONL line")
     return prompts
@@ -97,11 +116,10 @@ def load_dataset(name_or_path: str) -> Dataset:
     """A built-in set by name (humaneval, code, chat) or a JSONL file path."""
     if name_or_path in BUILTIN:
         path = templates_dir() / "datasets" / f"{name_or_path}.jsonl"
-        return Dataset(
-            name=name_or_path,
-            source=f"built-in:{name_or_path}",
-            prompts=parse_jsonl(path.read_text(encoding="utf-8"), path.name),
-        )
+        keys: dict[str, set[str]] = {}
+        prompts = parse_jsonl(path.read_text(encoding="utf-8"), path.name, keys)
+        return Dataset(name=name_or_path, source=f"built-in:{name_or_path}", prompts=prompts,
+                       prompt_keys=sorted(keys["used"]), ignored_keys=sorted(keys["ignored"]))
     path = Path(name_or_path)
     if not path.is_file():
         raise UsageError(
@@ -112,4 +130,7 @@ def load_dataset(name_or_path: str) -> Dataset:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {type(exc).__name__}", "pass a readable UTF-8 JSONL file") from None
-    return Dataset(name=path.stem, source=str(path), prompts=parse_jsonl(text, path.name))
+    keys: dict[str, set[str]] = {}
+    prompts = parse_jsonl(text, path.name, keys)
+    return Dataset(name=path.stem, source=str(path), prompts=prompts, prompt_keys=sorted(keys["used"]),
+                   ignored_keys=sorted(keys["ignored"]))

@@ -5,18 +5,20 @@ How a level is measured (docs/bench.md explains it for users):
   the prompts. The first `warmup` requests are warm-up: they load the server but are not measured.
 - The measured window opens when the last warm-up request has finished (at the start when there is
   no warm-up). With `duration`, it closes `duration` seconds later and requests still running are
-  cancelled ("cut at end"); with `num_prompts`, it closes when the last measured request finishes
-  (the tail, where fewer than N requests are in flight, is included, as `vllm bench serve` does).
-- Output tokens per second counts the chunks that ARRIVED inside the window, so requests that straddle
-  its edges count only their part inside it. A chunk counts as usage.completion_tokens / chunks of
-  its request when the server reports usage (vLLM may put several tokens in one chunk when
-  speculative decoding accepts several), else as one token.
-- Request latencies (TTFT, ITL, TPOT, E2E) come from measured requests that completed by the end of
-  the window; requests per second counts those that completed inside it.
+  cancelled ("cut at end"); with `num_prompts`, it closes when the last measured request finishes.
+- Output tokens per second counts the chunks that ARRIVED inside the window (each record's chunk
+  count is read as the window opens and closes), of requests that did not fail. A chunk counts as
+  usage.completion_tokens / chunks of its request when the server reports usage (several tokens per
+  chunk under speculative decoding), else as one token.
+- Latencies come from measured requests that completed by the end of the window. TTFT is the first
+  chunk with output tokens (content, reasoning or tool call); ITL is per chunk (as `vllm bench
+  serve`), TPOT per token. ITL goes into a bounded histogram, so memory does not grow with tokens.
+- Failures back off (per worker, doubling up to 2 s); a level where nothing has succeeded after
+  `dead_after` failures stops (a dead target), and one where no byte arrives for `idle_limit` seconds
+  stops (a stalled target).
 
-The transport (`Sender`) is given: it sends one request, appends the arrival time of each content
-chunk to `record.chunk_times` (time.perf_counter) and sets `record.usage_tokens` if the server says;
-it raises on failure. Nothing here knows HTTP, which keeps this testable and the hot path small.
+The transport (`Sender`) is given: it sends one request and calls `record.add(n, now, content)` per
+read of token chunks and sets `record.usage_tokens`; it raises on failure. Nothing here knows HTTP.
 """
 
 from __future__ import annotations
@@ -24,30 +26,56 @@ from __future__ import annotations
 import asyncio
 import time
 from array import array
-from bisect import bisect_left, bisect_right
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .stats import summarize, time_weighted_mean
+from .stats import LatencyHistogram, summarize, time_weighted_mean
 
 Messages = list[dict[str, str]]
 
 
-@dataclass(slots=True, eq=False)
 class RequestRecord:
-    index: int
-    warmup: bool
-    start: float = 0.0
-    end: float = 0.0
-    chunk_times: array = field(default_factory=lambda: array("d"))
-    usage_tokens: int | None = None
-    error: str | None = None
-    cut: bool = False
+    __slots__ = ("index", "warmup", "start", "end", "chunks", "first", "first_content", "last", "gaps",
+                 "usage_tokens", "error", "error_text", "cut", "at_open", "at_close")
+
+    def __init__(self, index: int, warmup: bool, start: float = 0.0, end: float = 0.0):
+        self.index, self.warmup, self.start, self.end = index, warmup, start, end
+        self.chunks = 0
+        self.first: float | None = None
+        self.first_content: float | None = None
+        self.last = 0.0
+        self.gaps: array | None = array("f")  # one gap per read; chunks of the same read are 0 apart
+        self.usage_tokens: int | None = None
+        self.error: str | None = None
+        self.error_text: str | None = None
+        self.cut = False
+        self.at_open = -1  # chunks received when the window opened (-1: started after it opened)
+        self.at_close = -1  # chunks received when the window closed (-1: not yet)
+
+    def add(self, n: int, now: float, content: bool = True) -> None:
+        """`n` chunks with output tokens arrived at `now` (one network read)."""
+        if self.chunks:
+            self.gaps.append(now - self.last)  # type: ignore[union-attr]
+        else:
+            self.first = now
+        if content and self.first_content is None:
+            self.first_content = now
+        self.chunks += n
+        self.last = now
 
 
 Sender = Callable[[Messages, RequestRecord], Awaitable[None]]
 ErrorClassifier = Callable[[BaseException], str]
+
+
+class LevelStopped(Exception):
+    """A level could not go on: the target is dead (`kind` "dead") or stalled ("stalled")."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
 
 
 @dataclass
@@ -72,17 +100,22 @@ class LevelMeasurement:
     warmup_requests: int
     errors: int
     error_kinds: dict[str, int]
+    error_examples: dict[str, str]
     output_tokens: int
     output_tokens_per_s: float
     requests_per_s: float
     mean_in_flight: float
     concurrency_held: float
+    tokens_per_chunk: float | None
     ttft_ms: Any
+    ttfc_ms: Any
     itl_ms: Any
     tpot_ms: Any
     e2e_ms: Any
     wall_start: float  # time.time() of the window edges, for log queries
     wall_end: float
+    client_cpu: float | None = None  # CPU time of this process over the window / window
+    loop_lag_ms: Any = None
 
 
 def default_classifier(exc: BaseException) -> str:
@@ -94,6 +127,10 @@ def default_classifier(exc: BaseException) -> str:
     if isinstance(exc, (ConnectionError, OSError)):
         return "connection"
     return getattr(exc, "kind", None) or type(exc).__name__
+
+
+def _error_text(exc: BaseException) -> str:
+    return " ".join((getattr(exc, "message", None) or str(exc) or type(exc).__name__).split())[:300]
 
 
 async def run_level(
@@ -108,31 +145,48 @@ async def run_level(
     progress_interval: float = 0.25,
     classify: ErrorClassifier = default_classifier,
     on_window: Callable[[str], None] | None = None,
+    idle_limit: float = 60.0,
+    dead_after: int | None = None,
+    backoff_base: float = 0.05,
+    backoff_max: float = 2.0,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
 ) -> LevelMeasurement:
     """Run one level. `on_window("open")` / `on_window("close")` are called as the measured window
-    opens and closes (benchmarks use them to read a server's own counters at the same moments)."""
+    opens and closes (the runner reads a server's own counters at the same moments)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     if duration is None and num_prompts is None:
         raise ValueError("give a duration or a number of prompts")
+    dead_after = dead_after if dead_after is not None else max(2 * concurrency, 8)
     clock = time.perf_counter
     total = None if num_prompts is None else warmup + num_prompts
     records: list[RequestRecord] = []
     changes: list[tuple[float, int]] = []
-    state = {"next": 0, "in_flight": 0, "warm_done": 0, "done": 0, "errors": 0, "tokens_done": 0}
+    state = {"next": 0, "in_flight": 0, "warm_done": 0, "done": 0, "errors": 0, "ok": 0, "chunks_done": 0}
     active: set[RequestRecord] = set()
     window_open = asyncio.Event()
+    stopped: list[LevelStopped] = []
     stop = False
     t_start = clock()
-    marks: dict[str, float] = {"t0": t_start, "wall0": time.time()}
-    if warmup == 0:
+    marks: dict[str, float] = {"t0": t_start, "wall0": time.time(), "cpu0": time.process_time()}
+    lags: list[float] = []
+    itl = LatencyHistogram()
+
+    def open_window(at: float) -> None:
+        marks["t0"], marks["wall0"], marks["cpu0"] = at, time.time(), time.process_time()
+        for r in active:
+            r.at_open = r.chunks
         window_open.set()
         if on_window is not None:
             on_window("open")
 
+    if warmup == 0:
+        open_window(t_start)
+
     async def worker() -> None:
         nonlocal stop
         n_prompts = len(prompts)
+        failures_in_a_row = 0
         while not stop:
             i = state["next"]
             if total is not None and i >= total:
@@ -151,41 +205,63 @@ async def run_level(
                 raise
             except Exception as exc:  # noqa: BLE001 - every failure is counted by kind, the run goes on
                 rec.error = classify(exc)
+                rec.error_text = _error_text(exc)
                 state["errors"] += 1
             finally:
                 rec.end = clock()
                 state["in_flight"] -= 1
                 changes.append((rec.end, state["in_flight"]))
                 active.discard(rec)
-                state["tokens_done"] += len(rec.chunk_times)
+                state["chunks_done"] += rec.chunks
+                if not window_open.is_set():
+                    rec.at_open = rec.chunks
+                if rec.at_close < 0:
+                    rec.at_close = rec.chunks
                 if not rec.cut:
                     state["done"] += 1
+                    if rec.error is None and not rec.warmup and rec.gaps is not None:
+                        itl.add_gaps(rec.gaps, rec.chunks - 1 - len(rec.gaps))
+                rec.gaps = None  # memory stays independent of the number of tokens
                 if rec.warmup and not rec.cut:
                     state["warm_done"] += 1
                     if state["warm_done"] == warmup:
-                        marks["t0"], marks["wall0"] = rec.end, time.time()
-                        window_open.set()
-                        if on_window is not None:
-                            on_window("open")
+                        open_window(rec.end)
+            if rec.error is None:
+                state["ok"] += 1
+                failures_in_a_row = 0
+                continue
+            if state["ok"] == 0 and state["errors"] >= dead_after:
+                stopped.append(LevelStopped("dead", f"{state['errors']} requests failed and none succeeded; "
+                                                    f"the last: {rec.error_text}"))
+                stop = True
+                return
+            failures_in_a_row += 1
+            await sleep(min(backoff_max, backoff_base * 2 ** (failures_in_a_row - 1)))
 
     async def ticker() -> None:
+        last_progress = (clock(), -1)
         while True:
+            before = clock()
             await asyncio.sleep(progress_interval)
+            now = clock()
+            if window_open.is_set():
+                lags.append(max(0.0, now - before - progress_interval))
+            live = sum(r.chunks for r in active)
+            seen = state["chunks_done"] + live + state["done"]
+            if seen != last_progress[1]:
+                last_progress = (now, seen)
+            elif now - last_progress[0] > idle_limit and not stop:
+                stopped.append(LevelStopped("stalled", f"nothing arrived for {idle_limit:g}s with "
+                                                       f"{state['in_flight']} requests in flight"))
+                for task in workers:
+                    task.cancel()
+                return
             if on_progress is not None:
-                live = sum(len(r.chunk_times) for r in active)
-                on_progress(
-                    LevelProgress(
-                        concurrency=concurrency,
-                        elapsed_s=clock() - t_start,
-                        completed=state["done"],
-                        target=total,
-                        in_flight=state["in_flight"],
-                        tokens=state["tokens_done"] + live,
-                        errors=state["errors"],
-                        phase="measuring" if window_open.is_set() else "warmup",
-                        window_elapsed_s=clock() - marks["t0"] if window_open.is_set() else 0.0,
-                    )
-                )
+                on_progress(LevelProgress(
+                    concurrency=concurrency, elapsed_s=now - t_start, completed=state["done"], target=total,
+                    in_flight=state["in_flight"], tokens=state["chunks_done"] + live, errors=state["errors"],
+                    phase="measuring" if window_open.is_set() else "warmup",
+                    window_elapsed_s=now - marks["t0"] if window_open.is_set() else 0.0))
 
     workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
     tick = asyncio.create_task(ticker())
@@ -194,14 +270,24 @@ async def run_level(
             opened = asyncio.create_task(window_open.wait())
             await asyncio.wait([opened, *workers], return_when=asyncio.FIRST_COMPLETED)
             opened.cancel()
-            for task in workers:  # a worker only ends early on a bug or when every prompt was sent
-                if task.done() and task.exception() is not None:
+            if stopped:
+                raise stopped[0]
+            for task in workers:  # a worker only ends early on a bug, a dead target or when every prompt was sent
+                if task.done() and not task.cancelled() and task.exception() is not None:
                     raise task.exception()  # type: ignore[misc]
-            await window_open.wait()
+            if not window_open.is_set():
+                await asyncio.wait([asyncio.create_task(window_open.wait()), *workers],
+                                   return_when=asyncio.FIRST_COMPLETED)
+            if stopped:
+                raise stopped[0]
             remaining = marks["t0"] + duration - clock()
             _done, pending = await asyncio.wait(workers, timeout=max(remaining, 0.0))
+            if stopped:
+                raise stopped[0]
             stop = True
-            t1, wall1 = marks["t0"] + duration, time.time()
+            t1, wall1, cpu1 = marks["t0"] + duration, time.time(), time.process_time()
+            for r in active:
+                r.at_close = r.chunks
             if on_window is not None:
                 on_window("close")
             for task in pending:
@@ -211,9 +297,14 @@ async def run_level(
                 t1 = max((r.end for r in records), default=t1)
                 wall1 = time.time() - (clock() - t1)
         else:
-            await asyncio.gather(*workers)
+            await asyncio.gather(*workers, return_exceptions=True)
+            if stopped:
+                raise stopped[0]
+            for task in workers:
+                if not task.cancelled() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
             t1 = max((r.end for r in records), default=clock())
-            wall1 = time.time() - (clock() - t1)
+            wall1, cpu1 = time.time() - (clock() - t1), time.process_time()
             if on_window is not None:
                 on_window("close")
     finally:
@@ -222,14 +313,11 @@ async def run_level(
             task.cancel()
         tick.cancel()
         await asyncio.gather(*workers, tick, return_exceptions=True)
-    return measure(records, changes, concurrency, marks["t0"], t1, warmup, marks["wall0"], wall1)
-
-
-def _tokens_of(rec: RequestRecord, tokens_per_chunk: float) -> float:
-    """Tokens a record's chunks stand for, per chunk."""
-    if rec.usage_tokens is not None and rec.chunk_times:
-        return rec.usage_tokens / len(rec.chunk_times)
-    return tokens_per_chunk
+    m = measure(records, changes, concurrency, marks["t0"], t1, warmup, marks["wall0"], wall1, itl)
+    if m.window_s > 0:
+        m.client_cpu = (cpu1 - marks["cpu0"]) / m.window_s
+    m.loop_lag_ms = summarize(lags, 1000)
+    return m
 
 
 def measure(
@@ -241,45 +329,58 @@ def measure(
     warmup: int,
     wall0: float,
     wall1: float,
+    itl: LatencyHistogram | None = None,
 ) -> LevelMeasurement:
+    """The level's figures from its records; `itl` already holds the gaps of records run_level freed."""
     window = max(t1 - t0, 1e-9)
-    with_usage = [r for r in records if r.usage_tokens is not None and r.chunk_times]
-    chunks_u = sum(len(r.chunk_times) for r in with_usage)
-    tokens_per_chunk = (sum(r.usage_tokens or 0 for r in with_usage) / chunks_u) if chunks_u else 1.0
+    usage_tokens = usage_chunks = 0
+    for r in records:
+        if r.error is None and r.usage_tokens is not None and r.chunks:
+            usage_tokens += r.usage_tokens
+            usage_chunks += r.chunks
+    tokens_per_chunk = usage_tokens / usage_chunks if usage_chunks else None
 
     tokens = 0.0
-    ttft, itl, tpot, e2e = [], [], [], []
+    ttft: list[float] = []
+    ttfc: list[float] = []
+    tpot: list[float] = []
+    e2e: list[float] = []
+    itl = itl if itl is not None else LatencyHistogram()
     completed = cut = in_window = 0
     error_kinds: dict[str, int] = {}
+    error_examples: dict[str, str] = {}
     for r in records:
-        times = r.chunk_times
-        if times:
-            inside = bisect_right(times, t1) - bisect_left(times, t0)
-            if inside:
-                tokens += inside * _tokens_of(r, tokens_per_chunk)
+        if r.error is not None:  # a failed request's tokens are not output throughput
+            if not r.warmup:
+                error_kinds[r.error] = error_kinds.get(r.error, 0) + 1
+                error_examples.setdefault(r.error, r.error_text or r.error)
+            continue
+        inside = max(0, (r.at_close if r.at_close >= 0 else r.chunks) - max(r.at_open, 0))
+        if inside:
+            per_chunk = r.usage_tokens / r.chunks if r.usage_tokens is not None and r.chunks else \
+                (tokens_per_chunk or 1.0)
+            tokens += inside * per_chunk
         if r.warmup:
             continue
         if r.cut:
             cut += 1
             continue
-        if r.error is not None:
-            error_kinds[r.error] = error_kinds.get(r.error, 0) + 1
-            continue
         # with fewer warm-up requests than in flight, a measured request can end before the window
         # opens: it is measured (latencies) but not in the window's request rate
-        if r.end > t1 or not times:
+        if r.end > t1 or not r.chunks or r.first is None:
             continue
         completed += 1
         in_window += r.end >= t0
-        ttft.append(times[0] - r.start)
+        ttft.append(r.first - r.start)
+        if r.first_content is not None:
+            ttfc.append(r.first_content - r.start)
         e2e.append(r.end - r.start)
-        prev = times[0]
-        for t in times[1:]:
-            itl.append(t - prev)
-            prev = t
-        n_tokens = r.usage_tokens if r.usage_tokens is not None else len(times)
+        if r.gaps is not None:
+            itl.add_gaps(r.gaps, r.chunks - 1 - len(r.gaps))
+            r.gaps = None
+        n_tokens = r.usage_tokens if r.usage_tokens is not None else r.chunks
         if n_tokens > 1:
-            tpot.append((r.end - times[0]) / (n_tokens - 1))
+            tpot.append((r.end - r.first) / (n_tokens - 1))
     mean_in_flight = time_weighted_mean(changes, t0, t1)
     return LevelMeasurement(
         concurrency=concurrency,
@@ -289,13 +390,16 @@ def measure(
         warmup_requests=min(warmup, len(records)),
         errors=sum(error_kinds.values()),
         error_kinds=error_kinds,
+        error_examples=error_examples,
         output_tokens=round(tokens),
         output_tokens_per_s=tokens / window,
         requests_per_s=in_window / window,
         mean_in_flight=mean_in_flight,
         concurrency_held=mean_in_flight / concurrency,
+        tokens_per_chunk=tokens_per_chunk,
         ttft_ms=summarize(ttft, 1000),
-        itl_ms=summarize(itl, 1000),
+        ttfc_ms=summarize(ttfc, 1000),
+        itl_ms=itl.summary(),
         tpot_ms=summarize(tpot, 1000),
         e2e_ms=summarize(e2e, 1000),
         wall_start=wall0,

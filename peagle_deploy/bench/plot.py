@@ -1,10 +1,24 @@
-"""PNG chart of output tokens/s against concurrency, one line per mode/K (matplotlib, Agg, imported lazily)."""
+"""PNG chart of output tokens/s against concurrency, one line per mode/K (matplotlib, Agg, imported lazily).
+
+One panel per table: measured tables (one per model, instances and data set) and, when given, the
+published ones, each titled with its model, hardware and data set. The y axis starts at 0 so the gaps
+between lines are not exaggerated.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from .compare import CompareTable
+
+
+def panel_title(table: CompareTable) -> str:
+    """'measured: gpt-oss-20b' over 'ml.g7e.2xlarge, humaneval' (two lines keep a panel narrow)."""
+    if table.model is None and table.instance is None and table.dataset is None:
+        return table.title
+    first = f"{table.kind}: {table.model or 'model unknown'}"
+    hardware = table.instance or ("instance unknown" if table.kind == "measured" else "hardware unknown")
+    return f"{first}\n{hardware}, {table.dataset or 'data set unknown'}"
 
 
 def plot_tables(tables: list[CompareTable], path: Path) -> Path | None:
@@ -18,7 +32,18 @@ def plot_tables(tables: list[CompareTable], path: Path) -> Path | None:
         return None
     if not tables:
         return None
-    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 4.5), squeeze=False)
+    fig = build_figure(tables)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def build_figure(tables: list[CompareTable]):
+    """The matplotlib Figure for `tables` (matplotlib must be importable)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 4.8), squeeze=False)
     for ax, table in zip(axes[0], tables, strict=True):
         for column in table.columns:
             xs = [r.concurrency for r in table.rows if r.otps.get(column) is not None]
@@ -29,13 +54,11 @@ def plot_tables(tables: list[CompareTable], path: Path) -> Path | None:
         ticks = sorted({r.concurrency for r in table.rows})
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("concurrency (requests in flight)")
         ax.set_ylabel("output tokens/s")
-        ax.set_title(table.title)
+        ax.set_title(panel_title(table), fontsize="medium")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig

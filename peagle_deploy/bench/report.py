@@ -40,6 +40,9 @@ def level_rows(level: LevelResult) -> list[str]:
         _ms(level.e2e_ms, "p99"),
         _f(level.usd_per_million_output_tokens, 2),
         errors,
+        _ms(level.ttfc_ms, "mean"),
+        _f(level.tokens_per_chunk, 2),
+        "SATURATED" if level.client_saturated else "ok",
     ]
 
 
@@ -57,6 +60,9 @@ LEVEL_HEADERS = [
     "E2E p99 ms",
     "$/M out tok",
     "errors",
+    "TTFC mean ms",
+    "tok/chunk",
+    "client",
 ]
 
 
@@ -108,12 +114,17 @@ def markdown_summary(result: BenchResult) -> str:
         f"- run: {result.started_at:%Y-%m-%d %H:%M:%S} to {result.finished_at:%H:%M:%S} UTC,"
         f" {result.tool} {result.tool_version}, schema {result.schema_version}"
     )
+    if not result.complete:
+        out.append(f"- INCOMPLETE: {result.stopped}")
     out += ["", *_md_table(LEVEL_HEADERS, [level_rows(lv) for lv in result.levels]), ""]
     if result.acceptance is not None:
         out += acceptance_lines(result.acceptance) + [""]
     out.append(
-        "Latencies in milliseconds. TTFT: time to first token; ITL: gap between streamed chunks; TPOT:"
-        " (E2E - TTFT) / (output tokens - 1) per request; held: mean requests in flight / concurrency."
+        "Latencies in milliseconds. TTFT: time to the first output token (content, reasoning or tool call);"
+        " TTFC: to the first content token; ITL: gap between streamed chunks (per chunk, as vllm bench serve);"
+        " TPOT: (E2E - TTFT) / (output tokens - 1) per request (per token); tok/chunk: output tokens per chunk"
+        " (> 1 under speculative decoding); held: mean requests in flight / concurrency; client: SATURATED when"
+        " the load generator, not the target, was the limit."
     )
     return "\n".join(out) + "\n"
 
@@ -124,7 +135,7 @@ def render_result(console: Console, result: BenchResult, files: list[str]) -> No
 
     rows = [level_rows(lv) for lv in result.levels]
     title = f"peagle bench: {result.label()} ({result.settings.dataset})"
-    groups = ((title, [0, 1, 2, 3, 11, 12]), ("latency, ms (mean / p99)", [0, 4, 5, 6, 7, 8, 9, 10]))
+    groups = ((title, [0, 1, 2, 3, 15, 11, 12]), ("latency, ms (mean / p99)", [0, 4, 5, 13, 6, 7, 14, 8, 9, 10]))
     for caption, idx in groups:
         table = Table(title=caption, title_justify="left")
         for i in idx:
@@ -134,6 +145,8 @@ def render_result(console: Console, result: BenchResult, files: list[str]) -> No
         for r in rows:
             table.add_row(*[r[i] for i in idx])
         console.print(table)
+    if not result.complete:
+        console.print(f"INCOMPLETE: {result.stopped}", markup=False)
     if result.price and result.price.usd_per_hour is not None:
         console.print(f"price ${result.price.usd_per_hour:.2f}/h: {result.price.source}", markup=False)
     if result.acceptance is not None:
@@ -147,6 +160,8 @@ def compare_markdown(tables: list[CompareTable]) -> str:
     out: list[str] = []
     for t in tables:
         out += [f"## {t.title}", "", f"source: {t.source}", ""]
+        if t.warnings or t.notes:
+            out += [*(f"> warning: {w}" for w in t.warnings), *(f"> {n}" for n in t.notes), ""]
         rows = [[str(r.concurrency)] + [_f(r.otps.get(c), 0) for c in t.columns] for r in t.rows]
         out += ["Output tokens/s", "", *_md_table(["concurrency", *t.columns], rows), ""]
         spd_cols = [c for c in t.columns if c != "off"]
@@ -184,6 +199,8 @@ def render_compare(console: Console, tables: list[CompareTable]) -> None:
 
     for t in tables:
         console.print(f"[bold]{t.title}[/bold]  (source: {t.source})")
+        for line in [*(f"warning: {w}" for w in t.warnings), *t.notes]:
+            console.print(line, markup=False)
         small(
             "output tokens/s",
             t.columns,

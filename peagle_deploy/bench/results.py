@@ -54,16 +54,23 @@ class LevelResult(BaseModel):
     warmup_requests: int = 0
     errors: int = 0
     error_kinds: dict[str, int] = {}
+    error_examples: dict[str, str] = Field({}, description="the server's own text of one error of each kind")
     output_tokens: int = Field(description="output tokens received in the window")
     output_tokens_per_s: float
     requests_per_s: float
     mean_in_flight: float = Field(description="time-weighted mean of requests in flight over the window")
     concurrency_held: float = Field(description="mean_in_flight / concurrency")
-    ttft_ms: Summary
-    itl_ms: Summary
-    tpot_ms: Summary
+    tokens_per_chunk: float | None = Field(
+        None, description="mean output tokens per streamed chunk (from usage); > 1 under speculative decoding")
+    ttft_ms: Summary = Field(description="to the first chunk with output tokens: content, reasoning or tool call")
+    ttfc_ms: Summary = Field(Summary(), description="to the first chunk with content")
+    itl_ms: Summary = Field(description="between consecutive chunks, per chunk (as vllm bench serve)")
+    tpot_ms: Summary = Field(description="per output token: (E2E - TTFT) / (output tokens - 1)")
     e2e_ms: Summary
     usd_per_million_output_tokens: float | None = None
+    client_cpu: float | None = Field(None, description="CPU time of the load generator / window (1.0 = one core)")
+    loop_lag_ms: Summary = Field(Summary(), description="event-loop lag of the load generator over the window")
+    client_saturated: bool = Field(False, description="the load generator, not the target, limited this level")
 
 
 class BenchResult(BaseModel):
@@ -79,6 +86,8 @@ class BenchResult(BaseModel):
     price: Price | None = None
     levels: list[LevelResult]
     acceptance: Acceptance | None = None
+    complete: bool = True
+    stopped: str | None = Field(None, description="why the run stopped before its last level, if it did")
 
     def label(self) -> str:
         """'p-eagle K=7', 'eagle3 K=3', 'off', or the target name when the mode is unknown."""

@@ -1,22 +1,32 @@
-"""One `peagle bench` run: levels of the load generator, acceptance, cost, and the files in --out."""
+"""One `peagle bench` run: check what can be checked first, run the levels, and keep what was measured.
+
+Orchestration only: the target comes from runtime.target_ref, the load from loadgen, acceptance from
+prometheus.py / cloudwatch.py, the schema from results.py. A run that stops (a dead or stalled target,
+Ctrl-C) still returns and writes the levels it measured, with `complete: false` and the reason.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..errors import UsageError
+from ..errors import EndpointFailed, Interrupted, PeagleError, UsageError, WaitTimeout
 from ..output import Output
-from . import acceptance as acc_mod
-from .cost import Price, instance_price, usd_per_million_tokens
+from ..runtime.target_ref import TargetRef, parse_target
+from .acceptance import Acceptance, SpecCounters
+from .cost import PRICING_REGION, Price, instance_price, usd_per_million_tokens
 from .datasets import Dataset
-from .loadgen import LevelMeasurement, LevelProgress, run_level
+from .loadgen import LevelMeasurement, LevelProgress, LevelStopped, run_level
 from .results import BenchResult, LevelResult, Settings, TargetInfo, write_result
-from .target_info import describe_endpoint, request_url, target_kind
+
+VLLM_LOG_INTERVAL_S = 10.0  # vLLM logs its SpecDecoding line about every 10 s
+SATURATED_CPU = 0.85  # of one core
+SATURATED_LAG_MS = 20.0  # mean event-loop lag
 
 
 @dataclass
@@ -40,7 +50,15 @@ class BenchPlan:
     timeout: float = 600.0
     logs_wait: float = 60.0
     chart: bool = True
+
+
+@dataclass
+class BenchRun:
+    """What a run produced: the result, the files written, and why it failed, if it did."""
+
+    result: BenchResult
     files: list[str] = field(default_factory=list)
+    failure: PeagleError | None = None
 
 
 def parse_concurrency(text: str) -> list[int]:
@@ -53,8 +71,22 @@ def parse_concurrency(text: str) -> list[int]:
     return levels
 
 
+def check_out_dir(out_dir: Path) -> None:
+    """Fail before measuring when the results could not be written."""
+    probe = out_dir / ".peagle-write-test"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir} is not a writable folder ({exc.strerror or exc})",
+                         "pass a folder you can write to") from None
+
+
 def _level_result(m: LevelMeasurement, price: Price | None) -> LevelResult:
     usd = usd_per_million_tokens(price.usd_per_hour if price else None, m.output_tokens_per_s)
+    lag = m.loop_lag_ms
+    saturated = (m.client_cpu or 0) >= SATURATED_CPU or (lag is not None and (lag.mean or 0) >= SATURATED_LAG_MS)
     return LevelResult(
         concurrency=m.concurrency,
         window_s=round(m.window_s, 4),
@@ -63,16 +95,22 @@ def _level_result(m: LevelMeasurement, price: Price | None) -> LevelResult:
         warmup_requests=m.warmup_requests,
         errors=m.errors,
         error_kinds=m.error_kinds,
+        error_examples=m.error_examples,
         output_tokens=m.output_tokens,
         output_tokens_per_s=round(m.output_tokens_per_s, 3),
         requests_per_s=round(m.requests_per_s, 4),
         mean_in_flight=round(m.mean_in_flight, 4),
         concurrency_held=round(m.concurrency_held, 4),
+        tokens_per_chunk=None if m.tokens_per_chunk is None else round(m.tokens_per_chunk, 4),
         ttft_ms=m.ttft_ms,
+        ttfc_ms=m.ttfc_ms,
         itl_ms=m.itl_ms,
         tpot_ms=m.tpot_ms,
         e2e_ms=m.e2e_ms,
         usd_per_million_output_tokens=None if usd is None else round(usd, 4),
+        client_cpu=None if m.client_cpu is None else round(m.client_cpu, 3),
+        loop_lag_ms=lag,
+        client_saturated=saturated,
     )
 
 
@@ -110,28 +148,31 @@ class _Progress:
         self._last = (p.elapsed_s, p.tokens)
         done = p.completed if p.target is not None else min(p.window_elapsed_s, duration or 0)
         self._progress.update(
-            self._task, completed=done, info=f"{p.phase}, {rate:,.0f} tok/s, {p.in_flight} in flight, {p.errors} errors"
+            self._task, completed=done, info=f"{p.phase}, {rate:,.0f} chunks/s, {p.in_flight} in flight, "
+                                             f"{p.errors} errors"
         )
 
-    def finish(self, m: LevelMeasurement) -> None:
+    def finish(self, level: LevelResult) -> None:
+        note = ", CLIENT SATURATED" if level.client_saturated else ""
         self._progress.update(
             self._task,
             completed=self._progress.tasks[-1].total or 0,
-            info=f"{m.output_tokens_per_s:,.0f} tok/s, held {m.concurrency_held:.0%}, {m.errors} errors",
+            info=f"{level.output_tokens_per_s:,.0f} tok/s, held {level.concurrency_held:.0%}, "
+                 f"{level.errors} errors{note}",
         )
 
 
-def resolve_target(plan: BenchPlan, out: Output) -> tuple[TargetInfo, Any]:
+def resolve_target(plan: BenchPlan, ref: TargetRef, out: Output) -> tuple[TargetInfo, Any]:
     """TargetInfo and the AWS session (None for URL targets)."""
-    kind = target_kind(plan.target)
     session = None
-    if kind == "sagemaker":
+    if ref.kind == "sagemaker":
         from ..aws import AwsSession
+        from .target_info import describe_endpoint
 
         session = AwsSession(plan.region, plan.profile)
-        info = describe_endpoint(session.client("sagemaker"), plan.target)
+        info = describe_endpoint(session.client("sagemaker"), ref.name)
     else:
-        info = TargetInfo(kind=kind, name=plan.target)
+        info = TargetInfo(kind=ref.kind, name=ref.name)
     info.model = plan.model or info.model
     if plan.mode is not None:
         if info.mode_source == "tags" and (info.mode, info.k) != (plan.mode, plan.k):
@@ -152,46 +193,49 @@ def resolve_price(info: TargetInfo, plan: BenchPlan, session: Any) -> Price | No
 
     if credentials_available(plan.profile, plan.region):
         try:
-            pricing = AwsSession("us-east-1", plan.profile, max_attempts=2, connect_timeout=5, read_timeout=15).client(
-                "pricing"
-            )
+            pricing = AwsSession(PRICING_REGION, plan.profile, max_attempts=2, connect_timeout=5,
+                                 read_timeout=15).client("pricing")
         except Exception:  # noqa: BLE001 - fall back to the shipped table
             pricing = None
     region = session.region if session is not None else resolve_region(plan.region)
     return instance_price(info.instance_type, region, count=info.instance_count or 1, pricing_client=pricing)
 
 
-def make_sender(info: TargetInfo, plan: BenchPlan, session: Any) -> Any:
-    if info.kind == "sagemaker":
+def make_sender(ref: TargetRef, info: TargetInfo, plan: BenchPlan, session: Any) -> Any:
+    if ref.kind == "sagemaker":
         from .sagemaker_sender import SageMakerChatSender
 
-        return SageMakerChatSender(
-            session,
-            info.name,
-            max_tokens=plan.max_tokens,
-            temperature=plan.temperature,
-            timeout=plan.timeout,
-            max_in_flight=max(plan.concurrency),
-        )
+        return SageMakerChatSender(session, ref.name, max_tokens=plan.max_tokens, temperature=plan.temperature,
+                                   timeout=plan.timeout, max_in_flight=max(plan.concurrency))
     from .http_sender import HttpChatSender
 
-    return HttpChatSender(
-        request_url(plan.target, info.kind),
-        model=info.model,
-        max_tokens=plan.max_tokens,
-        temperature=plan.temperature,
-        timeout=plan.timeout,
-    )
+    return HttpChatSender(ref.request_url, model=info.model, max_tokens=plan.max_tokens,
+                          temperature=plan.temperature, timeout=plan.timeout)
 
 
-async def _openai_model(url: str) -> str | None:
+async def check_reachable(ref: TargetRef, timeout: float = 10.0) -> None:
+    """A URL target must accept a connection before anything is measured (its /ping or /health answer,
+    whatever the status, proves it listens)."""
+    import aiohttp
+
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
+            async with s.get(ref.ping_url) as resp:
+                await resp.read()
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        os_error = getattr(exc, "os_error", None)
+        detail = (os.strerror(os_error.errno) if getattr(os_error, "errno", None) else str(exc)) or "timed out"
+        raise EndpointFailed(f"cannot reach {ref.name} ({detail.lower()})",
+                             "start the server, or check the host and port") from None
+
+
+async def _openai_model(ref: TargetRef) -> str | None:
     """The first model an OpenAI server lists at /v1/models (vLLM needs the served name)."""
     import aiohttp
 
-    base = url.rstrip("/").removesuffix("/chat/completions")
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
-            async with s.get(base + "/models") as resp:
+            async with s.get(ref.models_url) as resp:
                 data = await resp.json(content_type=None) if resp.status == 200 else {}
     except (aiohttp.ClientError, TimeoutError, ValueError):
         return None
@@ -199,82 +243,100 @@ async def _openai_model(url: str) -> str | None:
     return models[0].get("id") if models else None
 
 
-async def _run_levels(
-    plan: BenchPlan,
-    info: TargetInfo,
-    session: Any,
-    price: Price | None,
-    out: Output,
-) -> tuple[list[LevelResult], acc_mod.Acceptance | None, float, float]:
-    prom_url = acc_mod.metrics_url(plan.target) if info.kind != "sagemaker" else None
-    before = None
-    if prom_url:
-        try:
-            before = await acc_mod.scrape_async(prom_url)
-        except UsageError as exc:
-            out.note(f"no acceptance metrics: {exc}")
-    if info.kind == "openai" and not info.model:
-        info.model = await _openai_model(request_url(plan.target, "openai"))
-    sender = make_sender(info, plan, session)
-    levels: list[LevelResult] = []
-    wall_start = wall_end = 0.0
+@dataclass
+class _Measured:
+    levels: list[LevelResult] = field(default_factory=list)
+    windows: list[tuple[datetime, datetime]] = field(default_factory=list)
+    counters: SpecCounters | None = None
+    acceptance_note: str | None = None
+
+
+async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session: Any, price: Price | None,
+                      out: Output, measured: _Measured) -> None:
+    """Run every level into `measured` (filled as it goes, so a failure keeps what was measured)."""
+    from .prometheus import scrape_async
+
+    if ref.is_url:
+        await check_reachable(ref)
+        if ref.kind == "openai" and not info.model:
+            info.model = await _openai_model(ref)
+    out.info(f"dataset: {plan.dataset.describe()}")
+    prom_url = ref.metrics_url
+    sender = make_sender(ref, info, plan, session)
+    idle_limit = min(plan.timeout, max(30.0, plan.duration or 0.0))
     async with sender:
         with _Progress(out) as progress:
             for conc in plan.concurrency:
                 warmup = conc if plan.warmup is None else plan.warmup
                 progress.start(conc, warmup + plan.num_prompts if plan.num_prompts is not None else plan.duration)
-                m = await run_level(
-                    sender,
-                    plan.dataset.prompts,
-                    conc,
-                    warmup=warmup,
-                    duration=plan.duration,
-                    num_prompts=plan.num_prompts,
-                    on_progress=lambda p: progress.update(p, plan.duration),
-                )
-                progress.finish(m)
-                wall_start = wall_start or m.wall_start
-                wall_end = m.wall_end
-                levels.append(_level_result(m, price))
-    acceptance = None
-    if before is not None and prom_url:
-        try:
-            after = await acc_mod.scrape_async(prom_url)
-            acceptance = after.minus(before).acceptance(source=f"prometheus:{prom_url}")
-        except UsageError as exc:
-            out.note(f"no acceptance metrics after the run: {exc}")
-    return levels, acceptance, wall_start, wall_end
+                scrapes: dict[str, asyncio.Task] = {}
+
+                def on_window(edge: str) -> None:
+                    if prom_url and measured.acceptance_note is None:
+                        scrapes[edge] = asyncio.get_running_loop().create_task(scrape_async(prom_url))
+
+                m = await run_level(sender, plan.dataset.prompts, conc, warmup=warmup, duration=plan.duration,
+                                    num_prompts=plan.num_prompts, on_progress=lambda p: progress.update(p, plan.duration),
+                                    on_window=on_window, idle_limit=idle_limit)
+                level = _level_result(m, price)
+                progress.finish(level)
+                measured.levels.append(level)
+                measured.windows.append((datetime.fromtimestamp(m.wall_start, timezone.utc),
+                                         datetime.fromtimestamp(m.wall_end, timezone.utc)))
+                if level.client_saturated:
+                    cpu, lag = level.client_cpu or 0, level.loop_lag_ms.mean or 0
+                    why = "it used a whole core" if cpu >= SATURATED_CPU else "the machine is busy"
+                    out.warn(f"concurrency {conc}: the load generator could not keep up ({why}: CPU {cpu:.0%} of a "
+                             f"core, event-loop lag {lag:.0f} ms): throughput and latencies include that")
+                if level.completed == 0:
+                    raise _no_request_completed(level, ref)
+                if "open" in scrapes and "close" in scrapes:
+                    try:
+                        before, after = await scrapes["open"], await scrapes["close"]
+                    except PeagleError as exc:
+                        measured.acceptance_note = f"no acceptance metrics: {exc.one_line()}"
+                        continue
+                    diff = after.minus(before)
+                    measured.counters = diff if measured.counters is None else measured.counters.plus(diff)
 
 
-def _cloudwatch_acceptance(
-    session: Any, name: str, start: float, end: float, wait: float, out: Output, sleep: Any = None
-) -> acc_mod.Acceptance | None:
-    """vLLM logs stats every ~10 s and CloudWatch lags behind: poll until a stats line written after the
-    run's end arrives (so the last interval of the run is in), or `wait` seconds pass."""
-    import time as _time
-
-    sleep = sleep or _time.sleep
-    begin = datetime.fromtimestamp(start, timezone.utc)
-    deadline = _time.monotonic() + wait
-    logs = session.client("logs")
-    while True:
-        try:
-            acc, latest_ms = acc_mod.read_cloudwatch_with_latest(logs, name, begin, datetime.now(timezone.utc))
-        except UsageError as exc:
-            out.note(f"no acceptance metrics: {exc}")
-            return None
-        if latest_ms >= end * 1000 or _time.monotonic() >= deadline:
-            return acc
-        sleep(5)
+def _no_request_completed(level: LevelResult, ref: TargetRef) -> PeagleError:
+    """A level with no completed request fails the run, with the server's own error text."""
+    if level.errors:
+        kind = max(level.error_kinds.items(), key=lambda kv: kv[1])[0]
+        return EndpointFailed(f"no request completed at concurrency {level.concurrency}: {level.errors} failed "
+                              f"({kind} x{level.error_kinds[kind]}: {level.error_examples.get(kind, kind)})",
+                              "check that the target answers a single 'peagle invoke'")
+    return WaitTimeout(f"no request completed at concurrency {level.concurrency} within the window "
+                       f"({level.cut_at_end} still running when it closed)", "raise --duration or lower --max-tokens")
 
 
-def run_bench(plan: BenchPlan, out: Output) -> BenchResult:
+def _stopped_failure(exc: LevelStopped, ref: TargetRef) -> PeagleError:
+    if exc.kind == "stalled":
+        return WaitTimeout(f"{ref.name} stalled: {exc.message}", "check the server; partial results were kept")
+    return EndpointFailed(f"{ref.name} failed every request: {exc.message}", ref.log_hint)
+
+
+def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
     started = datetime.now(timezone.utc)
-    info, session = resolve_target(plan, out)
+    ref = parse_target(plan.target)
+    if plan.out_dir is not None:
+        check_out_dir(plan.out_dir)
+    info, session = resolve_target(plan, ref, out)
     price = resolve_price(info, plan, session)
-    levels, acceptance, wall_start, wall_end = asyncio.run(_run_levels(plan, info, session, price, out))
-    if info.kind == "sagemaker" and levels:
-        acceptance = _cloudwatch_acceptance(session, info.name, wall_start, wall_end, plan.logs_wait, out)
+    measured = _Measured()
+    failure: PeagleError | None = None
+    try:
+        asyncio.run(_run_levels(plan, ref, info, session, price, out, measured))
+    except LevelStopped as exc:
+        failure = _stopped_failure(exc, ref)
+    except KeyboardInterrupt:
+        failure = Interrupted("interrupted", "the levels measured so far were kept")
+    except PeagleError as exc:
+        if not measured.levels:
+            raise
+        failure = exc
+    acceptance = None if isinstance(failure, Interrupted) else _acceptance(ref, session, measured, plan, out)
     result = BenchResult(
         tool_version=__version__,
         started_at=started,
@@ -291,12 +353,32 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchResult:
             num_prompts=plan.num_prompts,
         ),
         price=price,
-        levels=levels,
+        levels=measured.levels,
         acceptance=acceptance,
+        complete=failure is None,
+        stopped=failure.one_line() if failure is not None else None,
     )
-    if plan.out_dir is not None:
-        plan.files.extend(write_outputs(result, plan.out_dir, chart=plan.chart))
-    return result
+    files = write_outputs(result, plan.out_dir, chart=plan.chart) if plan.out_dir is not None else []
+    return BenchRun(result, files, failure)
+
+
+def _acceptance(ref: TargetRef, session: Any, measured: _Measured, plan: BenchPlan, out: Output) -> Acceptance | None:
+    if measured.acceptance_note:
+        out.note(measured.acceptance_note)
+    if ref.kind != "sagemaker":
+        return measured.counters.acceptance(source=f"prometheus:{ref.metrics_url}") if measured.counters else None
+    if not measured.windows or session is None:
+        return None
+    from .cloudwatch import wait_for_acceptance
+
+    # a log line covers the ~10 s before it: the line that reports each window's end comes after it
+    windows = [(a, b + timedelta(seconds=VLLM_LOG_INTERVAL_S)) for a, b in measured.windows]
+    try:
+        return wait_for_acceptance(session.client("logs"), ref.name, windows, measured.windows[-1][1],
+                                   wait=plan.logs_wait)
+    except PeagleError as exc:
+        out.note(f"no acceptance metrics: {exc.one_line()}")
+        return None
 
 
 def write_outputs(result: BenchResult, out_dir: Path, *, chart: bool = True) -> list[str]:
@@ -308,7 +390,7 @@ def write_outputs(result: BenchResult, out_dir: Path, *, chart: bool = True) -> 
     md = path.with_suffix(".md")
     md.write_text(markdown_summary(result), encoding="utf-8")
     files = [str(path), str(md)]
-    if chart:
+    if chart and result.levels:
         png = plot_tables(compare_results([result]), path.with_suffix(".png"))
         if png is not None:
             files.append(str(png))

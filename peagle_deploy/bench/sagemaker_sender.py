@@ -1,54 +1,53 @@
 """The load generator's transport for a SageMaker endpoint: InvokeEndpointWithResponseStream.
 
 botocore's client is synchronous, so each request runs in a worker thread (one per request in
-flight); botocore parses the AWS event stream, and the PayloadPart bytes (SSE split at arbitrary
-boundaries) go through the same SseTokenCounter as the HTTP path, timestamped as they arrive.
+flight). The event stream goes through runtime.eventstream.payload_parts (peagle's reader) and the
+PayloadPart bytes through the same ChunkTally as the HTTP path, timestamped as they arrive. Failures
+keep SageMaker's own text: the container's error (ModelError) as `http_<its status>`, others by code.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..runtime.eventstream import StreamFailure, payload_parts
-from .http_sender import HttpStatusError, SseTokenCounter, StreamError
+from ..runtime.failures import TargetHttpError, error_text
+from ..runtime.payload import ChatRequest
+from ..runtime.sse import ChunkTally, StreamError
 from .loadgen import Messages, RequestRecord
 
 
+class SageMakerCallError(Exception):
+    """A SageMaker API error other than the container's own (throttling, validation, credentials)."""
+
+    def __init__(self, code: str, text: str):
+        super().__init__(f"{code}: {text}")
+        self.kind = code
+        self.message = f"{code}: {text}"
+
+
 class SageMakerChatSender:
-    def __init__(
-        self,
-        session: Any,
-        endpoint: str,
-        *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        timeout: float = 600.0,
-        max_in_flight: int = 128,
-    ):
+    def __init__(self, session: Any, endpoint: str, *, max_tokens: int = 256, temperature: float = 0.0,
+                 timeout: float = 600.0, max_in_flight: int = 128):
         self.session = session
         self.endpoint = endpoint
-        self.max_tokens = max_tokens
-        self.temperature = temperature
+        self.request = {"max_tokens": max_tokens, "temperature": temperature}
         self.timeout = timeout
         self.max_in_flight = max_in_flight
+        self._bodies: dict[int, bytes] = {}
         self._client: Any = None
         self._pool: ThreadPoolExecutor | None = None
 
     def body(self, messages: Messages) -> bytes:
-        return json.dumps(
-            {
-                "messages": messages,
-                "max_tokens": self.max_tokens,
-                "temperature": self.temperature,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            }
-        ).encode()
+        key = id(messages)
+        body = self._bodies.get(key)
+        if body is None:
+            body = self._bodies[key] = ChatRequest(messages=messages, **self.request).body(stream=True)
+        return body
 
     async def __aenter__(self) -> SageMakerChatSender:
         self._client = self.session.client(
@@ -63,15 +62,20 @@ class SageMakerChatSender:
 
     async def __call__(self, messages: Messages, rec: RequestRecord) -> None:
         cancel = threading.Event()
+        streams: list[Any] = []
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._pool, self._blocking, self.body(messages), rec, cancel)
+            await loop.run_in_executor(self._pool, self._blocking, self.body(messages), rec, cancel, streams)
         except asyncio.CancelledError:
             cancel.set()
+            for stream in streams:  # a thread blocked in a read wakes up now, not at its read timeout
+                stream.close()
             raise
 
-    def _blocking(self, body: bytes, rec: RequestRecord, cancel: threading.Event) -> None:
+    def _blocking(self, body: bytes, rec: RequestRecord, cancel: threading.Event, streams: list[Any]) -> None:
         import botocore.exceptions
+
+        from ..aws import error_code, error_message
 
         clock = time.perf_counter
         try:
@@ -79,19 +83,28 @@ class SageMakerChatSender:
                 EndpointName=self.endpoint, Body=body, ContentType="application/json", Accept="text/event-stream"
             )
         except botocore.exceptions.ClientError as exc:
-            meta = exc.response.get("ResponseMetadata", {})
-            raise HttpStatusError(
-                int(meta.get("HTTPStatusCode") or 500), str(exc.response.get("Error", {}).get("Code", ""))
-            ) from None
+            if error_code(exc) == "ModelError":
+                status = int(exc.response.get("OriginalStatusCode") or 500)
+                raise TargetHttpError(status, error_text(str(exc.response.get("OriginalMessage") or
+                                                             error_message(exc)))) from None
+            raise SageMakerCallError(error_code(exc) or "ClientError", error_message(exc)) from None
         stream = resp["Body"]
-        counter = SseTokenCounter(rec)
+        streams.append(stream)
+        if cancel.is_set():
+            stream.close()
+            return
+        tally = ChunkTally(rec)
         try:
             for part in payload_parts(stream):  # peagle's event-stream reader: twice botocore's frame rate
                 if cancel.is_set():
                     return
-                counter.feed(part, clock())
+                tally.feed(part, clock())
         except StreamFailure as exc:
-            raise StreamError({"error": {"code": exc.kind, "message": exc.message}}) from None
+            raise StreamError(exc.message, exc.kind) from None
+        except Exception:
+            if cancel.is_set():  # the stream was closed under us: the request was cancelled
+                return
+            raise
         finally:
             stream.close()
-        counter.finish()
+        tally.finish(clock())

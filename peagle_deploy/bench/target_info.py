@@ -1,60 +1,26 @@
-"""What a bench target is: its kind, URL, and (for a SageMaker endpoint) instance and peagle tags."""
+"""What a bench target is: its parsed reference, and (for a SageMaker endpoint) instance and peagle tags."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
-from ..errors import CredentialsError, UsageError
+from ..errors import UsageError
 from .results import TargetInfo
-
-
-def target_kind(target: str) -> str:
-    """'openai' for URLs with a /v1 path, 'container' for other URLs, else 'sagemaker' (an endpoint name)."""
-    if target.startswith(("http://", "https://")):
-        path = urlsplit(target).path.rstrip("/")
-        return "openai" if "/v1" in path else "container"
-    if not target or len(target) > 63 or not all(c.isalnum() or c == "-" for c in target):
-        raise UsageError(
-            f"{target!r} is neither a URL nor a SageMaker endpoint name",
-            "pass http(s)://host:port[/v1] or an endpoint name (letters, digits, hyphens)",
-        )
-    return "sagemaker"
-
-
-def request_url(target: str, kind: str) -> str:
-    base = target.rstrip("/")
-    if kind == "container":
-        return base if base.endswith("/invocations") else base + "/invocations"
-    if base.endswith("/chat/completions"):
-        return base
-    return base + "/chat/completions"
 
 
 def describe_endpoint(sagemaker: Any, name: str) -> TargetInfo:
     """Instance type and count from the endpoint config; mode/K/model from peagle's tags, if any."""
-    import botocore.exceptions
-
-    from ..aws import error_code
+    from ..aws import error_code, translate_error
 
     try:
         ep = sagemaker.describe_endpoint(EndpointName=name)
-    except botocore.exceptions.NoCredentialsError:
-        raise CredentialsError("no AWS credentials found", "configure them, or bench a URL target") from None
-    except Exception as exc:
-        code = error_code(exc)
-        if code == "ValidationException":
+    except Exception as exc:  # botocore's errors, through the one AWS classifier
+        if error_code(exc) in ("ValidationException", "ValidationError"):
             raise UsageError(f"endpoint {name!r} not found", "check the name and --region") from None
-        if code in (
-            "AccessDeniedException",
-            "UnrecognizedClientException",
-            "ExpiredTokenException",
-            "InvalidClientTokenId",
-        ):
-            raise CredentialsError(
-                f"AWS refused DescribeEndpoint ({code})", "check the credentials and their permissions"
-            ) from None
-        raise
+        translated = translate_error(exc)
+        if translated is None:
+            raise
+        raise translated from None
     if ep.get("EndpointStatus") not in (None, "InService"):
         raise UsageError(
             f"endpoint {name!r} is {ep.get('EndpointStatus')}, not InService",

@@ -31,9 +31,9 @@ def _root(
 
 
 def _register() -> None:
-    from . import bench, container, deploy, invoke, lifecycle, metrics, models
+    from . import bench, container, deploy, invoke, lifecycle, local, metrics, models
 
-    for module in (models, deploy, lifecycle, invoke, bench, metrics, container):
+    for module in (models, deploy, lifecycle, invoke, bench, metrics, container, local):
         module.register(app)
 
 

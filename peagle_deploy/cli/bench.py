@@ -87,7 +87,9 @@ def bench_run(
         typer.Option("--model", help="Model name sent to an OpenAI server (default: the first of /v1/models)."),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=1.0, help="Seconds before one request is abandoned.")
+        float,
+        typer.Option("--timeout", min=1.0, help="Seconds before one request is abandoned (a level with no data "
+                     "for min(this, max(30, --duration)) seconds stops)."),
     ] = 600.0,
     no_chart: Annotated[bool, typer.Option("--no-chart", help="Do not write the PNG chart.")] = False,
     region: RegionOpt = None,
@@ -105,6 +107,9 @@ def bench_run(
             raise UsageError(f"--mode {mode!r} is not p-eagle, eagle3 or off", "pick one of them")
         if k is not None and mode is None:
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
+        from ..runtime.target_ref import parse_target
+
+        parse_target(target)  # a bad target is exit 2 before anything else
         plan = BenchPlan(
             target=target,
             dataset=load_dataset(dataset),
@@ -124,23 +129,17 @@ def bench_run(
             timeout=timeout,
             chart=not no_chart,
         )
-        result = run_bench(plan, out)
+        bench = run_bench(plan, out)
+        result = bench.result
 
         def human(console):
             from ..bench.report import render_result
 
-            render_result(console, result, plan.files)
+            render_result(console, result, bench.files)
 
-        out.result({"result": result, "files": plan.files}, human)
-        failed = [lv for lv in result.levels if lv.completed == 0 and lv.errors > 0]
-        if failed:
-            from ..errors import EndpointFailed
-
-            kinds = ", ".join(f"{k}: {v}" for k, v in sorted(failed[0].error_kinds.items()))
-            raise EndpointFailed(
-                f"every measured request at concurrency {failed[0].concurrency} failed ({kinds})",
-                "check that the target is up and answers a single 'peagle invoke'",
-            )
+        out.result({"result": result, "files": bench.files}, human)
+        if bench.failure is not None:
+            raise bench.failure
 
     run(json_output, body)
 
@@ -159,7 +158,7 @@ def bench_compare(
     """Runs side by side (P-EAGLE vs EAGLE-3 vs off, by K) with speed-ups, like the published tables."""
 
     def body(out):
-        from ..bench.compare import compare_results, read_published
+        from ..bench.compare import compare_results, compare_warnings, read_published
         from ..bench.results import read_result
 
         from ..errors import UsageError
@@ -170,6 +169,8 @@ def bench_compare(
         reference = []
         if published is not None:
             reference = read_published(None if published == "aws-blog" else Path(published))
+        for warning in compare_warnings(tables):  # like with like only: say what was kept apart, and why
+            out.warn(warning)
         files = []
         if out_dir is not None:
             from ..bench.plot import plot_tables
@@ -179,7 +180,7 @@ def bench_compare(
             md = out_dir / "compare.md"
             md.write_text(compare_markdown(tables + reference), encoding="utf-8")
             files.append(str(md))
-            png = plot_tables(tables, out_dir / "compare.png")
+            png = plot_tables(tables + reference, out_dir / "compare.png")
             if png is not None:
                 files.append(str(png))
 
@@ -218,6 +219,11 @@ def bench_advise(
     draft_cost: Annotated[
         float, typer.Option("--draft-cost", min=0.0, help="Cost of one drafter pass, in target decoding steps.")
     ] = 0.06,
+    measured: Annotated[
+        list[Path] | None,
+        typer.Option("--measured", help="Results of P-EAGLE and EAGLE-3 runs (repeatable): the mode is taken "
+                     "from what they measured."),
+    ] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Recommend K from per-position acceptance: expected tokens per step for each K, against its cost."""
@@ -245,7 +251,14 @@ def bench_advise(
                     f"{result} has no per-position acceptance", "benchmark a speculative endpoint, or pass --rates"
                 )
             values, kind = acc.per_position, "cumulative"
-        advice = advise(values, kind=kind, mode=mode, max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost)
+        comparison = None
+        if measured:
+            from ..bench.advisor import comparison_from_results
+            from ..bench.results import read_result as read_run
+
+            comparison = comparison_from_results([read_run(p) for p in measured])
+        advice = advise(values, kind=kind, mode=mode, max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost,
+                        measured=comparison)
 
         def human(console):
             from ..bench.report import render_advice

@@ -109,12 +109,18 @@ def _deploy_for_real(out, plan, *, profile, wait, timeout, yes, keep_on_failure,
                             keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note)
 
     def human(console):
+        from rich.markup import escape
+
         console.print(f"[bold]{result.endpoint_name}[/bold] is {result.status} after {int(result.elapsed_s)}s")
         for check in result.verification:
             mark = "[green]ok[/green]" if check.ok else "[red]FAILED[/red]"
-            console.print(f"  verified {check.name}: {mark}")
+            detail = f" ({escape(check.detail)})" if check.detail else ""
+            console.print(f"  verified {check.name}: {mark}{detail}", soft_wrap=True)
         if result.status != "InService":
             console.print(f"  follow it with: peagle status {result.endpoint_name} --region {result.region}")
         console.print(f"  remove it with: peagle cleanup {result.endpoint_name} --region {result.region} --yes")
 
     out.result({"deployed": result, "plan": plan}, human)
+    for check in result.verification:
+        for warning in check.warnings:
+            out.warn(warning)

@@ -24,7 +24,7 @@ def invoke(
     stream: Annotated[bool, typer.Option(help="Stream tokens as they arrive.")] = True,
     kind: Annotated[str | None, typer.Option("--target-kind", "--kind",
                                              help="Force the target kind: sagemaker, container or openai.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds without data before giving up.")] = 120.0,
+    timeout: Annotated[float, typer.Option(help="Seconds the whole call may take (and without data) before giving up.")] = 120.0,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
@@ -41,13 +41,20 @@ def invoke(
             if prompt is not None:
                 raise UsageError("give either PROMPT or --payload, not both", "drop one of them")
             if payload == "-":
-                text, source = sys.stdin.read(), "the payload on stdin"
+                try:
+                    text, source = sys.stdin.read(), "the payload on stdin"
+                except UnicodeDecodeError:
+                    raise UsageError("the payload on stdin is not UTF-8 text",
+                                     "send a JSON chat-completion request") from None
             else:
                 try:
                     with open(payload, encoding="utf-8") as handle:
                         text = handle.read()
                 except OSError as exc:
                     raise UsageError(f"cannot read --payload {payload}: {exc.strerror}", "check the path") from None
+                except UnicodeDecodeError:
+                    raise UsageError(f"--payload {payload} is not UTF-8 text",
+                                     "pass a JSON chat-completion request file") from None
                 source = f"--payload {payload}"
             request = parse_payload(text, source)
         else:
@@ -55,7 +62,8 @@ def invoke(
                                     top_p=top_p)
         if timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {timeout:g}", "pass e.g. --timeout 120")
-        client = PeagleClient(target, kind=kind, region=region, profile=profile, idle_timeout=timeout)
+        client = PeagleClient(target, kind=kind, region=region, profile=profile, idle_timeout=timeout,
+                              total_timeout=timeout)
         if stream:
             for piece in client.stream(request):
                 out.write_live(piece)
@@ -69,6 +77,8 @@ def invoke(
             if not stream:
                 console.print(result.text, markup=False, highlight=False)
             ttft = "n/a" if stats.ttft_s is None else f"{stats.ttft_s * 1000:.0f} ms"
+            if stats.ttfc_s is not None and stats.ttft_s is not None and stats.ttfc_s > stats.ttft_s:
+                ttft += f" (first content {stats.ttfc_s * 1000:.0f} ms)"
             rate = "n/a" if stats.tokens_per_s is None else f"{stats.tokens_per_s:.1f} tok/s"
             tokens = "?" if stats.output_tokens is None else str(stats.output_tokens)
             out.info(f"[{result.target_kind}] TTFT {ttft}, latency {stats.latency_s * 1000:.0f} ms, "

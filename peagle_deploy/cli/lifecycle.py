@@ -35,6 +35,9 @@ def status(
         from ..lifecycle import status as list_status
 
         rows = list_status(AwsSession(region, profile), name)
+        for row in rows:
+            for warning in (row.vllm.warnings if row.vllm else []):
+                out.warn(f"{row.name}: {warning}")
 
         def human(console):
             from rich.table import Table
@@ -52,6 +55,9 @@ def status(
                               f"{r.instance_count or '?'} x {r.instance_type or '?'}", _duration(r.age_s),
                               _duration(r.expires_in_s), cost)
             console.print(table)
+            for r in rows:
+                if r.vllm is not None:
+                    console.print(f"{r.name}: {r.vllm.summary()}", markup=False, soft_wrap=True)
 
         out.result({"endpoints": rows}, human)
 

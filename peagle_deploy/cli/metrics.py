@@ -16,37 +16,50 @@ def register(app: typer.Typer) -> None:
 def metrics(
     target: Annotated[str, typer.Argument(help="SageMaker endpoint name, or a container / OpenAI server URL.")],
     since: Annotated[
-        str | None, typer.Option("--since", help="Window length back from --end (e.g. 90s, 15m, 2h). Default 15m.")
+        str | None, typer.Option("--since", help="Endpoint: window length back from --end (e.g. 90s, 15m, 2h). "
+                                                 "Default 15m.")
     ] = None,
     start: Annotated[str | None, typer.Option("--start", help="Window start, ISO 8601 (UTC if no offset).")] = None,
     end: Annotated[str | None, typer.Option("--end", help="Window end, ISO 8601. Default: now.")] = None,
+    window: Annotated[
+        str | None, typer.Option("--window", help="URL: measure the next W (e.g. 30s, 2m) between two scrapes of "
+                                                  "/metrics. Default 10s; 0s: totals since the server started.")
+    ] = None,
     advise: Annotated[bool, typer.Option("--advise", help="Also run the K advisor on the per-position rates.")] = False,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Mean acceptance length, acceptance rate and per-position acceptance.
+    """Mean acceptance length, acceptance rate and per-position acceptance over a window.
 
-    For an endpoint: vLLM's 'SpecDecoding metrics' log lines in CloudWatch Logs group /aws/sagemaker/Endpoints/NAME over the window.
+    For an endpoint: vLLM's 'SpecDecoding metrics' log lines in CloudWatch Logs group /aws/sagemaker/Endpoints/NAME
+    over the window (--since, or --start/--end).
 
-    For a URL: the vllm:spec_decode_* counters of its /metrics page (totals since the server started).
+    For a URL: the vllm:spec_decode_* counters of its /metrics page, scraped at the start and the end of a
+    --window, as 'peagle bench' does (the totals since the server started blend all earlier traffic).
     """
 
     def body(out):
-        from ..bench import acceptance as acc_mod
-        from ..bench.window import resolve_window
+        from ..errors import UsageError
+        from ..runtime.target_ref import parse_target
 
-        if target.startswith(("http://", "https://")):
+        ref = parse_target(target)
+        if ref.is_url:
             if start or end or since:
-                out.warn("--start/--end/--since do not apply to a URL: /metrics counts since the server started")
-            url = acc_mod.metrics_url(target)
-            acc = acc_mod.scrape(url).acceptance(source=f"prometheus:{url}")
+                raise UsageError("--start/--end/--since read CloudWatch Logs of an endpoint; a URL's counters "
+                                 "cannot be read back in time", "use --window 60s to measure the next 60 seconds")
+            acc = _url_window(ref, window or "10s", out)
         else:
+            if window is not None:
+                raise UsageError("--window measures a URL's counters", "for an endpoint use --since or --start/--end")
             from ..aws import AwsSession
+            from ..bench.cloudwatch import read_cloudwatch
+            from ..bench.window import resolve_window
 
             begin, stop = resolve_window(start, end, since)
             logs = AwsSession(region, profile).client("logs")
-            acc = acc_mod.read_cloudwatch(logs, target, begin, stop)
+            acc = read_cloudwatch(logs, ref.name, begin, stop)
+            out.info(f"window: {begin:%Y-%m-%d %H:%M:%S} to {stop:%H:%M:%S} UTC (CloudWatch Logs {ref.log_group})")
         advice = None
         if advise and acc.per_position:
             from ..bench.advisor import advise as run_advisor
@@ -67,3 +80,28 @@ def metrics(
         out.result(data, human)
 
     run(json_output, body)
+
+
+def _url_window(ref, window: str, out, sleep=None):
+    """Two scrapes `window` apart; 0 s: one scrape, the totals since the server started (said so)."""
+    import time
+    from datetime import datetime, timezone
+
+    from ..bench.prometheus import scrape
+    from ..bench.window import parse_span
+
+    seconds = parse_span(window).total_seconds()
+    url = ref.metrics_url
+    first = scrape(url)
+    if seconds <= 0:
+        acc = first.acceptance(source=f"prometheus:{url}")
+        acc.note = ((acc.note + "; ") if acc.note else "") + "totals since the server started (--window 0s)"
+        out.info(f"window: since the server started ({url}, one scrape)")
+        return acc
+    began = datetime.now(timezone.utc)
+    out.info(f"measuring {url} for {seconds:g}s (two scrapes)")
+    (sleep or time.sleep)(seconds)
+    acc = scrape(url).minus(first).acceptance(source=f"prometheus:{url}")
+    acc.window_start, acc.window_end = began, datetime.now(timezone.utc)
+    out.info(f"window: {acc.window_start:%H:%M:%S} to {acc.window_end:%H:%M:%S} UTC ({seconds:g}s between two scrapes)")
+    return acc

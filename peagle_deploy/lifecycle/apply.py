@@ -110,7 +110,7 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
                                 elapsed_s=clock() - start, notes=notes)
         described = wait_in_service(sm, plan.endpoint_name, timeout_s=timeout_s, sleep=sleep, clock=clock,
                                     on_progress=on_progress)
-        checks = verify(sm, plan)
+        checks = verify(sm, plan, session.client("logs"), sleep=sleep)
         require(checks)
     except BaseException as exc:  # noqa: BLE001 - includes KeyboardInterrupt: nothing billable is left behind
         raise _fail(exc, sm, plan, created, keep_on_failure) from None

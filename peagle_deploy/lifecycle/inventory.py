@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from ..errors import UsageError
 from ..instances import hourly_price
+from .startup_log import StartupInfo
 from .errors import is_not_found
 from .tags import is_managed, list_tags, parse_time
 
@@ -29,6 +30,7 @@ class EndpointStatus(BaseModel):
     expires_in_s: float | None
     price_per_hour_usd: float | None
     cost_so_far_usd: float | None
+    vllm: StartupInfo | None = None  # one endpoint only: what vLLM logged at start (CloudWatch)
 
 
 def _row(described: dict[str, Any], tags: dict[str, str], now: datetime) -> EndpointStatus:
@@ -64,7 +66,12 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
         tags = list_tags(sm, described["EndpointArn"])
         if not is_managed(tags):
             raise UsageError(f"endpoint {name!r} was not created by peagle", "peagle only reports what it created")
-        return [_row(described, tags, now)]
+        row = _row(described, tags, now)
+        if described["EndpointStatus"] == "InService":
+            from .startup_log import read_cloudwatch
+
+            row.vllm = read_cloudwatch(session.client("logs"), name, attempts=1)
+        return [row]
     rows = []
     for page in sm.get_paginator("list_endpoints").paginate():
         for summary in page.get("Endpoints", []):

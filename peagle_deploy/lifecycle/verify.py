@@ -8,6 +8,8 @@ resources, not the request we sent.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -22,6 +24,8 @@ class Check(BaseModel):
     ok: bool
     expected: Any = None
     actual: Any = None
+    detail: str | None = None
+    warnings: list[str] = []
 
 
 def _json_or_text(value: str | None) -> Any:
@@ -33,7 +37,18 @@ def _json_or_text(value: str | None) -> Any:
         return value
 
 
-def verify(sm: Any, plan: DeploymentPlan) -> list[Check]:
+def vllm_startup(logs: Any, plan: DeploymentPlan, *, sleep: Callable[[float], None] = time.sleep) -> Check:
+    """What vLLM logged at start (CloudWatch): version, runner, parsed config. Informational: never fails."""
+    from .startup_log import read_cloudwatch
+
+    expected = json.loads(plan.speculative_config) if plan.speculative_config else None
+    info = read_cloudwatch(logs, plan.endpoint_name, expected=expected, sleep=sleep)
+    return Check(name="vLLM start-up", ok=True, expected=expected, actual=info.model_dump(exclude={"warnings"}),
+                 detail=info.summary(), warnings=info.warnings)
+
+
+def verify(sm: Any, plan: DeploymentPlan, logs: Any = None, *,
+           sleep: Callable[[float], None] = time.sleep) -> list[Check]:
     model = sm.describe_model(ModelName=plan.create_model["ModelName"])
     container = model.get("PrimaryContainer", {})
     env = container.get("Environment", {})
@@ -50,6 +65,8 @@ def verify(sm: Any, plan: DeploymentPlan) -> list[Check]:
         Check(name="instance type", ok=[v.get("InstanceType") for v in variants] == [plan.instance_type],
               expected=plan.instance_type, actual=[v.get("InstanceType") for v in variants]),
     ]
+    if logs is not None:
+        checks.append(vllm_startup(logs, plan, sleep=sleep))
     return checks
 
 

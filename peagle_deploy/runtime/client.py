@@ -5,6 +5,9 @@
     for piece in client.stream(request):                    # text as it arrives
         print(piece, end="")
     client.last.stats                                       # TTFT, latency, tokens, tokens/s
+
+TTFT follows the chunk rule of runtime.sse (the first content, reasoning or tool-call chunk);
+time to first content is reported beside it.
 """
 
 from __future__ import annotations
@@ -16,17 +19,19 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import EndpointFailed, WaitTimeout
+from ..errors import EndpointFailed
 from .payload import ChatRequest
-from .sse import DONE, SseDataError, SseDecoder
-from .targets import HttpTarget, SageMakerTarget, open_target
+from .sse import DONE, SseDataError, SseDecoder, delta_kind, delta_text, stream_error
+from .target_ref import parse_target
+from .targets import Deadline, HttpTarget, SageMakerTarget, open_target
 
 
 class CallStats(BaseModel):
     ttft_s: float | None
+    ttfc_s: float | None = None  # time to the first content token (after reasoning, for reasoning models)
     latency_s: float
     output_tokens: int | None
-    output_tokens_source: str  # "usage" when the server reported it, else "chunks" (one per content chunk)
+    output_tokens_source: str  # "usage" when the server reported it, else "chunks" (one per token chunk)
     tokens_per_s: float | None
     finish_reason: str | None
 
@@ -43,25 +48,31 @@ class PeagleClient:
     def __init__(self, target: str, *, kind: str | None = None, region: str | None = None,
                  profile: str | None = None, idle_timeout: float = 60.0, total_timeout: float = 900.0,
                  clock: Callable[[], float] = time.perf_counter):
-        self.target: HttpTarget | SageMakerTarget = open_target(target, kind=kind, region=region, profile=profile,
-                                                                idle_timeout=idle_timeout)
+        self.target: HttpTarget | SageMakerTarget = open_target(parse_target(target, kind), region=region,
+                                                                profile=profile, idle_timeout=idle_timeout)
         self.total_timeout = total_timeout
         self.clock = clock
         self.last: ChatResult | None = None
 
+    def _failed(self, what: str) -> EndpointFailed:
+        return EndpointFailed(f"{self.target.name} {what}", self.target.log_hint)
+
     def chat(self, request: ChatRequest) -> ChatResult:
         start = self.clock()
-        raw = self.target.send(request.body(stream=False))
+        raw = self.target.send(request.body(stream=False), Deadline(self.total_timeout))
         latency = self.clock() - start
         try:
             response = json.loads(raw)
         except ValueError:
-            raise EndpointFailed(f"{self.target.name} answered with something that is not JSON: {raw[:120]!r}",
-                                 self.target.log_hint) from None
-        if isinstance(response, dict) and "error" in response and "choices" not in response:
-            raise EndpointFailed(f"{self.target.name} returned an error: {response['error']}", self.target.log_hint)
+            raise self._failed(f"answered with something that is not JSON: {raw[:120]!r}") from None
+        if not isinstance(response, dict):
+            raise self._failed(f"answered with something that is not a chat completion: {raw[:120]!r}")
+        error = stream_error(response)
+        if error is not None:
+            raise self._failed(f"returned an error: {error}")
         choice = (response.get("choices") or [{}])[0]
-        text = (choice.get("message") or {}).get("content") or choice.get("text") or ""
+        message = choice.get("message") or {}
+        text = message.get("content") or choice.get("text") or ""
         tokens = (response.get("usage") or {}).get("completion_tokens")
         self.last = ChatResult(
             target=self.target.name, target_kind=self.target.kind, text=text, response=response,
@@ -77,42 +88,49 @@ class PeagleClient:
         decoder = SseDecoder()
         pieces: list[str] = []
         first: float | None = None
+        first_content: float | None = None
         finish: str | None = None
         usage: dict[str, Any] | None = None
         chunks = 0
         last_chunk: dict[str, Any] = {}
-        for raw in self.target.stream(request.body(stream=True)):
+
+        def events(raw: bytes) -> list[Any]:
             try:
-                events = list(decoder.feed(raw))
+                return list(decoder.feed(raw))
             except SseDataError as exc:
-                raise EndpointFailed(f"{self.target.name}: {exc}", self.target.log_hint) from None
-            for event in events:
+                raise self._failed(str(exc)) from None
+
+        for raw in self.target.stream(request.body(stream=True), Deadline(self.total_timeout)):
+            for event in events(raw):
                 if event is DONE or not isinstance(event, dict):
                     continue
-                if "error" in event and not event.get("choices"):
-                    raise EndpointFailed(f"{self.target.name} stream failed: {event['error']}",
-                                         self.target.log_hint)
+                error = stream_error(event)
+                if error is not None:
+                    raise self._failed(f"stream failed: {error}")
                 last_chunk = event
                 usage = event.get("usage") or usage
                 for choice in event.get("choices") or []:
                     delta = choice.get("delta") or {}
-                    text = delta.get("content") or delta.get("reasoning_content") or ""
-                    if text:
-                        if first is None:
-                            first = self.clock()
+                    kind = delta_kind(delta)
+                    if kind is not None:
+                        now = self.clock()
+                        first = first if first is not None else now
+                        if kind == "content" and first_content is None:
+                            first_content = now
                         chunks += 1
-                        pieces.append(text)
-                        yield text
+                        text = delta_text(delta)
+                        if text:
+                            pieces.append(text)
+                            yield text
                     finish = choice.get("finish_reason") or finish
-            if self.clock() - start > self.total_timeout:
-                raise WaitTimeout(f"{self.target.name} still streaming after {self.total_timeout:g}s",
-                                  "raise --timeout or lower --max-tokens")
         for event in decoder.close():
             if event is not DONE and isinstance(event, dict):
+                error = stream_error(event)
+                if error is not None:
+                    raise self._failed(f"stream failed: {error}")
                 usage = event.get("usage") or usage
         if not decoder.done and finish is None:
-            raise EndpointFailed(f"the stream from {self.target.name} ended early (no [DONE], no finish_reason)",
-                                 self.target.log_hint)
+            raise self._failed("stream ended early (no [DONE], no finish_reason)")
         latency = self.clock() - start
         tokens = (usage or {}).get("completion_tokens")
         source = "usage" if tokens is not None else "chunks"
@@ -123,7 +141,7 @@ class PeagleClient:
             response={"id": last_chunk.get("id"), "model": last_chunk.get("model"), "object": "chat.completion",
                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                    "finish_reason": finish}], "usage": usage},
-            stats=CallStats(ttft_s=(first - start) if first is not None else None, latency_s=latency,
-                            output_tokens=tokens, output_tokens_source=source,
-                            tokens_per_s=tokens / latency if latency > 0 else None,
-                            finish_reason=finish))
+            stats=CallStats(ttft_s=(first - start) if first is not None else None,
+                            ttfc_s=(first_content - start) if first_content is not None else None,
+                            latency_s=latency, output_tokens=tokens, output_tokens_source=source,
+                            tokens_per_s=tokens / latency if latency > 0 else None, finish_reason=finish))

@@ -1,21 +1,69 @@
-"""Incremental server-sent-events decoding for chat-completion streams.
+"""Server-sent events of chat-completion streams: one decoder, one chunk rule, one fast tally.
 
 Bytes arrive split anywhere (SageMaker PayloadParts, TCP reads): mid-line, mid-UTF-8 character.
 Lines are cut on bytes and only complete lines are decoded, so a character split across chunks is
-never decoded in halves. `data: [DONE]` ends the stream.
+never decoded in halves. `data: [DONE]` ends the stream. The buffer grows by appending and only new
+bytes are searched for a line end, so one huge line costs linear time.
+
+The chunk rule (docs/bench.md, "What a token chunk is"): a chunk carries output tokens when its
+delta has non-empty `content`, `reasoning_content`/`reasoning` (reasoning models such as gpt-oss:
+the user waits for those tokens too) or `tool_calls`. TTFT is the first such chunk; "time to first
+content" is the first chunk with `content`. `peagle invoke`, `peagle bench` and the tests all apply
+`delta_kind` below.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 DONE = object()  # yielded once for `data: [DONE]`
 
 
 class SseDataError(ValueError):
     """A complete `data:` payload that is not JSON (a server bug, not a split: splits never reach here)."""
+
+
+class StreamError(Exception):
+    """The server reported an error inside the stream (vLLM: a data event with an error object)."""
+
+    def __init__(self, message: str, code: Any = None):
+        super().__init__(message)
+        self.message = message
+        self.kind = f"stream_error_{code}" if code else "stream_error"
+
+
+class StreamIncomplete(Exception):
+    kind = "incomplete_stream"
+
+
+def delta_kind(delta: dict[str, Any]) -> str | None:
+    """'content', 'reasoning' or 'tool' when a delta carries output tokens, else None (role, finish)."""
+    if delta.get("content"):
+        return "content"
+    if delta.get("reasoning_content") or delta.get("reasoning"):
+        return "reasoning"
+    if delta.get("tool_calls"):
+        return "tool"
+    return None
+
+
+def delta_text(delta: dict[str, Any]) -> str:
+    """The text a delta shows a reader: content or reasoning (tool-call arguments are not text)."""
+    return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
+
+
+def stream_error(event: Any) -> str | None:
+    """The error text of an in-band error event (`{"error": ...}` or `{"object": "error", ...}`), else None."""
+    if not isinstance(event, dict) or event.get("choices"):
+        return None
+    if "error" in event:
+        err = event["error"]
+        return str(err.get("message") or err) if isinstance(err, dict) else str(err)
+    if event.get("object") == "error":
+        return str(event.get("message") or event)
+    return None
 
 
 def _json(payload: bytes) -> Any:
@@ -31,7 +79,7 @@ class SseDecoder:
     __slots__ = ("_buffer", "_data", "done")
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._buffer = bytearray()
         self._data: list[bytes] = []
         self.done = False
 
@@ -45,15 +93,18 @@ class SseDecoder:
             else:
                 yield _json(payload)
             return
-        buffer = self._buffer + chunk
-        *lines, self._buffer = buffer.split(b"\n")
+        self._buffer += chunk
+        if b"\n" not in chunk:  # only the new bytes can hold the line end: linear in a huge line
+            return
+        *lines, rest = bytes(self._buffer).split(b"\n")
+        self._buffer = bytearray(rest)
         for line in lines:
             yield from self._line(line.rstrip(b"\r"))
 
     def close(self) -> Iterator[Any]:
         """End of input. Complete `data:` lines still waiting for their blank line are dispatched; an
         unterminated last line is a truncated stream and is dropped (as the SSE spec says)."""
-        self._buffer = b""
+        self._buffer = bytearray()
         yield from self._line(b"")
 
     def _line(self, line: bytes) -> Iterator[Any]:
@@ -71,3 +122,119 @@ class SseDecoder:
             value = line[5:]
             self._data.append(value[1:] if value.startswith(b" ") else value)
         # comments (':'), event:, id: and retry: lines carry nothing a chat stream needs
+
+
+class ChunkSink(Protocol):
+    usage_tokens: int | None
+
+    def add(self, n: int, now: float, content: bool) -> None: ...
+
+
+class ChunkTally:
+    """The load generator's reader: bytes in (split anywhere), token chunks out to `sink.add`.
+
+    One timestamp per network read. Fast path: when every complete event in the read is a plain
+    content chunk (`"delta":{"content":"<non-empty>"` in vLLM's compact JSON or json.dumps spacing)
+    they are counted with bytes.count, without decoding JSON; inside a content string quotes are
+    escaped, so the pattern cannot match there. Anything else (role, finish, usage, [DONE], errors,
+    reasoning or tool-call deltas, "data:" inside the text) goes through SseDecoder and the chunk
+    rule, event by event: the same decoder and rule `peagle invoke` uses.
+    """
+
+    __slots__ = ("sink", "buf", "decoder")
+
+    def __init__(self, sink: ChunkSink):
+        self.sink = sink
+        self.buf = bytearray()
+        self.decoder = SseDecoder()
+
+    def feed(self, data: bytes, now: float) -> None:
+        if not self.buf and data[-2:] == b"\n\n":  # the usual read: whole LF-framed events, no copy
+            complete = data[:-2]
+        else:
+            buf = self.buf
+            buf += data
+            if b"\n" not in data:
+                return
+            if b"\r" in buf:  # CRLF framing (vLLM uses LF); a CR split from its LF waits in the remainder
+                buf = bytearray(buf.replace(b"\r\n", b"\n"))
+            cut = buf.rfind(b"\n\n")
+            if cut < 0:
+                self.buf = buf
+                return
+            complete = bytes(buf[:cut])
+            self.buf = buf[cut + 2:]
+        # Other events (role, finish, usage, [DONE]) sit at the start and the end of a stream: peel them
+        # off both ends (small events, cheap) and decode them one by one; then scan the middle once.
+        lo, hi = 0, len(complete)
+        tail: list[bytes] = []
+        while lo < hi:
+            at = complete.rfind(b"\n\n", lo, hi)
+            event = complete[at + 2 if at >= 0 else lo:hi]
+            if _plain_chunks(event) == 1:
+                break
+            tail.append(event)
+            hi = at if at >= 0 else lo
+        while lo < hi:
+            at = complete.find(b"\n\n", lo, hi)
+            event = complete[lo:at if at >= 0 else hi]
+            if _plain_chunks(event) == 1:
+                break
+            self._exact(event, now)
+            lo = at + 2 if at >= 0 else hi
+        if lo < hi:
+            middle = complete if (lo, hi) == (0, len(complete)) else complete[lo:hi]
+            n = _plain_chunks(middle, edges_peeled=True)
+            if n:
+                self.sink.add(n, now, True)
+            else:
+                self._exact(middle, now)
+        for event in reversed(tail):
+            self._exact(event, now)
+
+    def _exact(self, events: bytes, now: float) -> None:
+        sink = self.sink
+        for event in self.decoder.feed(events + b"\n\n"):
+            if event is DONE or not isinstance(event, dict):
+                continue
+            error = stream_error(event)
+            if error is not None:
+                err = event.get("error")
+                raise StreamError(error[:300], err.get("code") if isinstance(err, dict) else event.get("code"))
+            for choice in event.get("choices") or ():
+                kind = delta_kind(choice.get("delta") or {})
+                if kind is not None:
+                    sink.add(1, now, kind == "content")
+            usage = event.get("usage")
+            if usage and usage.get("completion_tokens") is not None:
+                sink.usage_tokens = int(usage["completion_tokens"])
+
+    @property
+    def done(self) -> bool:
+        return self.decoder.done
+
+    def finish(self, now: float) -> None:
+        if bytes(self.buf).strip():
+            self._exact(bytes(self.buf).replace(b"\r\n", b"\n").rstrip(b"\n"), now)
+            self.buf = bytearray()
+        if not self.decoder.done:
+            raise StreamIncomplete("the stream ended without data: [DONE]")
+
+
+def _plain_chunks(events: bytes, edges_peeled: bool = False) -> int:
+    """n if `events` (whole events) are exactly n plain content chunks, else 0: the number of non-empty
+    content deltas equals the number of `data:` lines (an error, role, finish or usage-only event has no
+    content delta, so it already makes the counts differ). A content chunk that also carries `usage`
+    (`"usage": null` on every chunk, as OpenAI's API sends) still counts as one chunk; the final usage
+    event has no content delta and is decoded exactly, so the request's usage is read from it.
+    `edges_peeled`: the role and finish chunks (the empty-content ones) were peeled off the ends of
+    `events`, so the scan for an empty content delta is skipped (vLLM sends none mid-stream)."""
+    count = events.count
+    n = count(b'"delta":{"content":"')
+    if n:
+        empty = b'"delta":{"content":""'
+    else:
+        n, empty = count(b'"delta": {"content": "'), b'"delta": {"content": ""'
+    if n and n == count(b"data:") and (edges_peeled or empty not in events):
+        return n
+    return 0

@@ -10,7 +10,9 @@ What it adds to moto (5.2):
 - server mode: moto's WSGI app on 127.0.0.1 (port 0) in a thread, for tests that run the real
   `peagle` executable with AWS_ENDPOINT_URL. Scripted behaviour lives in this process's backend, so it
   applies in both modes. `middlewares` wrap the WSGI app: that is how response streaming (which moto
-  lacks) is served, see `peagle_deploy.testing.streaming`.
+  lacks) is served, see `peagle_deploy.testing.streaming`;
+- a real backend (`backend=ContainerBackend(...)`, see `peagle_deploy.testing.container_backend`): each
+  endpoint runs its model's container for real, with its logs in the emulated CloudWatch group.
 
     with SageMakerEmulator.server() as emu:
         emu.script_endpoints(creating_polls=3)
@@ -54,8 +56,11 @@ class _Script:
 class SageMakerEmulator:
     """Use `SageMakerEmulator.in_process()` (mock_aws) or `SageMakerEmulator.server()` (a local endpoint)."""
 
-    def __init__(self, region: str = "us-east-1"):
+    def __init__(self, region: str = "us-east-1", backend: Any = None):
         self.region = region
+        self.backend = backend  # a ContainerBackend runs each endpoint's container for real
+        if backend is not None:
+            backend.emulator = self
         self.role_arn = f"arn:aws:iam::{ACCOUNT}:role/peagle-emulator"
         self.endpoint_url: str | None = None
         self._script = _Script()
@@ -154,6 +159,7 @@ class SageMakerEmulator:
         original_validate = sm_models.FakeEndpointConfig.validate_instance_type
         original_create = sm_models.SageMakerModelBackend.create_endpoint
         original_describe = sm_models.SageMakerModelBackend.describe_endpoint
+        original_delete = sm_models.SageMakerModelBackend.delete_endpoint
 
         def call_action(response_self):
             injected = emulator._before_action(response_self._get_action())
@@ -166,6 +172,9 @@ class SageMakerEmulator:
 
         def create_endpoint(backend, endpoint_name, endpoint_config_name, tags):
             endpoint = original_create(backend, endpoint_name, endpoint_config_name, tags)
+            if emulator.backend is not None:
+                emulator.backend.on_create(backend, endpoint)
+                return endpoint
             if emulator._script.creating_polls or emulator._script.final != "InService":
                 endpoint.endpoint_status = "Creating"
             emulator._script.seen[endpoint_name] = 0
@@ -181,6 +190,11 @@ class SageMakerEmulator:
                     endpoint.failure_reason = script.reason
             return original_describe(backend, endpoint_name)
 
+        def delete_endpoint(backend, endpoint_name):
+            original_delete(backend, endpoint_name)
+            if emulator.backend is not None:
+                emulator.backend.stop(endpoint_name)
+
         def list_service_quotas(response_self):
             body = {"Quotas": [{"ServiceCode": "sagemaker", "QuotaName": name, "Value": value,
                                 "QuotaCode": f"L-{abs(hash(name)) % 10**8:08d}"}
@@ -192,6 +206,7 @@ class SageMakerEmulator:
             mock.patch.object(sm_models.FakeEndpointConfig, "validate_instance_type", validate_instance_type),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_endpoint", create_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "describe_endpoint", describe_endpoint),
+            mock.patch.object(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
             mock.patch.object(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, create=True),
         ]
 
@@ -203,11 +218,12 @@ class SageMakerEmulator:
     # modes --------------------------------------------------------------------------------------
     @classmethod
     @contextmanager
-    def in_process(cls, region: str = "us-east-1", seed_jumpstart: bool = True) -> Iterator[SageMakerEmulator]:
+    def in_process(cls, region: str = "us-east-1", seed_jumpstart: bool = True,
+                   backend: Any = None) -> Iterator[SageMakerEmulator]:
         """moto's mock_aws around this process's boto3 calls, with fake credentials set."""
         from moto import mock_aws
 
-        emulator = cls(region)
+        emulator = cls(region, backend)
         with ExitStack() as stack:
             stack.enter_context(mock.patch.dict(os.environ, {**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region}))
             for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
@@ -215,6 +231,8 @@ class SageMakerEmulator:
             stack.enter_context(mock_aws())
             for patch in emulator._patches():
                 stack.enter_context(patch)
+            if backend is not None:
+                stack.callback(backend.stop_all)
             if seed_jumpstart:
                 emulator._seed()
             yield emulator
@@ -222,7 +240,8 @@ class SageMakerEmulator:
     @classmethod
     @contextmanager
     def server(cls, region: str = "us-east-1", seed_jumpstart: bool = True,
-               middlewares: list[Middleware] | None = None, set_env: bool = True) -> Iterator[SageMakerEmulator]:
+               middlewares: list[Middleware] | None = None, set_env: bool = True,
+               backend: Any = None) -> Iterator[SageMakerEmulator]:
         """moto's server on 127.0.0.1 (a free port) in a thread; `emulator.env` is for subprocesses.
 
         With set_env (default) this process's environment points at it too, until the block ends.
@@ -239,9 +258,9 @@ class SageMakerEmulator:
 
         from .streaming import runtime_middleware
 
-        emulator = cls(region)
+        emulator = cls(region, backend)
         app: Any = DomainDispatcherApplication(create_backend_app)
-        for middleware in [runtime_middleware, *(middlewares or [])]:
+        for middleware in [runtime_middleware, *([backend.middleware] if backend else []), *(middlewares or [])]:
             app = middleware(app, emulator)
         server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -255,6 +274,8 @@ class SageMakerEmulator:
             emulator.endpoint_url = f"http://127.0.0.1:{server.server_port}"
             emulator.reset()  # moto's backends are process-wide: start from nothing, leave nothing
             stack.callback(emulator.reset)
+            if backend is not None:
+                stack.callback(backend.stop_all)  # first on exit: no container outlives the emulator
             if set_env:
                 stack.enter_context(mock.patch.dict(os.environ, {
                     **FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": emulator.endpoint_url, "AWS_DEFAULT_REGION": region}))

@@ -1,8 +1,11 @@
-"""A stand-in for vLLM's OpenAI server on loopback: /ping, /invocations, /v1/chat/completions.
+"""A stand-in for vLLM's OpenAI server on loopback: /ping, /health, /metrics, /invocations, /v1/chat/completions.
 
-For invoke tests and for users who want to try `peagle invoke` without a GPU. Streams vLLM-format
-SSE chunks (see `streaming.chat_sse`); `mode` injects failures: "error" (HTTP 500 with a vLLM-style
-error body), "stall" (stop sending mid-stream for `stall_s`), "truncate" (close without [DONE]).
+For invoke, bench and metrics tests that need controlled timing or faults (real behaviour is tested
+against real vLLM, tests/real_vllm). Streams vLLM-format SSE chunks (`streaming.chat_sse`); a token
+may be a whole delta (reasoning, tool calls). `mode` injects failures: "error" (HTTP 500 with a
+vLLM-style error body), "stall" (stop sending mid-stream for `stall_s`), "truncate" (close without
+[DONE]), "inband_error" (an `{"object": "error"}` event after the first chunk). `/metrics` serves
+vLLM's spec-decode counters, growing by `accepted_per_request` per request served.
 
     with FakeVllm(tokens=["a", "b"]) as server:
         PeagleClient(server.url).chat(...)
@@ -18,6 +21,8 @@ from typing import Any
 
 from .streaming import chat_json, chat_sse
 
+_PATHS = ("/invocations", "/v1/chat/completions")
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -25,11 +30,16 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeVllm:
-    def __init__(self, tokens: list[str] | None = None, *, mode: str = "ok", stall_s: float = 5.0):
+    def __init__(self, tokens: list[str | dict] | None = None, *, mode: str = "ok", stall_s: float = 5.0,
+                 gap_s: float = 0.0, usage: bool = True, accepted_per_request: tuple[int, ...] = (3, 2, 1)):
         self.tokens = tokens or ["def", " quick", "sort", "(xs", "):", " ✓"]
         self.mode = mode
         self.stall_s = stall_s
+        self.gap_s = gap_s  # pause before each token chunk (a lower bound on the gaps a client sees)
+        self.usage = usage
+        self.accepted_per_request = accepted_per_request  # per draft position; 4 draft tokens per draft
         self.requests: list[dict[str, Any]] = []
+        self.gets: list[str] = []
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -37,6 +47,16 @@ class FakeVllm:
     def url(self) -> str:
         assert self._server is not None, "start the server first"
         return f"http://127.0.0.1:{self._server.server_port}"
+
+    def metrics_text(self) -> str:
+        n = len(self.requests)
+        k = len(self.accepted_per_request)
+        lines = [f"vllm:spec_decode_num_drafts_total{{engine=\"0\"}} {4.0 * n}",
+                 f"vllm:spec_decode_num_draft_tokens_total{{engine=\"0\"}} {4.0 * n * k}",
+                 f"vllm:spec_decode_num_accepted_tokens_total{{engine=\"0\"}} {float(sum(self.accepted_per_request) * n)}"]
+        lines += [f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine=\"0\",position=\"{i}\"}} {float(a * n)}"
+                  for i, a in enumerate(self.accepted_per_request)]
+        return "\n".join(lines) + "\n"
 
     def __enter__(self) -> FakeVllm:
         fake = self
@@ -48,15 +68,20 @@ class FakeVllm:
                 pass
 
             def do_GET(self) -> None:
-                if self.path == "/ping":
+                fake.gets.append(self.path)
+                if self.path in ("/ping", "/health"):
                     self._send(200, b"", "text/plain")
+                elif self.path == "/metrics":
+                    self._send(200, fake.metrics_text().encode(), "text/plain; version=0.0.4")
+                elif self.path == "/v1/models":
+                    self._send(200, b'{"object": "list", "data": [{"id": "fake-model", "object": "model"}]}')
                 else:
                     self._send(404, b'{"error": {"message": "not found"}}')
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 fake.requests.append({"path": self.path, "body": body})
-                if self.path not in ("/invocations", "/v1/chat/completions"):
+                if self.path not in _PATHS:
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return
                 if fake.mode == "error":
@@ -64,20 +89,44 @@ class FakeVllm:
                                                 "type": "InternalServerError", "code": 500}).encode())
                     return
                 if not body.get("stream"):
-                    self._send(200, chat_json(fake.tokens))
+                    payload = chat_json([t if isinstance(t, str) else "" for t in fake.tokens])
+                    if fake.mode != "stall":
+                        self._send(200, payload)
+                        return
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    for byte in payload:  # trickle: never idle for long, never done in time
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(fake.stall_s / len(payload))
                     return
                 truncated = fake.mode == "truncate"
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 sse = chat_sse(fake.tokens, finish_reason=None if truncated else "stop", done=not truncated,
-                               usage=not truncated and bool((body.get("stream_options") or {}).get("include_usage")))
+                               usage=fake.usage and not truncated and include_usage)
+                events = [e + b"\n\n" for e in sse.split(b"\n\n") if e]
+                if fake.mode == "inband_error":
+                    error = {"object": "error", "message": "The model ran out of KV cache", "code": 500}
+                    events = events[:2] + [b"data: " + json.dumps(error).encode() + b"\n\n"]
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                half = len(sse) // 2
-                self.wfile.write(sse[:half])
-                self.wfile.flush()
-                if fake.mode == "stall":
-                    time.sleep(fake.stall_s)
-                self.wfile.write(sse[half:])
+                if fake.mode == "stall" or not fake.gap_s:
+                    sse = b"".join(events)
+                    half = len(sse) // 2
+                    self.wfile.write(sse[:half])
+                    self.wfile.flush()
+                    if fake.mode == "stall":
+                        time.sleep(fake.stall_s)
+                    self.wfile.write(sse[half:])
+                    return
+                for i, event in enumerate(events):
+                    if 0 < i <= len(fake.tokens):
+                        time.sleep(fake.gap_s)
+                    self.wfile.write(event)
+                    self.wfile.flush()
 
             def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
                 self.send_response(status)

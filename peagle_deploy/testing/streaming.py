@@ -14,7 +14,7 @@ import json
 import re
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,9 +49,10 @@ def split_at(data: bytes, offsets: Iterable[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
 
 
-def chat_sse(tokens: Sequence[str], *, model: str = "peagle-emulated", usage: bool = True,
+def chat_sse(tokens: Sequence[str | dict], *, model: str = "peagle-emulated", usage: bool = True,
              finish_reason: str | None = "stop", done: bool = True) -> bytes:
-    """vLLM's streaming format: role chunk, one chunk per token, finish chunk, usage chunk, [DONE]."""
+    """vLLM's streaming format: role chunk, one chunk per token, finish chunk, usage chunk, [DONE].
+    A token may be a whole delta (`{"reasoning": "..."}`, `{"tool_calls": [...]}`) instead of content text."""
     def chunk(delta: dict, finish: str | None = None, extra: dict | None = None) -> bytes:
         body = {"id": "chatcmpl-emulated", "object": "chat.completion.chunk", "created": 0, "model": model,
                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
@@ -59,7 +60,7 @@ def chat_sse(tokens: Sequence[str], *, model: str = "peagle-emulated", usage: bo
         return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
 
     out = [chunk({"role": "assistant", "content": ""})]
-    out += [chunk({"content": t}) for t in tokens]
+    out += [chunk(t if isinstance(t, dict) else {"content": t}) for t in tokens]
     if finish_reason:
         out.append(chunk({}, finish_reason))
     if usage:
@@ -92,6 +93,7 @@ class RuntimeScript:
     stall_s: float = 0.0  # sleep before the last part
     stream_error: tuple[str, str] | None = None  # (ModelStreamError or InternalStreamFailure, message) mid-stream
     requests: list[dict[str, Any]] = field(default_factory=list)
+    on_request: Callable[[str, dict[str, Any]], None] | None = None  # (endpoint name, body), as it arrives
 
 
 def _json_error(status: str, code: str, body: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
@@ -112,6 +114,8 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             script.requests.append(json.loads(environ["wsgi.input"].read(length) or b"{}"))
         except ValueError:
             script.requests.append({})
+        if script.on_request is not None:
+            script.on_request(name, script.requests[-1])
         status = emulator.endpoint_status(name)
         if status is None:
             reply = _json_error("400 Bad Request", "ValidationError",

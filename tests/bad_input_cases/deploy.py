@@ -39,6 +39,8 @@ CASES = [
          stderr=r"partition aws-us-gov but region us-west-2 is in aws"),
     dict(id="role-aws-in-china", argv=["deploy", "qwen3-coder", "--dry-run", "--region", "cn-north-1", "--role", ROLE],
          exit=2, stderr=r"partition aws but region cn-north-1 is in aws-cn"),
+    dict(id="role-with-unknown-region", argv=["deploy", "qwen3-coder", "--dry-run", "--region", "mars-north-1",
+                                              "--role", ROLE], exit=2, stderr=r"region 'mars-north-1' has no JumpStart"),
     # instance counts beyond any sane plan; a plan above the price guard needs an explicit price
     dict(id="instance-count-million", argv=["deploy", "qwen3-coder", "--dry-run", "--instance-count", "1000000"],
          exit=2, stderr=r"--instance-count 1000000 is above peagle's limit of 100: pass --instance-count 1\.\.100"),

@@ -1,0 +1,220 @@
+"""What vLLM said about itself at start-up: its version, the model runner it chose, the speculative
+config it parsed; and the warning when parallel drafting pushed it onto an older runner.
+
+The request we sent says what we asked for; only vLLM's own start-up lines say what runs. vLLM 0.25.1
+on an H100 ran every P-EAGLE start on its older V1 model runner, where EAGLE-3 on the default V2 runner
+was faster: on such a version the mode has to be measured, not assumed.
+
+Lines recognised (vLLM source, message formats):
+- version: "vLLM server version %s, serving model %s" (0.3x, or its ASCII logo "... version 0.32.0"),
+  "vLLM API server version %s" (older), "Initializing a V1 LLM engine (v%s) with config: ..." (all V1 engines);
+- runner: "Using V2 Model Runner", "Model Runner V2 does not yet support %s; using the V1 model runner
+  instead.", "Model Runner V2 requires Triton; using the V1 model runner instead.";
+- speculative config: the engine line's "speculative_config=SpeculativeConfig(method='eagle3',
+  model='...', num_spec_tokens=3)" and the "non-default args: {...}" line's 'speculative_config' dict.
+Reading logs can fail or lag; that never fails an endpoint: the result just says what was not found.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_VERSION = (
+    re.compile(r"vLLM (?:API )?server version v?(\d+\.\d+[\w.+-]*?)(?:,|\s|$)"),
+    re.compile(r"Initializing a V\d LLM engine \(v(\d+\.\d+[^)]*)\) with config"),
+    re.compile(r"█.*\bversion\s+v?(\d+\.\d+[\w.+-]*)"),
+)
+_FALLBACK = re.compile(r"Model Runner V2 (does not yet support (?P<what>.+?)|requires (?P<needs>.+?)); "
+                       r"using the V1 model runner instead")
+_V2 = re.compile(r"Using V2 Model Runner")
+_ENGINE_SPEC = re.compile(r"speculative_config=(?:SpeculativeConfig\((?P<body>[^)]*)\)|None)")
+_SPEC_FIELD = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,]+)")
+_ARGS = re.compile(r"non-default args: ")
+PARALLEL_FALLBACK = "parallel drafting"
+
+
+class StartupInfo(BaseModel):
+    """vLLM's own account of how it started; None fields were not found in the lines read."""
+
+    source: str
+    version: str | None = None
+    runner: str | None = Field(None, description="'V2', or 'V1' when vLLM said it fell back")
+    runner_fallback: str | None = Field(None, description="why vLLM did not use Model Runner V2, in its words")
+    runner_line: str | None = None
+    speculative: dict[str, Any] | None = Field(None, description="the speculative config vLLM parsed")
+    speculation_off: bool = False
+    lines_read: int = 0
+    warnings: list[str] = Field(default_factory=list)
+    note: str | None = None
+
+    @property
+    def found(self) -> bool:
+        return bool(self.version or self.runner or self.speculative or self.speculation_off)
+
+    def summary(self) -> str:
+        if not self.found:
+            return self.note or "no vLLM start-up lines found"
+        parts = [f"vLLM {self.version}" if self.version else "vLLM version not logged"]
+        if self.runner:
+            parts.append(f"model runner {self.runner}" + (" (fallback)" if self.runner_fallback else ""))
+        if self.speculative:
+            spec = self.speculative
+            method = spec.get("method")
+            parallel = spec.get("parallel_drafting")
+            label = "p-eagle" if method == "eagle3" and parallel else method
+            parts.append(f"speculative {label}, K={spec.get('num_speculative_tokens')}")
+        elif self.speculation_off:
+            parts.append("speculative decoding off")
+        return ", ".join(parts)
+
+
+def _literal_after(text: str, start: int) -> Any:
+    """The Python literal ({...}) that starts at text[start], or None."""
+    if start >= len(text) or text[start] != "{":
+        return None
+    depth, quote, i = 0, "", start
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1  # skip the escaped character
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                try:
+                    return ast.literal_eval(text[start:i + 1])
+                except (ValueError, SyntaxError):
+                    return None
+        i += 1
+    return None
+
+
+def _engine_spec(body: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    for key, raw in _SPEC_FIELD.findall(body):
+        try:
+            value: Any = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            value = raw.strip()
+        spec["num_speculative_tokens" if key == "num_spec_tokens" else key] = value
+    return spec
+
+
+def parse_startup(lines: Iterable[str], source: str) -> StartupInfo:
+    """Scan log lines (any logger prefix); the last occurrence of each fact wins (the latest start)."""
+    info = StartupInfo(source=source)
+    args_spec: dict[str, Any] | None = None
+    engine_spec: dict[str, Any] | None = None
+    for raw in lines:
+        info.lines_read += 1
+        line = _ANSI.sub("", raw)
+        for pattern in _VERSION:
+            if (m := pattern.search(line)) is not None:
+                info.version = m.group(1)
+                break
+        if (m := _FALLBACK.search(line)) is not None:
+            info.runner, info.runner_fallback = "V1", (m.group("what") or f"requires {m.group('needs')}")
+            info.runner_line = line[m.start():].strip()
+        elif _V2.search(line):
+            info.runner, info.runner_fallback, info.runner_line = "V2", None, "Using V2 Model Runner"
+        if (m := _ENGINE_SPEC.search(line)) is not None:
+            engine_spec = _engine_spec(m.group("body")) if m.group("body") is not None else {}
+        if (m := _ARGS.search(line)) is not None:
+            found = _literal_after(line, m.end())
+            if isinstance(found, dict):
+                value = found.get("speculative_config")
+                args_spec = value if isinstance(value, dict) else None
+    if engine_spec == {} and not args_spec:
+        info.speculation_off = True
+    elif engine_spec or args_spec:
+        info.speculative = {**(args_spec or {}), **(engine_spec or {})}
+    return info
+
+
+def advise(info: StartupInfo, expected: dict[str, Any] | None = None) -> StartupInfo:
+    """Add the warnings a user must see: parallel drafting forced vLLM onto the older runner (other
+    fallbacks, e.g. no Triton on CPU, move EAGLE-3 too and change no comparison), and a config that
+    differs from what was asked (`expected`: the speculative config sent, or None for mode off)."""
+    if info.runner == "V1" and info.runner_fallback and PARALLEL_FALLBACK in info.runner_fallback:
+        version = f"vLLM {info.version}" if info.version else "this vLLM"
+        info.warnings.append(
+            f"{version} runs P-EAGLE on its older V1 model runner (it logged: {info.runner_line}). "
+            "On vLLM 0.25.1 EAGLE-3 on the default V2 runner beat P-EAGLE on V1 at every concurrency: "
+            "benchmark P-EAGLE against EAGLE-3 on this version before choosing (deploy --mode eagle3 too, "
+            "'peagle bench run' both, then 'peagle bench compare')")
+    if expected is not None and info.speculative:
+        for key in ("method", "num_speculative_tokens"):
+            if key in info.speculative and key in expected and info.speculative[key] != expected[key]:
+                info.warnings.append(f"vLLM parsed speculative {key}={info.speculative[key]!r}, "
+                                     f"peagle sent {expected[key]!r}")
+    if expected is not None and info.speculation_off:
+        info.warnings.append("vLLM started without speculative decoding although a speculative config was sent")
+    return info
+
+
+def read_file(path: Any, expected: dict[str, Any] | None = None) -> StartupInfo:
+    """From a local container's log file (`peagle local`)."""
+    from ..local.failure import tail
+
+    lines = tail(path, max_bytes=4_000_000)
+    info = parse_startup(lines, source=f"file:{path}")
+    if not lines:
+        info.note = f"cannot read the log file {path}"
+    return advise(info, expected)
+
+
+def read_cloudwatch(logs: Any, endpoint_name: str, *, expected: dict[str, Any] | None = None,
+                    start_ms: int | None = None, attempts: int = 3, delay_s: float = 5.0, max_pages: int = 5,
+                    sleep: Callable[[float], None] = time.sleep) -> StartupInfo:
+    """From the endpoint's CloudWatch log group; retried because logs lag. Never raises."""
+    group = f"/aws/sagemaker/Endpoints/{endpoint_name}"
+    info = StartupInfo(source=f"cloudwatch:{group}")
+    for attempt in range(attempts):
+        try:
+            lines = _read_group(logs, group, start_ms, max_pages)
+        except Exception as exc:  # noqa: BLE001 - a read failure is never an endpoint failure
+            info.note = f"could not read {group}: {_describe_error(exc)}"
+            if _describe_error(exc) == "ResourceNotFoundException":
+                break  # SageMaker creates the group when the container starts: none at all will not appear
+        else:
+            info = parse_startup(lines, source=f"cloudwatch:{group}")
+            if info.version and (info.runner or info.speculative or info.speculation_off):
+                break
+            if not info.found:
+                info.note = f"no vLLM start-up lines in {group} yet"
+        if attempt + 1 < attempts:
+            sleep(delay_s)
+    return advise(info, expected)
+
+
+def _read_group(logs: Any, group: str, start_ms: int | None, max_pages: int) -> list[str]:
+    """Events from the start of the group (the start-up comes first), at most max_pages pages."""
+    kwargs: dict[str, Any] = {"logGroupName": group}
+    if start_ms is not None:
+        kwargs["startTime"] = start_ms
+    lines: list[str] = []
+    paginator = logs.get_paginator("filter_log_events")
+    for number, page in enumerate(paginator.paginate(**kwargs)):
+        lines.extend(event.get("message", "") for event in page.get("events", []))
+        if number + 1 >= max_pages:
+            break
+    return lines
+
+
+def _describe_error(exc: BaseException) -> str:
+    from ..aws import error_code
+
+    return error_code(exc) or type(exc).__name__

@@ -1,0 +1,68 @@
+"""The container environment `peagle local` runs: the one `peagle deploy` would send.
+
+With --model ALIAS it is the DeploymentPlan's own Environment (built from peagle's shipped spec for
+that alias, the speculative config and the user's --env applied last, exactly as deploy does); without
+it, only what P-EAGLE needs: HF_MODEL_ID=/opt/ml/model, the speculative config and the user's --env.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import UsageError
+from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k, settings_for
+from .mounts import Mounts
+
+GENERIC_MAX_K = 16
+
+
+class ContainerEnvironment(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    environment: dict[str, str]
+    mounts: Mounts
+    mode: Mode
+    k: int | None
+    speculative_config: str | None
+    source: str  # where the environment came from, for the user
+    image: str | None = None  # the plan's image (for --docker)
+
+
+def _directory(path: Path, option: str, what: str) -> Path:
+    resolved = path.expanduser().resolve()
+    if not resolved.is_dir():
+        raise UsageError(f"{option} {path} is not a directory", f"pass the local directory holding the {what}")
+    if not any(resolved.iterdir()):
+        raise UsageError(f"{option} {path} is empty", f"download the {what} into it first")
+    return resolved
+
+
+def build_environment(model_dir: Path, drafter_dir: Path | None, *, alias: str | None, mode: Mode,
+                      k: int | str | None, env: dict[str, str]) -> ContainerEnvironment:
+    model = _directory(model_dir, "MODEL_DIR", "model")
+    if mode is Mode.OFF and drafter_dir is not None:
+        raise UsageError("--drafter has no effect with --mode off", "drop --drafter, or pick --mode p-eagle or eagle3")
+    if mode is not Mode.OFF and drafter_dir is None:
+        raise UsageError(f"--mode {mode.value} needs the drafter", "pass --drafter DRAFTER_DIR, or --mode off")
+    mounts = Mounts(model=model, channels={DRAFTER_CHANNEL: _directory(drafter_dir, "--drafter", "drafter")} if drafter_dir else {})
+    if alias:
+        from ..plan import PlanRequest, build_plan
+
+        plan = build_plan(PlanRequest(model=alias, mode=mode, k=k, env=env, offline=True, accept_eula=True))
+        return ContainerEnvironment(environment=dict(plan.create_model["PrimaryContainer"]["Environment"]),
+                                    mounts=mounts, mode=plan.mode, k=plan.k,
+                                    speculative_config=plan.speculative_config,
+                                    source=f"the {plan.model} deployment plan (JumpStart spec {plan.model_id} {plan.model_version}, {plan.resolution_source})",
+                                    image=plan.image_uri)
+    if ENV_VAR in env:
+        raise UsageError(f"--env {ENV_VAR} would bypass peagle's speculative settings", "use --mode and --k instead")
+    settings = settings_for(mode, parse_k(k, max_k=GENERIC_MAX_K, model="a drafter"), default_k=3)
+    environment = {"HF_MODEL_ID": "/opt/ml/model"}
+    if settings.render() is not None:
+        environment[ENV_VAR] = settings.render() or ""
+    environment.update(env)
+    return ContainerEnvironment(environment=environment, mounts=mounts, mode=settings.mode, k=settings.k,
+                                speculative_config=settings.render(),
+                                source="no --model: HF_MODEL_ID, the speculative config and --env only")

@@ -1,0 +1,240 @@
+"""Start, watch and stop one local P-EAGLE server: the bundled entrypoint (or a Docker container) with
+the deployment plan's environment, mapped to local directories.
+
+A start that fails, times out or is interrupted stops what it started and removes its state: nothing
+keeps running that the user was not told about.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from ..container import ContainerConfigError, build_argv, validate
+from ..errors import EndpointFailed, UsageError, WaitTimeout
+from ..lifecycle.startup_log import StartupInfo, advise, parse_startup, read_file
+from . import docker as docker_mod
+from . import state
+from .environment import ContainerEnvironment
+from .failure import failure_line, tail
+from .mounts import host_environment
+from .process import alive, launch, ping, start_time, stop_group, wait_ready
+
+Progress = Callable[[float, str], None]
+# inherited variables that would change what the container runs (the entrypoint reads every SM_VLLM_*)
+_NOT_INHERITED = ("SM_VLLM_", "AWS_")
+
+
+class Started(BaseModel):
+    server: state.LocalServer
+    startup: StartupInfo
+    elapsed_s: float
+
+
+class ServerStatus(BaseModel):
+    server: state.LocalServer
+    running: bool
+    healthy: bool
+    startup: StartupInfo | None = None
+    failure: str | None = None
+
+
+def process_environment(container_env: dict[str, str], base: dict[str, str] | None = None) -> dict[str, str]:
+    """This shell's environment (PATH, HOME, caches) without AWS credentials or stray SM_VLLM_* settings,
+    with the container's environment on top."""
+    inherited = {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith(_NOT_INHERITED)}
+    return {**inherited, **container_env}
+
+
+def _port_busy(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _expected(spec: str | None) -> dict | None:
+    return json.loads(spec) if spec else None
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP during a start behave like Ctrl-C: stop what was started, then exit 130."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, interrupt)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def plan_command(env: ContainerEnvironment, *, port: int) -> tuple[dict[str, str], list[str]]:
+    """The mapped container environment and the `vllm serve` argv the entrypoint will exec (validated)."""
+    mapped = host_environment(env.environment, env.mounts, port)
+    try:
+        validate(mapped)
+        argv = build_argv(mapped)
+    except ContainerConfigError as exc:
+        raise UsageError(f"the container would refuse this environment: {exc}", "fix --env, --drafter or --k") from None
+    return mapped, argv
+
+
+def start(env: ContainerEnvironment, *, name: str, port: int, timeout_s: float, on_progress: Progress | None = None,
+          sleep: Callable[[float], None] = time.sleep,
+          clock: Callable[[], float] = time.monotonic) -> Started:
+    """Launch the entrypoint detached, wait for /ping; on any failure stop it and raise."""
+    state.check_name(name)
+    _refuse_running(name, port)
+    mapped, argv = plan_command(env, port=port)
+    log = state.log_path(name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b"")
+    proc = launch(process_environment(mapped), log)
+    server = state.LocalServer(
+        name=name, url=f"http://127.0.0.1:{port}", port=port, pid=proc.pid, start_time=start_time(proc.pid),
+        log_path=str(log), started_at=datetime.now(UTC).replace(microsecond=0), model_dir=str(env.mounts.model),
+        drafter_dir=str(next(iter(env.mounts.channels.values()))) if env.mounts.channels else None,
+        mode=env.mode.value, k=env.k, speculative_config=env.speculative_config, environment=mapped, command=argv)
+    state.save(server)  # before waiting: an interrupted start can still be stopped by name
+
+    def progress(elapsed: float) -> None:
+        if on_progress:
+            last = next((line for line in reversed(tail(log, 8192)) if line.strip()), "")
+            on_progress(elapsed, last)
+
+    began = clock()
+    try:
+        with _signals_interrupt():
+            outcome = wait_ready(port, lambda: proc.poll() is not None, timeout_s=timeout_s, on_progress=progress,
+                                 sleep=sleep, clock=clock)
+    except BaseException:
+        _discard(server)
+        raise
+    if outcome == "exited":
+        state.remove(name)
+        reason = failure_line(tail(log), proc.returncode)
+        raise EndpointFailed(f"the container exited during start-up: {reason}", f"full log: {log}")
+    if outcome == "timeout":
+        _discard(server)
+        raise WaitTimeout(f"no answer on {server.url}/ping after {int(timeout_s)}s; stopped it",
+                          f"see {log}; a large model may need a longer --timeout")
+    return Started(server=server, startup=read_file(log, _expected(env.speculative_config)),
+                   elapsed_s=clock() - began)
+
+
+def start_docker(env: ContainerEnvironment, *, name: str, port: int, image: str, timeout_s: float,
+                 gpus: str | None = "all", on_progress: Progress | None = None, runner=subprocess.run,
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> Started:
+    """The same, in Docker: `docker run` with both directories mounted where SageMaker mounts them."""
+    docker_mod.require_engine(runner)
+    state.check_name(name)
+    _refuse_running(name, port)
+    argv = docker_mod.run_command(image, env.environment, env.mounts, port=port, name=name, gpus=gpus)
+    answer = runner(argv, capture_output=True, text=True, timeout=600)
+    if answer.returncode != 0:
+        reason = (answer.stderr or answer.stdout or "no output").strip().splitlines()[-1]
+        raise EndpointFailed(f"docker run failed: {reason}", "check the image name and that it can be pulled")
+    container_id = answer.stdout.strip().splitlines()[-1]
+    server = state.LocalServer(
+        name=name, url=f"http://127.0.0.1:{port}", port=port, container_id=container_id,
+        log_path=f"docker logs {container_id}", started_at=datetime.now(UTC).replace(microsecond=0),
+        model_dir=str(env.mounts.model), drafter_dir=None, mode=env.mode.value, k=env.k,
+        speculative_config=env.speculative_config, environment=dict(env.environment), command=argv)
+    state.save(server)
+    began = clock()
+    try:
+        with _signals_interrupt():
+            outcome = wait_ready(port, lambda: not docker_mod.running(container_id, runner), timeout_s=timeout_s,
+                                 on_progress=(lambda e: on_progress(e, "")) if on_progress else None,
+                                 sleep=sleep, clock=clock)
+    except BaseException:
+        _discard(server, runner)
+        raise
+    lines = docker_mod.logs(container_id, runner)
+    if outcome != "ready":
+        _discard(server, runner)
+        if outcome == "exited":
+            raise EndpointFailed(f"the container exited during start-up: {failure_line(lines)}", "removed it")
+        raise WaitTimeout(f"no answer on {server.url}/ping after {int(timeout_s)}s; removed the container",
+                          "a large model may need a longer --timeout")
+    info = advise(parse_startup(lines, f"docker:{container_id[:12]}"), _expected(env.speculative_config))
+    return Started(server=server, startup=info, elapsed_s=clock() - began)
+
+
+def _refuse_running(name: str, port: int) -> None:
+    existing = state.load(name)
+    if existing is not None and _is_running(existing):
+        raise UsageError(f"a local server named {name!r} is already running on {existing.url}",
+                         f"stop it with 'peagle local stop --name {name}', or pick another --name")
+    if existing is not None:
+        state.remove(name)  # stale: the process is gone
+    if _port_busy(port):
+        raise UsageError(f"port {port} on 127.0.0.1 is already in use", "pass another --port")
+
+
+def _is_running(server: state.LocalServer, runner=subprocess.run) -> bool:
+    if server.container_id:
+        try:
+            return docker_mod.running(server.container_id, runner)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    if server.pid is None or not alive(server.pid):
+        return False
+    return server.start_time is None or start_time(server.pid) in (None, server.start_time)
+
+
+def _discard(server: state.LocalServer, runner=subprocess.run) -> None:
+    if server.container_id:
+        docker_mod.remove(server.container_id, runner)
+    elif server.pid is not None and _is_running(server):
+        stop_group(server.pid)
+    state.remove(server.name)
+
+
+def stop(name: str, runner=subprocess.run) -> state.LocalServer | None:
+    """Stop the named server and forget it; None when there was nothing under that name."""
+    server = state.load(name)
+    if server is None:
+        return None
+    _discard(server, runner)
+    return server
+
+
+def status(name: str) -> ServerStatus | None:
+    server = state.load(name)
+    if server is None:
+        return None
+    running = _is_running(server)
+    healthy = running and ping(server.port)
+    startup, failure = None, None
+    if server.container_id is None:
+        startup = read_file(Path(server.log_path), _expected(server.speculative_config))
+        if not running:
+            failure = failure_line(tail(Path(server.log_path)))
+    return ServerStatus(server=server, running=running, healthy=healthy, startup=startup, failure=failure)
+
+
+def log_lines(name: str, lines: int) -> list[str]:
+    server = state.load(name)
+    if server is None:
+        raise UsageError(f"no local server named {name!r}", "see peagle local status")
+    if server.container_id:
+        return docker_mod.logs(server.container_id)[-lines:]
+    return tail(Path(server.log_path))[-lines:]

@@ -1,0 +1,84 @@
+"""Where `peagle local` remembers what it started: one JSON file and one log file per server name.
+
+$PEAGLE_STATE_DIR, else $XDG_STATE_HOME/peagle/local, else ~/.local/state/peagle/local.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import UsageError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+
+
+class LocalServer(BaseModel):
+    name: str
+    url: str
+    port: int
+    pid: int | None = None
+    start_time: str | None = None  # /proc start time of pid: a later process with the same pid is not ours
+    container_id: str | None = None  # with --docker
+    log_path: str
+    started_at: datetime
+    model_dir: str
+    drafter_dir: str | None
+    mode: str
+    k: int | None
+    speculative_config: str | None
+    environment: dict[str, str]
+    command: list[str]
+
+
+def state_dir() -> Path:
+    if os.environ.get("PEAGLE_STATE_DIR"):
+        return Path(os.environ["PEAGLE_STATE_DIR"])
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "peagle" / "local"
+
+
+def check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise UsageError(f"--name {name!r} is not a valid server name", "use letters, digits, '-' or '_' (max 63)")
+    return name
+
+
+def state_path(name: str) -> Path:
+    return state_dir() / f"{check_name(name)}.json"
+
+
+def log_path(name: str) -> Path:
+    return state_dir() / f"{check_name(name)}.log"
+
+
+def save(server: LocalServer) -> None:
+    path = state_path(server.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(server.model_dump_json(indent=1), encoding="utf-8")
+    temporary.replace(path)
+
+
+def load(name: str) -> LocalServer | None:
+    path = state_path(name)
+    try:
+        return LocalServer.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, ValidationError):
+        raise UsageError(f"the state file {path} is unreadable", f"stop the server by hand, then delete {path}") from None
+
+
+def remove(name: str) -> None:
+    state_path(name).unlink(missing_ok=True)
+
+
+def names() -> list[str]:
+    directory = state_dir()
+    return sorted(p.stem for p in directory.glob("*.json")) if directory.is_dir() else []

@@ -1,0 +1,51 @@
+"""One mapping from what a target answered to what peagle tells the user (and with which exit code).
+
+Used by both transports (HTTP and SageMaker) for `invoke`, `bench` and `metrics`. AWS errors that are
+not the container's go through `aws.translate_error`, the project's one AWS classifier.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import CredentialsError, EndpointFailed, PeagleError, QuotaError, UsageError
+
+
+def error_text(detail: str | bytes) -> str:
+    """The server's own error text from an error body (vLLM: {"error": {"message"}} or {"message"})."""
+    if isinstance(detail, bytes):
+        detail = detail.decode("utf-8", "replace")
+    try:
+        data = json.loads(detail)
+    except ValueError:
+        return " ".join(detail.split())[:300] or "(empty body)"
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            return " ".join(str(err.get("message") or err).split())[:300]
+        return str(err)[:300]
+    return str(data)[:300]
+
+
+class TargetHttpError(Exception):
+    """A target answered a non-200 status; `text` is its own error text."""
+
+    def __init__(self, status: int, text: str):
+        super().__init__(f"HTTP {status}: {text}")
+        self.status = status
+        self.text = text
+        self.message = f"HTTP {status}: {text}"
+        self.kind = f"http_{status}"
+
+
+def http_failure(status: int, text: str, where: str, log_hint: str) -> PeagleError:
+    """A non-200 answer as a PeagleError: the request was refused (2), not allowed (3), throttled (4),
+    or the server failed (6)."""
+    message = f"{where} answered HTTP {status}: {text}"
+    if status in (400, 404, 405, 413, 422):
+        return UsageError(message, "check the URL, the payload and its limits")
+    if status in (401, 403):
+        return CredentialsError(message, "check the credentials the server expects")
+    if status == 429:
+        return QuotaError(message, "lower the request rate or the concurrency")
+    return EndpointFailed(message, log_hint)

@@ -1,0 +1,130 @@
+"""What a target is, decided once for invoke, bench and metrics.
+
+A target is a SageMaker endpoint name, a container URL (the SageMaker container contract: `/ping`,
+`/invocations`) or an OpenAI-compatible URL (`.../v1`). Every spelling of a URL a user may paste maps to
+one server root, and from it to one request URL, one metrics URL and one ping URL:
+
+    http://h:8080                          container  POST http://h:8080/invocations
+    http://h:8080/invocations              container  POST http://h:8080/invocations
+    http://h:8000/v1                       openai     POST http://h:8000/v1/chat/completions
+    http://h:8000/v1/chat/completions      openai     POST http://h:8000/v1/chat/completions
+    http://h:8000/metrics (or /ping, /health)  container (the server root)
+
+vLLM serves `/metrics`, `/ping` and `/health` at the server root, whatever the API path.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import UsageError
+
+Kind = Literal["sagemaker", "container", "openai"]
+KINDS = ("sagemaker", "container", "openai")
+_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")  # SageMaker's EndpointName pattern
+_SERVER_PATHS = ("/metrics", "/ping", "/health")
+
+
+class TargetRef(BaseModel):
+    """A parsed target. `root` is the server root for URL targets (scheme, host, port, any path prefix)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Kind
+    name: str  # what the user typed (trailing slash removed)
+    root: str | None = None
+    api_base: str | None = None  # openai: the .../v1 base
+
+    @property
+    def is_url(self) -> bool:
+        return self.kind != "sagemaker"
+
+    @property
+    def request_url(self) -> str | None:
+        if self.kind == "container":
+            return self.root + "/invocations"
+        if self.kind == "openai":
+            return self.api_base + "/chat/completions"
+        return None
+
+    @property
+    def models_url(self) -> str | None:
+        return self.api_base + "/models" if self.kind == "openai" else None
+
+    @property
+    def metrics_url(self) -> str | None:
+        return self.root + "/metrics" if self.root is not None else None
+
+    @property
+    def ping_url(self) -> str | None:
+        if self.kind == "container":
+            return self.root + "/ping"
+        if self.kind == "openai":
+            return self.root + "/health"
+        return None
+
+    @property
+    def log_group(self) -> str | None:
+        return f"/aws/sagemaker/Endpoints/{self.name}" if self.kind == "sagemaker" else None
+
+    @property
+    def log_hint(self) -> str:
+        if self.kind == "sagemaker":
+            return f"container logs: CloudWatch log group {self.log_group}"
+        return "check the server's own log"
+
+
+def parse_target(text: str, kind: str | None = None) -> TargetRef:
+    """The one rule. `kind` forces the kind of a URL (`--target-kind`)."""
+    if kind is not None and kind not in KINDS:
+        raise UsageError(f"unknown target kind {kind!r}", "use sagemaker, container or openai")
+    text = (text or "").strip()
+    if not text.startswith(("http://", "https://")):
+        if "://" in text:
+            raise UsageError(f"unsupported target URL {text!r}", "use http(s)://host:port or an endpoint name")
+        if kind not in (None, "sagemaker"):
+            raise UsageError(f"--target-kind {kind} needs a URL, got {text!r}", "pass http(s)://host:port")
+        if not _ENDPOINT_NAME.match(text):
+            raise UsageError(f"{text!r} is neither a URL nor a SageMaker endpoint name",
+                             "pass http(s)://host:port[/v1] or an endpoint name (letters, digits, hyphens, <= 63)")
+        return TargetRef(kind="sagemaker", name=text)
+    if kind == "sagemaker":
+        raise UsageError(f"--target-kind sagemaker needs an endpoint name, got the URL {text!r}",
+                         "pass the endpoint name")
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"the port in {text!r} is not a number from 1 to 65535", "use e.g. http://127.0.0.1:8080") \
+            from None
+    if not parts.hostname:
+        raise UsageError(f"target URL {text!r} has no host", "use http://host:port")
+    if port == 0:
+        raise UsageError(f"the port in {text!r} is not a number from 1 to 65535", "use e.g. http://127.0.0.1:8080")
+    if parts.query or parts.fragment:
+        raise UsageError(f"target URL {text!r} has a query or fragment", "pass the server URL only")
+    origin = f"{parts.scheme}://{parts.netloc}"
+    path = parts.path.rstrip("/")
+    for suffix in _SERVER_PATHS:
+        if path.endswith(suffix):
+            path = path.removesuffix(suffix)
+            break
+    if path.endswith("/chat/completions"):
+        base = path.removesuffix("/chat/completions")
+        guessed: Kind = "openai"
+    elif path.endswith("/v1"):
+        base, guessed = path, "openai"
+    elif path.endswith("/invocations"):
+        base, guessed = path.removesuffix("/invocations"), "container"
+    else:
+        base, guessed = path, "container"
+    resolved: Kind = kind or guessed  # type: ignore[assignment]
+    root = origin + (base.removesuffix("/v1") if guessed == "openai" else base)
+    api_base = None
+    if resolved == "openai":
+        api_base = origin + (base if guessed == "openai" else base + "/v1")
+    return TargetRef(kind=resolved, name=text.rstrip("/"), root=root, api_base=api_base)

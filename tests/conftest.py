@@ -1,0 +1,40 @@
+"""Fixtures shared by several test files (keep this small: one fixture per shared need)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable of this environment
+
+
+@pytest.fixture
+def emu_server():
+    """A SageMaker emulator in server mode (for subprocesses: `emu.env`), with no endpoints."""
+    from peagle_deploy.testing import SageMakerEmulator
+
+    with SageMakerEmulator.server() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def emu_in_process():
+    """A SageMaker emulator inside this process (moto's mock_aws)."""
+    from peagle_deploy.testing import SageMakerEmulator
+
+    with SageMakerEmulator.in_process() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def no_aws(monkeypatch, tmp_path):
+    """No credentials and no instance metadata: nothing may leave this machine, even where a developer
+    has AWS credentials configured."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")

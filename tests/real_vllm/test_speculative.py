@@ -88,7 +88,7 @@ def test_vllm_counters_show_every_draft_accepted(spec_server):
 
 def test_metrics_reports_exact_acceptance(spec_server):
     one_request_drafts(spec_server)
-    run = peagle("metrics", spec_server.url, "--json")
+    run = peagle("metrics", spec_server.url, "--window", "0s", "--json")  # totals since start
     assert run.code == 0, run.stderr
     acceptance = run.json()["acceptance"]
     assert_exact_acceptance(acceptance)
@@ -98,7 +98,7 @@ def test_metrics_reports_exact_acceptance(spec_server):
 
 def test_metrics_human_output_says_k_plus_one(spec_server):
     one_request_drafts(spec_server)
-    run = peagle("metrics", spec_server.url)
+    run = peagle("metrics", spec_server.url, "--window", "0s")
     assert run.code == 0, run.stderr
     text = " ".join(run.stdout.split())  # wrapping is checked below
     assert f"mean acceptance length {K + 1:.2f}" in text and "acceptance rate 100.0%" in text
@@ -108,7 +108,7 @@ def test_metrics_human_output_says_k_plus_one(spec_server):
 @WRAPS_WHEN_PIPED
 def test_metrics_human_output_is_not_wrapped_when_piped(spec_server):
     one_request_drafts(spec_server)
-    run = peagle("metrics", spec_server.url)
+    run = peagle("metrics", spec_server.url, "--window", "0s")
     assert run.code == 0, run.stderr
     assert any(f"mean acceptance length {K + 1:.2f}" in line for line in run.stdout.splitlines()), run.stdout
 
@@ -137,3 +137,31 @@ def test_bench_acceptance_excludes_warmup_requests(spec_server, tmp_path):
     assert run.code == 0, run.stderr
     acceptance = run.json()["result"]["acceptance"]
     assert acceptance["drafts"] == 2 * 4 * per_request, (acceptance["drafts"], per_request)
+
+
+def test_metrics_window_measures_traffic_between_two_scrapes(spec_server):
+    """Issue 16 item 3: `--window W` reports the drafts made between two scrapes; traffic runs throughout."""
+    import subprocess
+    import threading
+
+    from .conftest import PEAGLE
+
+    done = threading.Event()
+
+    def traffic():
+        body = b'{"messages": [{"role": "user", "content": "go"}], "max_tokens": %d, "temperature": 0}' % MAX_TOKENS
+        while not done.is_set():
+            chat(spec_server.url, "/v1/chat/completions", body)
+
+    worker = threading.Thread(target=traffic, daemon=True)
+    worker.start()
+    try:
+        out = subprocess.run([str(PEAGLE), "metrics", spec_server.url, "--window", "5s", "--json"],
+                             capture_output=True, text=True, timeout=300)
+    finally:
+        done.set()
+        worker.join(timeout=120)
+    assert out.returncode == 0, out.stderr
+    acceptance = __import__("json").loads(out.stdout)["acceptance"]
+    assert_exact_acceptance(acceptance)
+    assert acceptance["drafts"] < counters(spec_server.metrics_text())["num_drafts"]  # a window, not totals

@@ -18,8 +18,6 @@ MAX_TOKENS = 24
 # XPASS failures, so the marker is removed together with the defect.
 WRAPS_WHEN_PIPED = pytest.mark.xfail(strict=True, reason="issue 9 item 5: human output wraps at 80 columns when "
                                      "stdout is not a terminal (peagle invoke's stats line, peagle metrics)")
-WARMUP_IN_ACCEPTANCE = pytest.mark.xfail(strict=True, reason="issue 9 item 5: bench acceptance is the /metrics "
-                                         "delta over the whole run, warm-up requests included")
 
 
 def counters(text: str) -> dict[str, float]:
@@ -127,7 +125,6 @@ def test_bench_reports_exact_acceptance_at_two_concurrency_levels(spec_server, t
     assert_exact_acceptance(result["acceptance"])
 
 
-@WARMUP_IN_ACCEPTANCE
 def test_bench_acceptance_excludes_warmup_requests(spec_server, tmp_path):
     """Issue 9 item 5: acceptance counts the measured requests only (4 per level), not the warm-up ones."""
     per_request = one_request_drafts(spec_server)

@@ -50,7 +50,7 @@ def test_local_start_invoke_bench_metrics_stop(tiny, vllm_bin, tmp_path):
         acceptance = json.loads(bench.stdout)["result"]["acceptance"]
         assert acceptance["per_position"] == [1.0] * K and acceptance["mean_acceptance_length"] == K + 1
 
-        metrics = peagle("metrics", url, "--json")
+        metrics = peagle("metrics", url, "--window", "0s", "--json")
         assert metrics.returncode == 0, metrics.stderr
         acc = json.loads(metrics.stdout)["acceptance"]
         assert acc["per_position"] == [1.0] * K and acc["mean_acceptance_length"] == K + 1

@@ -81,7 +81,7 @@ def test_vllm_counters_show_every_draft_accepted(spec_server):
 
 def test_metrics_reports_exact_acceptance(spec_server):
     one_request_drafts(spec_server)
-    run = peagle("metrics", spec_server.url, "--json")
+    run = peagle("metrics", spec_server.url, "--window", "0s", "--json")
     assert run.code == 0, run.stderr
     acceptance = run.json()["acceptance"]
     assert_exact_acceptance(acceptance)
@@ -91,7 +91,7 @@ def test_metrics_reports_exact_acceptance(spec_server):
 
 def test_metrics_human_output_says_k_plus_one(spec_server):
     one_request_drafts(spec_server)
-    run = peagle("metrics", spec_server.url)
+    run = peagle("metrics", spec_server.url, "--window", "0s")
     assert run.code == 0, run.stderr
     assert f"mean acceptance length {K + 1:.2f}" in run.stdout
     assert "1.000, 1.000, 1.000" in run.stdout

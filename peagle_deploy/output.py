@@ -2,6 +2,11 @@
 
 Results go to stdout; progress, notes and errors go to stderr. Everything passes through
 `redact` so credentials never reach a terminal or a CI log.
+
+One console configuration (`make_console`) for every stream: on a terminal Rich measures it; off a
+terminal (a pipe, a file, a CI log) nothing is ever wrapped, because a wrapped endpoint name, URI or
+JSON string cannot be copied or parsed. Off a terminal, progress is plain lines, not a spinner.
+With --json a failure is one JSON error document on stdout too (`error_document`).
 """
 
 from __future__ import annotations
@@ -10,9 +15,10 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # Rich is imported lazily: --json paths and tests need little of it
     from rich.console import Console
@@ -52,6 +58,151 @@ def redact(text: str) -> str:
     return text
 
 
+# Off a terminal Rich would wrap at 80 columns (or $COLUMNS); nothing peagle prints is this wide, and
+# every renderable peagle uses sizes to its content (no expanding panels, rules or bars off a terminal).
+UNBOUNDED_WIDTH = 100_000
+
+
+def make_console(stream: IO[str], *, stderr: bool = False) -> Console:
+    """The one Rich console configuration, for stdout and stderr alike."""
+    from rich.console import Console
+
+    class PeagleConsole(Console):
+        def on_broken_pipe(self) -> None:  # Rich's own exits 1
+            self.quiet = True
+            stdout_closed()
+
+    writer = _RedactingWriter(stream)
+    if writer.isatty():
+        return PeagleConsole(file=writer, highlight=False, stderr=stderr)
+    return PeagleConsole(file=writer, highlight=False, stderr=stderr, width=UNBOUNDED_WIDTH)
+
+
+def stdout_closed() -> NoReturn:
+    """The reader of stdout went away (`peagle models | head -1`). Not a failure: stop writing and exit
+    0 quietly; what the command did stands. stdout is pointed at /dev/null first so that the
+    interpreter's last flush cannot fail again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass
+    raise SystemExit(0)
+
+
+def human_duration(seconds: float | None) -> str:
+    """1h05m, 6m16s, 45s, 2d03h; '-' for unknown. Negative durations are the caller's to phrase."""
+    if seconds is None:
+        return "-"
+    seconds = int(round(abs(seconds)))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def human_expiry(seconds: float | None) -> str:
+    """'in 3h55m', 'expired 6m16s ago', or 'never'."""
+    if seconds is None:
+        return "never"
+    if seconds <= 0:
+        return f"expired {human_duration(seconds)} ago"
+    return f"in {human_duration(seconds)}"
+
+
+def print_table(console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
+                title: str | None = None) -> None:
+    """A table whose cells are never wrapped (names and URIs stay copyable).
+
+    When the terminal is too narrow for it, each row becomes a block instead: its first cell (the
+    name) on a line of its own, then one `header: value` line per other cell, soft-wrapped (Rich
+    inserts no line break; the terminal folds the line for display and copying keeps it whole).
+    """
+    if _table_fits(console.width, headers, rows):
+        console.print(_table(headers, rows, title))
+        return
+    for text in _blocks(headers, rows, title):
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def table_view(width: int, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
+               title: str | None = None) -> Any:
+    """`print_table` as one renderable, for a live display (which cannot soft-wrap: a line longer
+    than a narrow terminal is folded there)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    if _table_fits(width, headers, rows):
+        return _table(headers, rows, title)
+    return Group(*(Text(text, overflow="fold") for text in _blocks(headers, rows, title)))
+
+
+def _table_fits(width: int, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> bool:
+    from rich.cells import cell_len
+
+    widths = [max([cell_len(h), *(cell_len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    return sum(w + 3 for w in widths) + 1 <= width
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for header in headers:
+        table.add_column(header, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _blocks(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None) -> list[str]:
+    lines = [title] if title else []
+    for row in rows:
+        lines.append(row[0])
+        lines.extend(f"  {header}: {value}" for header, value in zip(headers[1:], row[1:]))
+    return lines
+
+
+def print_key_values(console: Console, rows: Sequence[tuple[str, str]], *, title: str) -> None:
+    """A titled panel of `key  value` lines, or plain `key: value` lines (soft-wrapped) when the
+    terminal is too narrow for it: a value (an image URI, an S3 URI, a name) is never folded in a box."""
+    from rich.cells import cell_len
+    from rich.panel import Panel
+    from rich.table import Table
+
+    key_width = max(cell_len(k) for k, _ in rows)
+    needed = max(key_width + 2 + max(cell_len(v) for _, v in rows), cell_len(title) + 2) + 4
+    if needed <= console.width:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(no_wrap=True)
+        for key, value in rows:
+            grid.add_row(key, value)
+        console.print(Panel(grid, title=title, expand=False))
+        return
+    console.print(title, style="bold", markup=False, highlight=False, soft_wrap=True)
+    for key, value in rows:
+        console.print(f"  {key}: {value}", markup=False, highlight=False, soft_wrap=True)
+
+
+def error_document(exc: Any) -> dict[str, Any]:
+    """The --json document of a failure: {"error": {message, hint, exit_code, kind}}."""
+    from .errors import ExitCode
+
+    code = int(getattr(exc, "exit_code", ExitCode.UNEXPECTED))
+    try:
+        kind = ExitCode(code).name.lower()
+    except ValueError:
+        kind = "unexpected"
+    return {"error": {"message": redact(str(getattr(exc, "message", exc))), "hint": getattr(exc, "hint", None),
+                      "exit_code": code, "kind": kind}}
+
+
 def to_jsonable(data: Any) -> Any:
     """pydantic models and other objects to plain JSON data."""
     if hasattr(data, "model_dump"):
@@ -86,18 +237,14 @@ class Output:
     def console(self) -> Console:
         """Rich console on stdout, for human results."""
         if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(file=_RedactingWriter(self.stdout), highlight=False, soft_wrap=False)
+            self._console = make_console(self.stdout)
         return self._console
 
     @property
     def err_console(self) -> Console:
         """Rich console on stderr, for progress, notes and errors."""
         if self._err_console is None:
-            from rich.console import Console
-
-            self._err_console = Console(file=_RedactingWriter(self.stderr), highlight=False, stderr=True)
+            self._err_console = make_console(self.stderr, stderr=True)
         return self._err_console
 
     # results -------------------------------------------------------------------------------
@@ -115,6 +262,14 @@ class Output:
         else:
             self.console.print_json(json.dumps(to_jsonable(data), default=str))
 
+    def fail(self, exc: Any) -> None:
+        """A failure: one stderr line; with --json also the error document, unless a result went out."""
+        self.error(exc.one_line() if hasattr(exc, "one_line") else str(exc))
+        if self.json_mode and not self._emitted:
+            self._emitted = True
+            self.stdout.write(json.dumps(error_document(exc), indent=2) + "\n")
+            self.stdout.flush()
+
     def write_live(self, text: str) -> None:
         """Streamed text (tokens as they arrive), human mode only; unbuffered."""
         if self.json_mode:
@@ -123,25 +278,38 @@ class Output:
         self.stdout.flush()
 
     # notes ---------------------------------------------------------------------------------
+    # soft_wrap: Rich inserts no line breaks; a terminal folds long lines itself and copying keeps them whole
     def info(self, message: str) -> None:
-        self.err_console.print(message, markup=False)
+        self.err_console.print(message, markup=False, soft_wrap=True, highlight=False)
 
     def note(self, message: str) -> None:
-        self.err_console.print(f"note: {message}", style="cyan", markup=False)
+        self.err_console.print(f"note: {message}", style="cyan", markup=False, soft_wrap=True, highlight=False)
 
     def warn(self, message: str) -> None:
-        self.err_console.print(f"warning: {message}", style="yellow", markup=False)
+        self.err_console.print(f"warning: {message}", style="yellow", markup=False, soft_wrap=True,
+                               highlight=False)
 
     def error(self, message: str) -> None:
         # plain write: an error line must never be wrapped or styled into two lines
         self.stderr.write(redact(f"error: {message}") + "\n")
         self.stderr.flush()
 
+    @property
+    def interactive(self) -> bool:
+        """stderr is a terminal: spinners and live redraws are fine there, nowhere else."""
+        return self.err_console.is_terminal
+
     @contextmanager
-    def status(self, message: str) -> Iterator[Callable[[str], None]]:
-        """A spinner on stderr; yields a function that updates its text."""
-        with self.err_console.status(message) as live:
-            yield lambda text: live.update(text)
+    def status(self, message: str, *, clock: Callable[[], float] = time.monotonic
+               ) -> Iterator[Callable[[str], None]]:
+        """A spinner on a terminal, else plain progress lines; yields a function that updates the text."""
+        if self.interactive:
+            with self.err_console.status(message) as live:
+                yield lambda text: live.update(text)
+            return
+        lines = PlainProgress(self.info, clock=clock)
+        lines(message)
+        yield lines
 
     def confirm(self, question: str, *, yes: bool) -> None:
         """Ask before something that costs money or deletes. No terminal and no --yes: refuse."""
@@ -158,6 +326,27 @@ class Output:
             from .errors import Interrupted
 
             raise Interrupted("cancelled at the prompt", "nothing was changed")
+
+
+class PlainProgress:
+    """Progress as plain lines (no terminal): a line when the text changes other than in its numbers
+    (a new phase), and otherwise at most one every `every_s` seconds, so a CI log shows life without
+    a line per poll."""
+
+    def __init__(self, emit: Callable[[str], None], *, every_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self._emit = emit
+        self._every_s = every_s
+        self._clock = clock
+        self._last_shape: str | None = None
+        self._last_at = 0.0
+
+    def __call__(self, text: str) -> None:
+        shape = re.sub(r"\d+(?:\.\d+)?", "#", text)
+        now = self._clock()
+        if shape != self._last_shape or now - self._last_at >= self._every_s:
+            self._emit(text)
+            self._last_shape, self._last_at = shape, now
 
 
 class _RedactingWriter:

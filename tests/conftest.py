@@ -38,3 +38,19 @@ def no_aws(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture(scope="module")
+def emulator_server():
+    """One SageMakerEmulator server for a whole test module that runs the installed `peagle` many times
+    (tests/test_bad_inputs_table.py, tests/test_docs_examples.py), with `emulator_server.recorder`: a
+    WriteRecorder of the writes each process made, by its AWS_SDK_UA_APP_ID. It does not set this
+    process's environment: pass `emulator_server.env` to subprocesses. Module scope, not session: an
+    emulator patches moto process-wide, and its scripted-status patches must not outlive its module."""
+    from peagle_deploy.testing import SageMakerEmulator
+    from peagle_deploy.testing.write_recorder import WriteRecorder
+
+    recorder = WriteRecorder()
+    with SageMakerEmulator.server(middlewares=[recorder.middleware], set_env=False) as emulator:
+        emulator.recorder = recorder
+        yield emulator

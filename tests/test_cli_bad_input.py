@@ -58,9 +58,14 @@ def test_bad_input_is_one_line_exit_2(args, expected):
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
-def test_json_mode_bad_input_prints_nothing_on_stdout():
+def test_json_mode_bad_input_prints_one_error_document():
+    import json
+
     result = run_cli("deploy", "nope", "--dry-run", "--json")
-    assert result.code == 2 and result.stdout == ""
+    assert result.code == 2
+    assert json.loads(result.stdout) == {"error": {
+        "message": "unknown model 'nope'", "exit_code": 2, "kind": "usage",
+        "hint": "choose one of gemma-4-31b, gpt-oss-120b, gpt-oss-20b, qwen3-coder (see peagle models)"}}
 
 
 def test_region_without_jumpstart_bucket_is_bad_input():

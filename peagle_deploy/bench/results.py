@@ -121,8 +121,9 @@ def read_result(path: Path) -> BenchResult:
         ) from None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
+        found = "no schema_version" if version is None else f"schema_version {version!r}"
         raise UsageError(
-            f"{path} has schema_version {version!r}, this peagle reads {SCHEMA_VERSION}",
+            f"{path} has {found}, this peagle reads {SCHEMA_VERSION}",
             "re-run the benchmark with this version of peagle",
         )
     try:

@@ -115,11 +115,16 @@ def _level_result(m: LevelMeasurement, price: Price | None) -> LevelResult:
 
 
 class _Progress:
-    """Rich progress on stderr: one bar per level, with live tokens/s and requests in flight."""
+    """Rich progress on stderr: one bar per level, with live tokens/s and requests in flight.
+    Off a terminal (a pipe, a CI log) plain lines instead: a line per phase, a heartbeat every 10 s."""
 
     def __init__(self, out: Output):
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+        from ..output import PlainProgress
+
+        self._out = out
+        self._plain = None if out.interactive else PlainProgress(out.info, every_s=10.0)
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -127,9 +132,11 @@ class _Progress:
             TimeElapsedColumn(),
             console=out.err_console,
             transient=False,
+            disable=self._plain is not None,
         )
         self._task: Any = None
         self._last = (0.0, 0)
+        self._concurrency = 0
 
     def __enter__(self) -> _Progress:
         self._progress.__enter__()
@@ -141,25 +148,25 @@ class _Progress:
     def start(self, concurrency: int, total: float | None) -> None:
         self._task = self._progress.add_task(f"concurrency {concurrency}", total=total, info="")
         self._last = (0.0, 0)
+        self._concurrency = concurrency
 
     def update(self, p: LevelProgress, duration: float | None) -> None:
         dt = p.elapsed_s - self._last[0]
         rate = (p.tokens - self._last[1]) / dt if dt > 0 else 0.0
         self._last = (p.elapsed_s, p.tokens)
         done = p.completed if p.target is not None else min(p.window_elapsed_s, duration or 0)
-        self._progress.update(
-            self._task, completed=done, info=f"{p.phase}, {rate:,.0f} chunks/s, {p.in_flight} in flight, "
-                                             f"{p.errors} errors"
-        )
+        info = f"{p.phase}, {rate:,.0f} chunks/s, {p.in_flight} in flight, {p.errors} errors"
+        if self._plain is not None:
+            self._plain(f"concurrency {self._concurrency}: {info}")
+        self._progress.update(self._task, completed=done, info=info)
 
     def finish(self, level: LevelResult) -> None:
         note = ", CLIENT SATURATED" if level.client_saturated else ""
-        self._progress.update(
-            self._task,
-            completed=self._progress.tasks[-1].total or 0,
-            info=f"{level.output_tokens_per_s:,.0f} tok/s, held {level.concurrency_held:.0%}, "
-                 f"{level.errors} errors{note}",
-        )
+        info = (f"{level.output_tokens_per_s:,.0f} tok/s, held {level.concurrency_held:.0%}, "
+                f"{level.errors} errors{note}")
+        if self._plain is not None:
+            self._out.info(f"concurrency {self._concurrency}: done, {info}")
+        self._progress.update(self._task, completed=self._progress.tasks[-1].total or 0, info=info)
 
 
 def resolve_target(plan: BenchPlan, ref: TargetRef, out: Output) -> tuple[TargetInfo, Any]:

@@ -1,4 +1,13 @@
-"""The Typer application. Importing this must stay cheap: no boto3, no SageMaker SDK."""
+"""The Typer application. Importing this must stay cheap: no boto3, no SageMaker SDK.
+
+Conventions every command shares (docs/cli.md, README):
+- `-h` and `--help` on every command; `peagle` (or a command group) with no arguments prints its help
+  and exits 2, as Click does: nothing was done, and a script must be able to tell.
+- Usage errors are one stderr line and exit 2; with `--json` also one JSON error document on stdout.
+- A reader that closes stdout early (`peagle models | head -1`) is not a failure: peagle stops writing
+  and exits 0 quietly, and whatever the command did stands (stderr still carries errors).
+- Shell completion is Typer's: `peagle --install-completion`, or `peagle --show-completion SHELL`.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +19,8 @@ app = typer.Typer(
     name="peagle",
     help="P-EAGLE speculative decoding endpoints on Amazon SageMaker: deploy, invoke, bench, clean up.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     rich_markup_mode="rich",
@@ -44,23 +54,81 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: usage errors become one line and exit 2, never a help box or traceback."""
     import sys
 
+    from ..output import stdout_closed
+
+    args = sys.argv[1:] if argv is None else list(argv)
+    stdout_was_devnull = _stdout_is_devnull()
     try:
-        code = app(args=argv, prog_name="peagle", standalone_mode=False)
+        code = app(args=args, prog_name="peagle", standalone_mode=False)
     except typer.Abort:
-        _fail("aborted", 130)
+        _fail("aborted", None, 130, args)
+    except BrokenPipeError:
+        stdout_closed()
+    except SystemExit as exc:
+        # Click (PacifyFlushWrapper) and Rich (Typer's help console: stdout moved to /dev/null) both
+        # turn a closed stdout into exit 1
+        if _stdout_was_closed() or (exc.code == 1 and not stdout_was_devnull and _stdout_is_devnull()):
+            stdout_closed()
+        raise
     except Exception as exc:  # Click's usage errors (typer vendors Click; its classes are private)
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            sys.exit(2)  # the help is already on stdout
         if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
             ctx = getattr(exc, "ctx", None)
-            where = f"peagle {ctx.command_path.split(' ', 1)[1]}" if ctx and " " in ctx.command_path else "peagle"
-            _fail(f"{exc.format_message()}: see '{where} --help'", 2 if exc.exit_code in (1, 2) else exc.exit_code)
+            where = f"peagle {ctx.command_path.split(' ', 1)[1]}" if ctx and " " in ctx.command_path \
+                else _command_path(args)
+            _fail(exc.format_message(), f"see '{where} --help'", 2 if exc.exit_code in (1, 2) else exc.exit_code,
+                  args)
         raise
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_closed()
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def _fail(message: str, code: int) -> None:
+def _command_path(args: list[str]) -> str:
+    """'peagle status' for ['status', '--region']: Click gives some usage errors no context."""
+    import typer.main
+
+    command, path = typer.main.get_command(app), ["peagle"]
+    for arg in args:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        command, path = sub, [*path, arg]
+    return " ".join(path)
+
+
+def _json_requested(args: list[str]) -> bool:
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+def _fail(message: str, hint: str | None, code: int, args: list[str]) -> None:
+    """One stderr line (and with --json the error document), then exit `code`."""
     import sys
 
-    from ..output import redact
+    from ..errors import ExitCode, PeagleError
+    from ..output import Output
 
-    sys.stderr.write(redact(f"error: {' '.join(message.split())}") + "\n")
+    error = PeagleError(message, hint)
+    error.exit_code = code  # Click's own code; ExitCode names only the README's
+    Output(_json_requested(args)).fail(error)
     sys.exit(code)
+
+
+def _stdout_is_devnull() -> bool:
+    import os
+    import sys
+
+    try:
+        fd, null = os.fstat(sys.__stdout__.fileno()), os.stat(os.devnull)
+    except (OSError, AttributeError, ValueError):
+        return False
+    return (fd.st_dev, fd.st_ino) == (null.st_dev, null.st_ino)
+
+
+def _stdout_was_closed() -> bool:
+    import sys
+
+    return type(sys.stdout).__name__ == "PacifyFlushWrapper"

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..errors import ExitCode, PeagleError
+from ..errors import ExitCode, Interrupted, PeagleError
 from ..output import Output, redact
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (progress goes to stderr).")]
@@ -19,29 +19,29 @@ YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confir
 
 
 def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
-    """Run a command body with an Output; map every failure to one stderr line and an exit code."""
+    """Run a command body with an Output; map every failure to one stderr line and an exit code
+    (with --json also to one error document on stdout, see `Output.fail`)."""
     out = Output(json_mode)
     try:
         body(out)
     except PeagleError as exc:
-        out.error(exc.one_line())
+        out.fail(exc)
         raise typer.Exit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
-        out.error("interrupted")
+        out.fail(Interrupted("interrupted"))
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    except typer.Exit:
+    except (typer.Exit, BrokenPipeError):  # a closed stdout is handled once, in app.main
         raise
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a raw traceback
         translated = _translate(exc)
         if translated is not None:
-            out.error(translated.one_line())
+            out.fail(translated)
             raise typer.Exit(int(translated.exit_code)) from None
         if os.environ.get("PEAGLE_DEBUG"):
             out.stderr.write(redact(traceback.format_exc()))
-        out.error(
-            f"unexpected {type(exc).__name__}: {redact(str(exc)).splitlines()[0] if str(exc) else ''}"
-            " (set PEAGLE_DEBUG=1 for a traceback and report it)"
-        )
+        detail = redact(str(exc)).splitlines()[0] if str(exc).strip() else "no message"
+        out.fail(PeagleError(f"unexpected {type(exc).__name__}: {detail}",
+                             "set PEAGLE_DEBUG=1 for a traceback and report it"))
         raise typer.Exit(int(ExitCode.UNEXPECTED)) from None
 
 

@@ -33,20 +33,18 @@ def args(
         from ..errors import UsageError
         from ..inputs import parse_env
 
-        values: dict[str, str] = {}
-        if env_file is not None:
-            try:
-                lines = env_file.read_text(encoding="utf-8").splitlines()
-            except OSError as exc:
-                raise UsageError(f"cannot read --env-file {env_file}: {exc.strerror}", "check the path") from None
-            values.update(parse_env([line for line in lines if line.strip() and not line.startswith("#")]))
+        values: dict[str, str] = _read_env_file(env_file) if env_file is not None else {}
         values.update(parse_env(env or []))
-        environment = values if (env or env_file) else dict(os.environ)
+        from_shell = not (env or env_file)
+        environment = dict(os.environ) if from_shell else values
         try:
             speculative = validate(environment)
             argv = build_argv(environment)
         except ContainerConfigError as exc:
-            raise UsageError(str(exc), "fix the container environment") from None
+            hint = ("this shell has no container environment: pass --env HF_MODEL_ID=<model> (and "
+                    "--env SM_VLLM_...=...) or --env-file FILE" if from_shell and not _container_env(environment)
+                    else "fix the container environment")
+            raise UsageError(str(exc), hint) from None
         if speculative is None:
             verdict = "speculative decoding: off (SM_VLLM_SPECULATIVE_CONFIG not set)"
         else:
@@ -61,6 +59,43 @@ def args(
         out.result({"argv": argv, "valid": True, "speculative_config": speculative}, human)
 
     run(json_output, body)
+
+
+def _container_env(environment: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environment.items() if k.startswith("SM_VLLM_") or k in ("HF_MODEL_ID",)}
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    """docker's --env-file format: KEY=VALUE lines, '#' comments and blank lines skipped, a bare KEY
+    taking this shell's value (skipped when unset)."""
+    import os
+
+    from ..errors import UsageError
+    from ..inputs import parse_env
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UsageError(f"--env-file {path} is not UTF-8 text", "pass a file of KEY=VALUE lines") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read --env-file {path}: {exc.strerror}", "check the path") from None
+    values: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if "=" not in text:
+            if not text.replace("_", "").isalnum():
+                raise UsageError(f"--env-file {path} line {number} ({text[:40]!r}) is not KEY=VALUE",
+                                 "write KEY=VALUE lines")
+            if text in os.environ:
+                values[text] = os.environ[text]
+            continue
+        try:
+            values.update(parse_env([line.lstrip()]))
+        except UsageError as exc:
+            raise UsageError(f"--env-file {path} line {number}: {exc.message}", exc.hint) from None
+    return values
 
 
 @container_app.command("dockerfile")
@@ -82,11 +117,20 @@ def dockerfile(
 
         if wheel is not None and not (wheel.is_file() and re.match(r"^peagle_deploy-.*\.whl$", wheel.name)):
             raise UsageError(f"--wheel {wheel} is not a peagle_deploy-*.whl file", "build one with: pip wheel --no-deps .")
-        if base and not re.match(r"^[\w.\-/:@${}]+$", base):
+        if base is not None and not re.match(r"^[\w.\-/:@${}]+$", base):
             raise UsageError(f"--base {base!r} is not an image reference", "pass e.g. registry/repo:tag")
-        if output.exists() and any(output.iterdir()) and not force:
-            raise UsageError(f"{output} is not empty", "choose another --output or pass --force")
-        output.mkdir(parents=True, exist_ok=True)
+        if output.exists() and not output.is_dir():
+            raise UsageError(f"--output {output} is a file, not a directory", "choose a directory for --output")
+        if output.is_dir() and any(output.iterdir()) and not force:
+            raise UsageError(f"--output {output} is not empty", "choose another --output or pass --force")
+        try:
+            output.mkdir(parents=True, exist_ok=True)
+            probe = output / ".peagle-write-test"
+            probe.write_text("", encoding="utf-8")
+            probe.unlink()
+        except OSError as exc:
+            raise UsageError(f"cannot write to --output {output}: {exc.strerror or exc}",
+                             "choose a directory you can write") from None
         source = templates_dir() / "container"
         text = (source / "Dockerfile").read_text(encoding="utf-8")
         if base:

@@ -14,16 +14,10 @@ def register(app: typer.Typer) -> None:
     app.command("cleanup")(cleanup)
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    sign, seconds = ("-" if seconds < 0 else ""), abs(int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return f"{sign}{hours}h{rest // 60:02d}m" if hours else f"{sign}{rest // 60}m{rest % 60:02d}s"
-
-
 def status(
     name: Annotated[str | None, typer.Argument(help="One endpoint (default: every peagle endpoint).")] = None,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C; off a terminal, print a line per change.")] = False,
+    interval: Annotated[float | None, typer.Option("--interval", help="Seconds between refreshes with --watch (default 10).")] = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
@@ -31,35 +25,29 @@ def status(
     """peagle-managed endpoints: status, model, mode, K, instances, age, expiry, cost so far."""
 
     def body(out):
+        from ..errors import UsageError
+
+        if interval is not None and not watch:
+            raise UsageError("--interval only applies with --watch", "add --watch, or drop --interval")
+        if interval is not None and not 0 < interval <= 86400:
+            raise UsageError(f"--interval must be more than 0 and at most 86400 seconds, got {interval:g}",
+                             "pass e.g. --interval 10")
+        if watch and json_output:
+            raise UsageError("--watch cannot be combined with --json (that prints one document)",
+                             "poll 'peagle status --json' instead")
         from ..aws import AwsSession
         from ..lifecycle import status as list_status
+        from . import status_view
 
-        rows = list_status(AwsSession(region, profile), name)
+        session = AwsSession(region, profile)
+        if watch:
+            status_view.watch(out, lambda: list_status(session, name), interval=interval or 10.0)
+            return
+        rows = list_status(session, name)
         for row in rows:
             for warning in (row.vllm.warnings if row.vllm else []):
                 out.warn(f"{row.name}: {warning}")
-
-        def human(console):
-            from rich.table import Table
-
-            if not rows:
-                console.print("no peagle endpoints in this region")
-                return
-            table = Table(title="peagle endpoints")
-            for col in ("endpoint", "status", "model", "mode", "K", "instances", "age", "expires in", "cost so far"):
-                table.add_column(col, overflow="fold")
-            for r in rows:
-                cost = "-" if r.cost_so_far_usd is None else f"${r.cost_so_far_usd:,.2f} (est.)"
-                table.add_row(r.name, r.status + (f": {r.failure_reason}" if r.failure_reason else ""),
-                              r.model or "-", r.mode or "-", str(r.k or "-"),
-                              f"{r.instance_count or '?'} x {r.instance_type or '?'}", _duration(r.age_s),
-                              _duration(r.expires_in_s), cost)
-            console.print(table)
-            for r in rows:
-                if r.vllm is not None:
-                    console.print(f"{r.name}: {r.vllm.summary()}", markup=False, soft_wrap=True)
-
-        out.result({"endpoints": rows}, human)
+        out.result({"endpoints": rows}, lambda console: status_view.render(console, rows))
 
     run(json_output, body)
 

@@ -20,18 +20,17 @@ def models(json_output: JsonOpt = False) -> None:
         entries = list(load_catalog().values())
 
         def human(console):
-            from rich.table import Table
+            from ..output import print_table
 
-            table = Table(title="P-EAGLE models (* = unverified, see --json)")
-            for col in ("alias", "JumpStart model id", "instance", "K", "max K", "gated", "drafter head"):
-                table.add_column(col, overflow="fold")
+            rows = []
             for e in entries:
                 mark = lambda field: "*" if not e.is_verified(field) else ""  # noqa: E731
-                table.add_row(e.alias, e.model_id + mark("model_id"),
-                              e.default_instance_type + mark("default_instance_type"), str(e.default_k),
-                              str(e.max_k) + mark("max_k"), "EULA" if e.gated else "no",
-                              (e.drafter_repo or "none public") + mark("drafter_repo"))
-            console.print(table)
+                rows.append([e.alias, e.model_id + mark("model_id"),
+                             e.default_instance_type + mark("default_instance_type"), str(e.default_k),
+                             str(e.max_k) + mark("max_k"), "EULA" if e.gated else "no",
+                             (e.drafter_repo or "none public") + mark("drafter_repo")])
+            print_table(console, ("alias", "JumpStart model id", "instance", "K", "max K", "gated", "drafter head"),
+                        rows, title="P-EAGLE models (* = unverified, see --json)")
 
         out.result({"models": entries}, human)
 

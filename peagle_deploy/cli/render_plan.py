@@ -12,22 +12,19 @@ def _money(value: float | None) -> str:
 
 
 def render_plan(console, plan: DeploymentPlan) -> None:
-    from rich.syntax import Syntax
+    from rich.json import JSON
 
     render_summary(console, plan)
     for title, body in (("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
                         ("CreateEndpoint", plan.create_endpoint)):
         console.print(f"\n[bold]{title}[/bold]")
-        console.print(Syntax(json.dumps(body, indent=2), "json", word_wrap=True, theme="ansi_dark"))
+        # soft_wrap: no line break inside a JSON string, on a narrow terminal either
+        console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
 
 
 def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --dry-run: nothing was created") -> None:
-    from rich.panel import Panel
-    from rich.table import Table
+    from ..output import print_key_values
 
-    summary = Table.grid(padding=(0, 2))
-    summary.add_column(style="bold")
-    summary.add_column(overflow="fold")
     gpus = "?" if plan.gpus_per_instance is None else str(plan.gpus_per_instance)
     rows = [
         ("endpoint", plan.endpoint_name),
@@ -43,15 +40,13 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         ("expires", plan.expires_at.isoformat() if plan.expires_at else "never (set --ttl)"),
         ("spec source", f"{plan.resolution_source}: {plan.resolution_detail}".rstrip(": ")),
     ]
-    for key, value in rows:
-        summary.add_row(key, value)
-    console.print(Panel(summary, title=title, expand=False))
+    print_key_values(console, rows, title=title)
     for field, why in plan.unverified.items():
-        console.print(f"[yellow]unverified[/yellow] {field}: {why}")
+        console.print(f"[yellow]unverified[/yellow] {field}: {why}", soft_wrap=True)
     for item in plan.missing:
-        console.print(f"[red]missing[/red] {item}")
+        console.print(f"[red]missing[/red] {item}", soft_wrap=True)
     for note in plan.notes:
-        console.print(f"[cyan]note[/cyan] {note}")
+        console.print(f"[cyan]note[/cyan] {note}", soft_wrap=True)
 
 
 def _drafter(plan: DeploymentPlan) -> str:

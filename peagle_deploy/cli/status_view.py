@@ -1,0 +1,120 @@
+"""How `peagle status` looks: the table, and `--watch` (redrawn on a terminal, change lines elsewhere).
+
+The rows come from `lifecycle.inventory.status`; this module only presents them. The watch loop takes
+its `sleep` and `now` from the caller so tests never wait.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import ExitCode, PeagleError
+from ..output import Output, human_duration, human_expiry, print_table, table_view
+
+HEADERS = ("endpoint", "status", "model", "mode", "K", "instances", "age", "expires", "cost so far")
+
+
+def cells(row: Any) -> list[str]:
+    cost = "-" if row.cost_so_far_usd is None else f"${row.cost_so_far_usd:,.2f} (est.)"
+    status = row.status + (f": {row.failure_reason}" if row.failure_reason else "")
+    return [row.name, status, row.model or "-", row.mode or "-", "-" if row.k is None else str(row.k),
+            f"{row.instance_count or '?'} x {row.instance_type or '?'}", human_duration(row.age_s),
+            human_expiry(row.expires_in_s), cost]
+
+
+def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints") -> None:
+    if not rows:
+        console.print("no peagle endpoints in this region", markup=False)
+        return
+    print_table(console, HEADERS, [cells(r) for r in rows], title=title)
+    for r in rows:
+        if getattr(r, "vllm", None) is not None:
+            console.print(f"{r.name}: {r.vllm.summary()}", markup=False, soft_wrap=True)
+
+
+def line(row: Any) -> str:
+    """One endpoint as one plain line (for --watch off a terminal)."""
+    name, status, model, mode, k, instances, age, expires, cost = cells(row)
+    spec = mode if k == "-" else f"{mode} K={k}"
+    return f"{name} {status} ({model} {spec}, {instances}, age {age}, expires {expires}, {cost})"
+
+
+def watch(out: Output, fetch: Callable[[], Sequence[Any]], *, interval: float,
+          sleep: Callable[[float], None] = time.sleep, now: Callable[[], datetime] = lambda: datetime.now(UTC),
+          max_refreshes: int | None = None) -> None:
+    """Show the status every `interval` seconds until Ctrl-C (which ends it normally, exit 0).
+
+    On a terminal the table is redrawn in place. Elsewhere (a pipe, a log) a timestamped line per
+    endpoint first, then a line only when an endpoint appears, changes status or goes away.
+    The first read's failure is the command's failure; later read failures are reported and retried.
+    """
+    rows = list(fetch())
+    try:
+        if out.console.is_terminal:
+            _watch_live(out, fetch, rows, interval=interval, sleep=sleep, now=now, max_refreshes=max_refreshes)
+        else:
+            _watch_lines(out, fetch, rows, interval=interval, sleep=sleep, now=now, max_refreshes=max_refreshes)
+    except KeyboardInterrupt:
+        return
+
+
+def _stamp(now: Callable[[], datetime]) -> str:
+    return now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _refresh(out: Output, fetch: Callable[[], Sequence[Any]], previous: list[Any], interval: float) -> list[Any]:
+    try:
+        return list(fetch())
+    except PeagleError as exc:
+        if exc.exit_code == ExitCode.USAGE:  # the one watched endpoint no longer exists
+            return []
+        out.warn(f"could not read the status ({exc.one_line()}); trying again in {interval:g}s")
+        return previous
+
+
+def _watch_lines(out, fetch, rows, *, interval, sleep, now, max_refreshes) -> None:
+    def emit(text: str) -> None:
+        out.console.print(f"{_stamp(now)} {text}", markup=False, highlight=False, soft_wrap=True)
+
+    if not rows:
+        emit("no peagle endpoints in this region")
+    seen: dict[str, tuple[str, str | None]] = {}
+    for r in rows:
+        emit(line(r))
+        seen[r.name] = (r.status, r.failure_reason)
+    refreshes = 0
+    while max_refreshes is None or refreshes < max_refreshes:
+        sleep(interval)
+        refreshes += 1
+        rows = _refresh(out, fetch, rows, interval)
+        current = {r.name: r for r in rows}
+        for r in rows:
+            state = (r.status, r.failure_reason)
+            if seen.get(r.name) != state:
+                emit(line(r))
+                seen[r.name] = state
+        for name in [n for n in seen if n not in current]:
+            emit(f"{name} gone")
+            del seen[name]
+
+
+def _watch_live(out, fetch, rows, *, interval, sleep, now, max_refreshes) -> None:
+    from rich.live import Live
+    from rich.text import Text
+
+    def view(current):
+        if not current:
+            return Text("no peagle endpoints in this region")
+        return table_view(out.console.width, HEADERS, [cells(r) for r in current],
+                          title=f"peagle endpoints at {_stamp(now)} (every {interval:g}s, Ctrl-C to stop)")
+
+    with Live(view(rows), console=out.console, auto_refresh=False) as live:
+        refreshes = 0
+        while max_refreshes is None or refreshes < max_refreshes:
+            sleep(interval)
+            refreshes += 1
+            rows = _refresh(out, fetch, rows, interval)
+            live.update(view(rows), refresh=True)

@@ -1,0 +1,151 @@
+"""Every bad input, through the installed `peagle` executable, against an emulated AWS.
+
+Each file `tests/bad_input_cases/<area>.py` defines `CASES`, a list of dicts:
+
+    dict(id="unique-in-file", argv=["deploy", "qwen3-coder", "--k", "0"], exit=2,
+         stderr=r"regex searched in the one stderr line",
+         env={"VAR": "value", "OTHER": None},   # optional; None removes the variable
+         stdin="text",                          # optional; default: no input (not a terminal)
+         files={"rel/path": "content"},         # optional; written into the case's folder first
+         aws_write=False)                       # optional; True: the case may write to AWS
+
+Each case runs in its own empty folder (its working directory) with the emulator's environment
+(fake credentials, AWS_ENDPOINT_URL). In argv, env values and file contents, `{tmp}` is that folder,
+`{endpoint_url}` the emulator's URL and `{role}` a role ARN it accepts. The emulator already holds
+`someone-elses-endpoint`: an endpoint, config and model without peagle's tags.
+
+Asserted for every case: the exit code; exactly one non-empty stderr line, matching the regex and
+starting with `error: `; no traceback; no AWS write (the emulator's write recorder, keyed by a
+per-case AWS_SDK_UA_APP_ID); and with `--json`, stdout is exactly one JSON document, which for a
+failure is `{"error": {"message", "hint", "exit_code", "kind"}}` with the same exit code.
+Cases run in parallel processes (PEAGLE_TABLE_WORKERS, default 4).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+CASE_DIR = Path(__file__).resolve().parent / "bad_input_cases"
+PEAGLE = Path(sys.executable).with_name("peagle")
+KEYS = {"id", "argv", "exit", "stderr", "env", "stdin", "files", "aws_write"}
+README_EXIT_CODES = {0, 1, 2, 3, 4, 5, 6, 130}
+TIMEOUT_S = 120
+
+
+def load_cases() -> list[tuple[str, dict]]:
+    cases = []
+    for path in sorted(CASE_DIR.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        spec = importlib.util.spec_from_file_location(f"bad_input_cases_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cases.extend((f"{path.stem}:{case.get('id')}", case) for case in module.CASES)
+    return cases
+
+
+CASES = load_cases()
+
+
+@dataclass
+class Outcome:
+    code: int | None
+    stdout: str
+    stderr: str
+    writes: list[str]
+    seconds: float
+
+
+def _fill(value: str, tmp: Path, emulator) -> str:
+    return (value.replace("{tmp}", str(tmp)).replace("{endpoint_url}", emulator.endpoint_url)
+            .replace("{role}", emulator.role_arn))
+
+
+def _run_case(case_id: str, case: dict, emulator, root: Path) -> Outcome:
+    tmp = root / re.sub(r"[^\w.-]", "_", case_id)
+    tmp.mkdir()
+    for rel, content in (case.get("files") or {}).items():
+        target = tmp / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(_fill(content, tmp, emulator), encoding="utf-8")
+    caller = "case-" + re.sub(r"[^A-Za-z0-9-]", "-", case_id)[:40] + f"-{abs(hash(case_id)) % 10**6}"
+    env = {**emulator.env, "AWS_SDK_UA_APP_ID": caller, "NO_COLOR": "1", "HOME": str(tmp)}
+    env.pop("PEAGLE_DEBUG", None)
+    for key, value in (case.get("env") or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = _fill(value, tmp, emulator)
+    argv = [str(PEAGLE), *(_fill(a, tmp, emulator) for a in case["argv"])]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+                              input=case.get("stdin"), stdin=None if case.get("stdin") is not None
+                              else subprocess.DEVNULL)
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, out, err = None, str(exc.stdout or ""), f"timed out after {TIMEOUT_S}s"
+    return Outcome(code, out, err, emulator.recorder.writes(caller), time.monotonic() - start)
+
+
+@pytest.fixture(scope="module")
+def outcomes(emulator_server):
+    """Run every case once, in parallel, before the per-case assertions."""
+    from peagle_deploy.testing import seed_jumpstart_bucket
+
+    if not PEAGLE.exists():
+        pytest.fail(f"the installed peagle executable is missing: {PEAGLE} (pip install -e .)")
+    emulator_server.reset()
+    seed_jumpstart_bucket(emulator_server.client("s3"), emulator_server.region)
+    emulator_server.create_endpoint_stack("someone-elses-endpoint")
+    workers = int(os.environ.get("PEAGLE_TABLE_WORKERS", "4"))
+    with tempfile.TemporaryDirectory(prefix="peagle-bad-inputs-") as root, ThreadPoolExecutor(workers) as pool:
+        futures = {case_id: pool.submit(_run_case, case_id, case, emulator_server, Path(root))
+                   for case_id, case in CASES}
+        yield {case_id: future.result() for case_id, future in futures.items()}
+
+
+def test_cases_are_well_formed():
+    ids = [case_id for case_id, _ in CASES]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+    assert len(CASES) >= 80, len(CASES)
+    for case_id, case in CASES:
+        assert set(case) <= KEYS and {"id", "argv", "exit", "stderr"} <= set(case), (case_id, sorted(case))
+        assert case["exit"] in README_EXIT_CODES - {0}, case_id
+        assert isinstance(case["argv"], list) and all(isinstance(a, str) for a in case["argv"]), case_id
+        re.compile(case["stderr"])
+
+
+@pytest.mark.parametrize("case_id,case", CASES, ids=[case_id for case_id, _ in CASES])
+def test_bad_input(case_id, case, outcomes):
+    got = outcomes[case_id]
+    shown = f"exit {got.code}\nstdout: {got.stdout[:2000]}\nstderr: {got.stderr[:4000]}"
+    assert "Traceback" not in got.stderr + got.stdout, shown
+    assert got.code == case["exit"], shown
+    lines = [line for line in got.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, shown
+    assert lines[0].startswith("error: "), shown
+    assert re.search(case["stderr"], lines[0]), f"{case['stderr']!r} not in {lines[0]!r}"
+    assert " None" not in lines[0] and "None " not in lines[0], lines[0]
+    if not case.get("aws_write", False):
+        assert got.writes == [], f"bad input wrote to AWS: {got.writes}"
+    if "--json" in case["argv"]:
+        document = json.loads(got.stdout)  # exactly one document: json.loads refuses trailing data
+        if "error" in document:
+            assert document["error"]["exit_code"] == got.code, document
+            assert set(document["error"]) == {"message", "hint", "exit_code", "kind"}, document

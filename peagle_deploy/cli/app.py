@@ -108,7 +108,7 @@ def _fail(message: str, hint: str | None, code: int, args: list[str]) -> None:
     """One stderr line (and with --json the error document), then exit `code`."""
     import sys
 
-    from ..errors import ExitCode, PeagleError
+    from ..errors import PeagleError
     from ..output import Output
 
     error = PeagleError(message, hint)

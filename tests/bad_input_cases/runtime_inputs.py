@@ -87,7 +87,7 @@ CASES = [
     dict(id="advise-verify-cost-negative", argv=["bench", "advise", "--rates", "0.8", "--verify-cost", "-1"], exit=2,
          stderr=r"Invalid value for '--verify-cost'"),
     # metrics
-    dict(id="metrics-dead-url", argv=["metrics", DEAD], exit=2, stderr=r"cannot reach http://127.0.0.1:9/metrics"),
+    dict(id="metrics-dead-url", argv=["metrics", DEAD], exit=6, stderr=r"cannot reach http://127.0.0.1:9/metrics"),
     dict(id="metrics-since-not-duration", argv=["metrics", "ep", "--since", "soon"], exit=2, stderr=r"--since 'soon' is not a duration"),
     dict(id="metrics-start-not-time", argv=["metrics", "ep", "--start", "notadate"], exit=2,
          stderr=r"--start 'notadate' is not an ISO 8601 time"),

@@ -51,7 +51,6 @@ class AwsSession:
     def boto3_session(self) -> Any:
         if self._session is None:
             import boto3
-            import botocore.exceptions
 
             try:
                 session = boto3.Session(region_name=self.region, profile_name=self.profile)

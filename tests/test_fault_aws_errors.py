@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from peagle_deploy.errors import ExitCode
-from .peagle_process import PEAGLE, emu, fault_server  # noqa: F401 - fixtures
+from .peagle_process import PEAGLE
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 NO_RETRY = {"AWS_MAX_ATTEMPTS": "1"}  # botocore's retries would only add back-off sleeps here

@@ -51,7 +51,6 @@ class AwsSession:
     def boto3_session(self) -> Any:
         if self._session is None:
             import boto3
-            import botocore.exceptions
 
             try:
                 session = boto3.Session(region_name=self.region, profile_name=self.profile)
@@ -250,9 +249,9 @@ def translate_error(exc: BaseException) -> PeagleError | None:
     """Any AWS failure as a one-line PeagleError with the README's exit code; None if `exc` is not AWS's.
 
     The one mapping for every command (deploy, status, cleanup, invoke, bench, metrics):
-    2 bad input (AWS rejected the request as invalid, a name that does not exist or is taken, a malformed
-    AWS_ENDPOINT_URL or region), 3 credentials, permission or AWS unreachable/misconfigured (profile,
-    config file, endpoint URL, network), 4 quota, capacity or throttling that outlasted the retries,
+    2 bad input (AWS rejected the request as invalid, a name that does not exist or is taken, a profile that
+    does not exist, a malformed AWS_ENDPOINT_URL or region), 3 credentials, permission or AWS
+    unreachable/misconfigured (unreadable config file, endpoint URL, network), 4 quota, capacity or throttling that outlasted the retries,
     5 AWS did not answer in time, 1 an AWS internal error that outlasted the retries.
     """
     import botocore.exceptions as bx
@@ -263,8 +262,9 @@ def translate_error(exc: BaseException) -> PeagleError | None:
     if isinstance(exc, bx.ProfileNotFound):
         profile = getattr(exc, "kwargs", {}).get("profile") or os.environ.get("AWS_PROFILE", "?")
         source = " (from AWS_PROFILE)" if os.environ.get("AWS_PROFILE") == profile else ""
-        return CredentialsError(f"AWS profile {profile!r}{source} is not in ~/.aws/config or ~/.aws/credentials",
-                                "check the name (aws configure list-profiles) or unset AWS_PROFILE")
+        return UsageError(f"AWS profile {profile!r}{source} not found",
+                          "check --profile or AWS_PROFILE against ~/.aws/config and ~/.aws/credentials "
+                          "(aws configure list-profiles)")
     if isinstance(exc, (bx.ConfigParseError, bx.ConfigNotFound)):
         path = getattr(exc, "kwargs", {}).get("path", "the AWS config file")
         return CredentialsError(f"cannot read {path}", "fix or move that file (aws configure can rewrite it)")

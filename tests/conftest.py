@@ -54,3 +54,26 @@ def emulator_server():
     with SageMakerEmulator.server(middlewares=[recorder.middleware], set_env=False) as emulator:
         emulator.recorder = recorder
         yield emulator
+
+
+@pytest.fixture(scope="module")
+def fault_server():
+    """One emulator server per test module (starting one costs about a second)."""
+    from peagle_deploy.testing import SageMakerEmulator
+
+    with SageMakerEmulator.server() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def emu(fault_server):
+    """The module's emulator, emptied: no resources, faults, gates or recorded calls; JumpStart seeded."""
+    fault_server.reset()
+    fault_server._seed()
+    fault_server._faults.clear()
+    fault_server._gates.clear()
+    fault_server.calls.clear()
+    fault_server.script_endpoints(creating_polls=0)
+    yield fault_server
+    for gate in list(fault_server._gates):
+        gate.release()

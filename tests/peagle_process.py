@@ -1,5 +1,5 @@
 """The installed `peagle` as a child process whose stderr a test can wait on, line by line (bounded waits),
-and the emulator fixtures the fault tests share (import them: `from .peagle_process import emu, fault_server`)."""
+(the fault tests' emulator fixtures, `fault_server` and `emu`, are in conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-
-import pytest
 
 PEAGLE = str(Path(sys.executable).parent / "peagle")
 
@@ -64,26 +62,3 @@ class PeagleProcess:
     @property
     def stderr(self) -> str:
         return "".join(self.stderr_lines)
-
-
-@pytest.fixture(scope="module")
-def fault_server():
-    """One emulator server per test module (starting one costs about a second)."""
-    from peagle_deploy.testing import SageMakerEmulator
-
-    with SageMakerEmulator.server() as emulator:
-        yield emulator
-
-
-@pytest.fixture
-def emu(fault_server):
-    """The module's emulator, emptied: no resources, faults, gates or recorded calls; JumpStart seeded."""
-    fault_server.reset()
-    fault_server._seed()
-    fault_server._faults.clear()
-    fault_server._gates.clear()
-    fault_server.calls.clear()
-    fault_server.script_endpoints(creating_polls=0)
-    yield fault_server
-    for gate in list(fault_server._gates):
-        gate.release()

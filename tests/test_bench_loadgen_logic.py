@@ -200,3 +200,19 @@ def test_itl_is_per_chunk_tpot_per_token_and_tokens_per_chunk_reported():
     assert m.tokens_per_chunk == pytest.approx(3.0)
     assert m.itl_ms.count == 3 * 3 and m.itl_ms.mean == pytest.approx(10, rel=1e-3)
     assert m.ttft_ms.count == 3
+
+
+def test_measured_requests_start_only_after_the_warm_up_is_over():
+    """So a server's counters scraped at the window's edges (acceptance) see measured requests only."""
+    events: list[str] = []
+
+    async def send(messages, rec):
+        events.append(f"start {'warm' if rec.warmup else 'measured'}")
+        await asyncio.sleep(0.001 * (rec.index % 3))
+        rec.add(1, time.perf_counter())
+        events.append(f"end {'warm' if rec.warmup else 'measured'}")
+
+    asyncio.run(run_level(send, PROMPTS, 4, warmup=4, num_prompts=8, on_window=events.append))
+    opened = events.index("open")
+    assert events[:opened].count("end warm") == 4 and "start measured" not in events[:opened]
+    assert "start warm" not in events[opened:] and events.count("start measured") == 8

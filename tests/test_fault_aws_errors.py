@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from peagle_deploy.errors import ExitCode
-from .peagle_process import PEAGLE, emu, fault_server  # noqa: F401 - fixtures
+from .peagle_process import PEAGLE
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 NO_RETRY = {"AWS_MAX_ATTEMPTS": "1"}  # botocore's retries would only add back-off sleeps here
@@ -108,7 +108,7 @@ def _environments(emu, html_url, tmp_path):
         "malformed-endpoint-url": ({"AWS_ENDPOINT_URL": "not a url"}, 2, "AWS_ENDPOINT_URL must be a URL"),
         "html-page-200": ({"AWS_ENDPOINT_URL": html_url}, 3, "not an AWS API"),
         "html-page-404": ({"AWS_ENDPOINT_URL": html_url + "/404"}, 3, "not an AWS API"),
-        "missing-profile": ({"AWS_PROFILE": "nope"}, 3, "AWS profile 'nope' (from AWS_PROFILE)"),
+        "missing-profile": ({"AWS_PROFILE": "nope"}, 2, "AWS profile 'nope' (from AWS_PROFILE) not found"),
         "malformed-config": ({"AWS_CONFIG_FILE": str(bad_config), "AWS_PROFILE": "default"}, 3, "cannot read"),
     }
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from .peagle_process import PEAGLE, emu, fault_server  # noqa: F401 - fixtures
+from .peagle_process import PEAGLE
 
 PAST = (datetime.now(UTC) - timedelta(days=2)).isoformat()  # far from now: no test depends on the clock
 FUTURE = (datetime.now(UTC) + timedelta(days=2)).isoformat()

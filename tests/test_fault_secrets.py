@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from .peagle_process import PEAGLE, emu, fault_server  # noqa: F401 - fixtures
+from .peagle_process import PEAGLE
 
 HF = "hf_PeagleLeakTestTokenValue0123456789"
 API = "k1"  # too short to be masked by value: masked by its name

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from .peagle_process import PEAGLE, PeagleProcess, emu, fault_server  # noqa: F401 - fixtures
+from .peagle_process import PEAGLE, PeagleProcess
 
 NAME = "sig-under-test"
 EMPTY = {"endpoints": [], "configs": [], "models": []}

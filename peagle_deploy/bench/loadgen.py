@@ -4,7 +4,8 @@ How a level is measured (docs/bench.md explains it for users):
 - N workers each send a request, wait for its stream to end, and send the next one, cycling through
   the prompts. The first `warmup` requests are warm-up: they load the server but are not measured.
 - The measured window opens when the last warm-up request has finished (at the start when there is
-  no warm-up). With `duration`, it closes `duration` seconds later and requests still running are
+  no warm-up); measured requests are not sent before it opens, so warm-up and measured requests never
+  overlap (the server's own counters scraped at the window's edges count the measured requests only). With `duration`, it closes `duration` seconds later and requests still running are
   cancelled ("cut at end"); with `num_prompts`, it closes when the last measured request finishes.
 - Output tokens per second counts the chunks that ARRIVED inside the window (each record's chunk
   count is read as the window opens and closes), of requests that did not fail. A chunk counts as
@@ -192,6 +193,10 @@ async def run_level(
             if total is not None and i >= total:
                 return
             state["next"] = i + 1
+            if i >= warmup and not window_open.is_set():
+                await window_open.wait()  # measured requests start once warm-up is over: no overlap
+                if stop:
+                    return
             rec = RequestRecord(index=i, warmup=i < warmup)
             records.append(rec)
             active.add(rec)

@@ -20,7 +20,9 @@ async def scrape_async(url: str, timeout: float = 10.0) -> SpecCounters:
                     raise EndpointFailed(f"GET {url} answered HTTP {resp.status}: {error_text(body)}",
                                          "start vLLM with its metrics enabled, or check the URL")
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise EndpointFailed(f"cannot reach {url} ({type(exc).__name__}: {exc})",
+        from ..runtime.failures import connect_error_text
+
+        raise EndpointFailed(f"cannot reach {url} ({connect_error_text(exc)})",
                              "check the URL and that the server is up") from None
     return parse_prometheus(body.decode("utf-8", "replace"))
 

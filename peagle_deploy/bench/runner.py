@@ -8,7 +8,6 @@ Ctrl-C) still returns and writes the levels it measured, with `complete: false` 
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -230,9 +229,9 @@ async def check_reachable(ref: TargetRef, timeout: float = 10.0) -> None:
             async with s.get(ref.ping_url) as resp:
                 await resp.read()
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        os_error = getattr(exc, "os_error", None)
-        detail = (os.strerror(os_error.errno) if getattr(os_error, "errno", None) else str(exc)) or "timed out"
-        raise EndpointFailed(f"cannot reach {ref.name} ({detail.lower()})",
+        from ..runtime.failures import connect_error_text
+
+        raise EndpointFailed(f"cannot reach {ref.name} ({connect_error_text(exc)})",
                              "start the server, or check the host and port") from None
 
 

@@ -7,6 +7,7 @@ not the container's go through `aws.translate_error`, the project's one AWS clas
 from __future__ import annotations
 
 import json
+import os
 
 from ..errors import CredentialsError, EndpointFailed, PeagleError, QuotaError, UsageError
 
@@ -49,3 +50,11 @@ def http_failure(status: int, text: str, where: str, log_hint: str) -> PeagleErr
     if status == 429:
         return QuotaError(message, "lower the request rate or the concurrency")
     return EndpointFailed(message, log_hint)
+
+
+def connect_error_text(exc: BaseException) -> str:
+    """'connection refused', 'name or service not known', ... for a failed connection (aiohttp or OSError)."""
+    os_error = getattr(exc, "os_error", None) or (exc if isinstance(exc, OSError) else None)
+    if getattr(os_error, "errno", None):
+        return os.strerror(os_error.errno).lower()
+    return (str(exc) or "timed out").lower()

@@ -61,7 +61,7 @@ class HttpTarget:
         except ConnectionRefusedError:
             conn.close()
             raise EndpointFailed(f"connection refused by {self.name}",
-                                 "is the server running and listening on that port?") from None
+                                 "is the container running and listening on that port?") from None
         except socket.timeout:
             conn.close()
             deadline.check(f"the request to {self.name}")

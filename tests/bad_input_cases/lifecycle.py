@@ -1,5 +1,7 @@
 """Bad inputs for status, cleanup, --ttl/--since (the duration grammar) and a broken AWS environment (issue 11
 items 1 and 3, issue 10 item 9): one stderr line naming the fix, the README's exit code, no AWS write.
+A missing profile is bad input (2, a name that does not exist); an unreadable config file or an unreachable
+AWS is access to AWS (3).
 
 Format: see HELPERS.md (the harness in tests/test_bad_inputs_table.py runs the installed `peagle`).
 """
@@ -50,11 +52,11 @@ CASES = [
     dict(id="since-words", argv=["metrics", "my-endpoint", "--since", "yesterday"], exit=2,
          stderr=r"--since 'yesterday' is not a duration"),
     # a broken AWS environment is never exit 1 (issue 11 item 1): 3 for access, 2 for a malformed setting
-    dict(id="aws-missing-profile", argv=["status"], env={"AWS_PROFILE": "nope"}, exit=3,
-         stderr=r"^error: AWS profile 'nope' \(from AWS_PROFILE\) is not in ~/\.aws/config or ~/\.aws/credentials"),
-    dict(id="aws-missing-profile-flag", argv=["status", "--profile", "nope"], exit=3,
-         stderr=r"AWS profile 'nope' is not in ~/\.aws/config"),
-    dict(id="aws-missing-profile-cleanup", argv=["cleanup", "--all", "--yes"], env={"AWS_PROFILE": "nope"}, exit=3,
+    dict(id="aws-missing-profile", argv=["status"], env={"AWS_PROFILE": "nope"}, exit=2,
+         stderr=r"^error: AWS profile 'nope' \(from AWS_PROFILE\) not found: check --profile or AWS_PROFILE"),
+    dict(id="aws-missing-profile-flag", argv=["status", "--profile", "nope"], exit=2,
+         stderr=r"AWS profile 'nope' not found: check --profile"),
+    dict(id="aws-missing-profile-cleanup", argv=["cleanup", "--all", "--yes"], env={"AWS_PROFILE": "nope"}, exit=2,
          stderr=r"AWS profile 'nope'"),
     dict(id="aws-malformed-config", argv=["status"], env={"AWS_CONFIG_FILE": MALFORMED_CONFIG,
                                                           "AWS_PROFILE": "default"}, exit=3,

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -104,7 +104,6 @@ class Container:
     k: int | None
     proc: subprocess.Popen | None = None
     started_s: float | None = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def url(self) -> str:

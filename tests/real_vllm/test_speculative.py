@@ -14,6 +14,10 @@ from .conftest import K, peagle
 
 pytestmark = pytest.mark.real_vllm
 MAX_TOKENS = 24
+# Defects the real server shows in code owned elsewhere (issue 9 item 5). strict: a fix turns these into
+# XPASS failures, so the marker is removed together with the defect.
+WRAPS_WHEN_PIPED = pytest.mark.xfail(strict=True, reason="issue 9 item 5: human output wraps at 80 columns when "
+                                     "stdout is not a terminal (peagle invoke's stats line, peagle metrics)")
 
 
 def counters(text: str) -> dict[str, float]:
@@ -63,6 +67,7 @@ def test_invoke_returns_the_shaped_text(spec_server, tiny, url_suffix, kind, str
     assert doc["stats"]["output_tokens"] == MAX_TOKENS and doc["stats"]["finish_reason"] == "length"
 
 
+@WRAPS_WHEN_PIPED
 def test_invoke_human_output_is_one_line_per_fact_when_piped(spec_server):
     """Issue 9 item 5: not a terminal -> no wrapping at 80 columns (the stats line stays one line)."""
     run = peagle("invoke", spec_server.url, "hello", "--max-tokens", str(MAX_TOKENS), "--temperature", "0")
@@ -81,7 +86,7 @@ def test_vllm_counters_show_every_draft_accepted(spec_server):
 
 def test_metrics_reports_exact_acceptance(spec_server):
     one_request_drafts(spec_server)
-    run = peagle("metrics", spec_server.url, "--json")
+    run = peagle("metrics", spec_server.url, "--window", "0s", "--json")  # totals since start
     assert run.code == 0, run.stderr
     acceptance = run.json()["acceptance"]
     assert_exact_acceptance(acceptance)
@@ -91,10 +96,19 @@ def test_metrics_reports_exact_acceptance(spec_server):
 
 def test_metrics_human_output_says_k_plus_one(spec_server):
     one_request_drafts(spec_server)
-    run = peagle("metrics", spec_server.url)
+    run = peagle("metrics", spec_server.url, "--window", "0s")
     assert run.code == 0, run.stderr
-    assert f"mean acceptance length {K + 1:.2f}" in run.stdout
-    assert "1.000, 1.000, 1.000" in run.stdout
+    text = " ".join(run.stdout.split())  # wrapping is checked below
+    assert f"mean acceptance length {K + 1:.2f}" in text and "acceptance rate 100.0%" in text
+    assert "1.000, 1.000, 1.000" in text
+
+
+@WRAPS_WHEN_PIPED
+def test_metrics_human_output_is_not_wrapped_when_piped(spec_server):
+    one_request_drafts(spec_server)
+    run = peagle("metrics", spec_server.url, "--window", "0s")
+    assert run.code == 0, run.stderr
+    assert any(f"mean acceptance length {K + 1:.2f}" in line for line in run.stdout.splitlines()), run.stdout
 
 
 def test_bench_reports_exact_acceptance_at_two_concurrency_levels(spec_server, tmp_path):
@@ -120,3 +134,31 @@ def test_bench_acceptance_excludes_warmup_requests(spec_server, tmp_path):
     assert run.code == 0, run.stderr
     acceptance = run.json()["result"]["acceptance"]
     assert acceptance["drafts"] == 2 * 4 * per_request, (acceptance["drafts"], per_request)
+
+
+def test_metrics_window_measures_traffic_between_two_scrapes(spec_server):
+    """Issue 16 item 3: `--window W` reports the drafts made between two scrapes; traffic runs throughout."""
+    import subprocess
+    import threading
+
+    from .conftest import PEAGLE
+
+    done = threading.Event()
+
+    def traffic():
+        body = b'{"messages": [{"role": "user", "content": "go"}], "max_tokens": %d, "temperature": 0}' % MAX_TOKENS
+        while not done.is_set():
+            chat(spec_server.url, "/v1/chat/completions", body)
+
+    worker = threading.Thread(target=traffic, daemon=True)
+    worker.start()
+    try:
+        out = subprocess.run([str(PEAGLE), "metrics", spec_server.url, "--window", "5s", "--json"],
+                             capture_output=True, text=True, timeout=300)
+    finally:
+        done.set()
+        worker.join(timeout=120)
+    assert out.returncode == 0, out.stderr
+    acceptance = __import__("json").loads(out.stdout)["acceptance"]
+    assert_exact_acceptance(acceptance)
+    assert acceptance["drafts"] < counters(spec_server.metrics_text())["num_drafts"]  # a window, not totals

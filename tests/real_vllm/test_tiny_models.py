@@ -1,0 +1,47 @@
+"""The tiny models' files (no server): vLLM's format, deterministic bytes, and the broken variants."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from peagle_deploy.container.drafter import weight_names
+from peagle_deploy.testing import tiny_models
+
+pytestmark = pytest.mark.real_vllm
+
+
+def test_drafter_has_vllms_eagle3_layout(tiny):
+    config = json.loads((tiny.drafter / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert config["mask_token_id"] == tiny.mask_token_id
+    assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 1, 2]
+    names = weight_names(str(tiny.drafter))
+    assert {"fc.weight", "norm.weight", "lm_head.weight", "mask_hidden", "midlayer.hidden_norm.weight"} <= names
+    assert all(n.startswith(("fc.", "norm.", "lm_head.", "midlayer.", "mask_hidden")) for n in names)
+
+
+def test_target_has_tokenizer_and_chat_template(tiny):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny.target)
+    prompt = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert prompt == "<s><|user|>hi</s><|assistant|>"
+    assert tok.convert_ids_to_tokens(tiny.output_token_id) == tiny.output_text
+
+
+def test_build_is_deterministic(tiny, tmp_path):
+    again = tiny_models.build_tiny_models(tmp_path)
+    for name in ("model.safetensors", "config.json", "tokenizer.json"):
+        assert (again.target / name).read_bytes() == (tiny.target / name).read_bytes()
+    assert (again.drafter / "model.safetensors").read_bytes() == (tiny.drafter / "model.safetensors").read_bytes()
+
+
+def test_cli_writes_broken_drafters(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "peagle_deploy.testing.tiny_models", str(tmp_path),
+                          "--no-mask-token", "--no-mask-hidden"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    config = json.loads((tmp_path / "drafter" / "config.json").read_text())
+    assert not {"mask_token_id", "pard_token", "ptd_token_id"} & set(config)
+    assert "mask_hidden" not in weight_names(str(tmp_path / "drafter"))

@@ -90,7 +90,7 @@ def _shorten(command: str) -> str:
         if "--num-prompts" in head:
             head += " --num-prompts 2"
     elif len(words) > 1 and words[0] == "peagle" and words[1] == "sweep":  # a sweep is seven benchmarks
-        head = head.split("#")[0].rstrip() + " --duration 0.2 --warmup 1 --logs-wait 0"
+        head = head.split("#")[0].rstrip() + " --num-prompts 2 --warmup 0 --logs-wait 0"
     if len(words) > 1 and words[:2] == ["peagle", "metrics"] and "--window" in words:
         head = head.split("#")[0].rstrip() + " --window 1s"
     return "|".join([*parts[:-1], head])

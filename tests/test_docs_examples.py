@@ -38,6 +38,15 @@ FILES = {
     "drafter/config.json": '{"architectures": ["LlamaForCausalLMEagle3"], "mask_token_id": 151669}\n',
 }
 NOT_RUN = {
+    "peagle local start /data/qwen3-coder --drafter /data/qwen3-coder-p-eagle --model qwen3-coder --k 3":
+        "starts vLLM on the reader's model directories; tests/test_local_cli.py runs `peagle local start` with a "
+        "stand-in vllm, tests/real_vllm/test_local.py with real vLLM and the tiny models",
+    "peagle local start /data/qwen3-coder --drafter /data/qwen3-coder-p-eagle --model qwen3-coder --docker "
+    "--image peagle-vllm:0.1.0":
+        "needs a Docker engine and a GPU (none here); tests/test_local_units.py checks the docker argv and the refusal",
+    "peagle local start OUT/target --drafter OUT/drafter --model qwen3-coder --k 3 --env SM_VLLM_MAX_MODEL_LEN=512 "
+    "--env SM_VLLM_ENFORCE_EAGER=true":
+        "needs real vLLM and the tiny models; tests/real_vllm/test_local.py runs exactly this",
     "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/peagle deploy qwen3-coder --dry-run":
         "creates a virtualenv and installs peagle (minutes, a package index); its last step is the "
         "quick tour's `peagle deploy qwen3-coder --dry-run`, which runs here",

@@ -137,20 +137,10 @@ def stdout_closed() -> NoReturn:
 
 
 def human_duration(seconds: float | None) -> str:
-    """1h05m, 6m16s, 45s, 2d03h; '-' for unknown. Negative durations are the caller's to phrase."""
-    if seconds is None:
-        return "-"
-    seconds = int(round(abs(seconds)))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
+    """1h05m, 6m16s, 45s, 2d03h (durations.format_duration); '-' for unknown. The sign is the caller's to phrase."""
+    from .durations import format_duration
+
+    return "-" if seconds is None else format_duration(round(abs(seconds)))
 
 
 def human_expiry(seconds: float | None) -> str:

@@ -101,6 +101,16 @@ def test_print_args_does_not_start_vllm(box):
     assert out.stdout.strip() == "vllm serve m --port 8080 --enforce-eager"
 
 
+def test_sagemaker_serve_argument_is_accepted(box):
+    """SageMaker runs `docker run IMAGE serve`: the entrypoint must start vLLM, not refuse the argument."""
+    out, recorded = run_entrypoint(box, {"HF_MODEL_ID": "m"}, "serve")
+    assert out.returncode == 0, out.stderr
+    assert recorded["argv"] == ["serve", "m", "--port", "8080"]
+    box["record"].unlink()
+    refused, never = run_entrypoint(box, {"HF_MODEL_ID": "m"}, "train")
+    assert refused.returncode == 2 and never is None and "unknown argument 'train'" in refused.stderr
+
+
 INVALID = [
     ("not-json", lambda ok, d: "{not json", "is not valid JSON"),
     ("json-array", lambda ok, d: json.dumps([ok]), "must be one JSON object, got list"),

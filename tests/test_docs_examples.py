@@ -8,7 +8,7 @@ PATH and AWS pointed at the emulator server. What a reader supplies is supplied 
 - the endpoint names the docs use exist in the emulator as peagle endpoints that answer `invoke`;
 - the container / OpenAI URLs (localhost:8080, gpu-box:8000/v1) are the stand-in vLLM server;
 - the input files the docs name (request.json, my-traffic.jsonl, endpoint.env, a drafter/ head) exist;
-- benchmarks and metrics windows are shortened (`--duration 0.2 --warmup 1`, `--window 1s` appended;
+- benchmarks are counted, not timed (`--duration 30 --num-prompts 2 --warmup 1`), metrics windows shortened (`--window 1s`) (appended;
   a later option wins) so the suite
   does not run minutes of load: the command, its options and its outputs are the documented ones.
 The few examples that cannot run here are in NOT_RUN, each with its reason.
@@ -38,20 +38,20 @@ FILES = {
     "drafter/config.json": '{"architectures": ["LlamaForCausalLMEagle3"], "mask_token_id": 151669}\n',
 }
 NOT_RUN = {
+    "peagle local start /data/qwen3-coder --drafter /data/qwen3-coder-p-eagle --model qwen3-coder --k 3":
+        "starts vLLM on the reader's model directories; tests/test_local_cli.py runs `peagle local start` with a "
+        "stand-in vllm, tests/real_vllm/test_local.py with real vLLM and the tiny models",
+    "peagle local start /data/qwen3-coder --drafter /data/qwen3-coder-p-eagle --model qwen3-coder --docker "
+    "--image peagle-vllm:0.1.0":
+        "needs a Docker engine and a GPU (none here); tests/test_local_units.py checks the docker argv and the refusal",
+    "peagle local start OUT/target --drafter OUT/drafter --model qwen3-coder --k 3 --env SM_VLLM_MAX_MODEL_LEN=512 "
+    "--env SM_VLLM_ENFORCE_EAGER=true":
+        "needs real vLLM and the tiny models; tests/real_vllm/test_local.py runs exactly this",
     "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/peagle deploy qwen3-coder --dry-run":
         "creates a virtualenv and installs peagle (minutes, a package index); its last step is the "
         "quick tour's `peagle deploy qwen3-coder --dry-run`, which runs here",
     "peagle deploy qwen3-coder --image <account>.dkr.ecr.<region>.amazonaws.com/peagle-vllm:0.1.0 --role <role ARN>":
         "<account>, <region> and <role ARN> are the reader's own values",
-    "peagle local start /data/qwen3-coder --drafter /data/qwen3-coder-p-eagle --model qwen3-coder --k 3":
-        "starts vLLM on the reader's GPU with their model and drafter (the real_vllm tier runs `peagle local` "
-        "with tiny models); the docs' invoke/bench/metrics against it run here against the stand-in",
-    "peagle local start /data/qwen3-coder --drafter /data/qwen3-coder-p-eagle --model qwen3-coder --docker  "
-    "--image peagle-vllm:0.1.0            # built with `peagle container dockerfile`, see docs/container.md":
-        "needs a Docker engine, a GPU and the image built from docs/container.md",
-    "peagle local start OUT/target --drafter OUT/drafter --model qwen3-coder --k 3  --env SM_VLLM_MAX_MODEL_LEN=512 "
-    "--env SM_VLLM_ENFORCE_EAGER=true":
-        "starts real vLLM (CPU) on tiny models: the real_vllm tier (tests/real_vllm) runs exactly this",
 }
 
 
@@ -86,9 +86,9 @@ def _shorten(command: str) -> str:
     head = parts[-1]
     words = head.split("#")[0].split()
     if len(words) > 2 and words[0] == "peagle" and words[1] == "bench" and words[2] not in ("compare", "advise"):
-        head = head.split("#")[0].rstrip() + " --duration 0.2 --warmup 1"
-        if "--num-prompts" in head:
-            head += " --num-prompts 2"
+        # counted, not timed: a level ends when its 2 measured requests finish (30 s at most), so a busy
+        # machine cannot leave a short time window with no completed request
+        head = head.split("#")[0].rstrip() + " --duration 30 --num-prompts 2 --warmup 1"
     elif len(words) > 1 and words[0] == "peagle" and words[1] == "sweep":  # a sweep is seven benchmarks
         head = head.split("#")[0].rstrip() + " --num-prompts 2 --warmup 0 --logs-wait 0"
     if len(words) > 1 and words[:2] == ["peagle", "metrics"] and "--window" in words:

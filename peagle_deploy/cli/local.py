@@ -52,15 +52,17 @@ def start(
         if dry_run:
             _dry_run(out, container, port=port, name=name, docker=docker, image=image_uri, gpus=gpus)
             return
+        if docker and image_uri is None:
+            from ..errors import UsageError
+
+            raise UsageError("--docker needs an image", "pass --image (e.g. peagle-vllm) or --model ALIAS")
+        runner.preflight(container, name=name, port=port, docker=docker)  # refusals: one line, nothing printed
         with out.status(f"starting local server {name}") as update:
             def progress(elapsed, last_line):
-                update(f"vLLM starting ({int(elapsed)}s): {last_line[-100:]}")
+                # vLLM's latest line on a terminal; off one (a CI log) only the seconds: no copy of the log
+                update(f"vLLM starting ({int(elapsed)}s)" + (f": {last_line[-100:]}" if out.interactive else ""))
 
             if docker:
-                if image_uri is None:
-                    from ..errors import UsageError
-
-                    raise UsageError("--docker needs an image", "pass --image (e.g. peagle-vllm) or --model ALIAS")
                 started = runner.start_docker(container, name=name, port=port, image=image_uri, timeout_s=timeout,
                                               gpus=None if gpus == "none" else gpus, on_progress=progress)
             else:

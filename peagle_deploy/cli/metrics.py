@@ -85,12 +85,12 @@ def metrics(
 def _url_window(ref, window: str, out, sleep=None):
     """Two scrapes `window` apart; 0 s: one scrape, the totals since the server started (said so)."""
     import time
-    from datetime import datetime, timezone
+    from datetime import datetime, timedelta, timezone
 
     from ..bench.prometheus import scrape
-    from ..bench.window import parse_span
+    from ..durations import parse_duration
 
-    seconds = parse_span(window).total_seconds()
+    seconds = parse_duration(window, flag="--window", minimum=timedelta(0)).total_seconds()  # 0s: totals
     url = ref.metrics_url
     first = scrape(url)
     if seconds <= 0:

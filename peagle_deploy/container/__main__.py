@@ -1,6 +1,8 @@
 """The bundled container's entrypoint: validate, then exec `vllm serve` so signals reach vLLM.
 
-    python -m peagle_deploy.container [--print-args]
+    python -m peagle_deploy.container [serve] [--print-args]
+
+SageMaker starts a hosting container as `docker run IMAGE serve`, so a leading `serve` is accepted.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from .validate import validate
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["serve"]:  # the SageMaker hosting contract: `docker run IMAGE serve`
+        args = args[1:]
     unknown = [a for a in args if a != "--print-args"]
     if unknown:
-        sys.stderr.write(f"peagle-container: error: unknown argument {unknown[0]!r} (only --print-args)\n")
+        sys.stderr.write(f"peagle-container: error: unknown argument {unknown[0]!r} (only serve, --print-args)\n")
         return 2
     try:
         validate(os.environ)

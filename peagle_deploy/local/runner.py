@@ -96,12 +96,21 @@ def plan_command(env: ContainerEnvironment, *, port: int) -> tuple[dict[str, str
     return mapped, argv
 
 
+def preflight(env: ContainerEnvironment, *, name: str, port: int, docker: bool = False, runner=subprocess.run) -> None:
+    """Everything that refuses a start (exit 2) before anything is printed or started."""
+    state.check_name(name)
+    if docker:
+        docker_mod.require_engine(runner)
+    else:
+        plan_command(env, port=port)
+    _refuse_running(name, port)
+
+
 def start(env: ContainerEnvironment, *, name: str, port: int, timeout_s: float, on_progress: Progress | None = None,
           sleep: Callable[[float], None] = time.sleep,
           clock: Callable[[], float] = time.monotonic) -> Started:
     """Launch the entrypoint detached, wait for /ping; on any failure stop it and raise."""
-    state.check_name(name)
-    _refuse_running(name, port)
+    preflight(env, name=name, port=port)
     mapped, argv = plan_command(env, port=port)
     log = state.log_path(name)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -143,9 +152,7 @@ def start_docker(env: ContainerEnvironment, *, name: str, port: int, image: str,
                  gpus: str | None = "all", on_progress: Progress | None = None, runner=subprocess.run,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> Started:
     """The same, in Docker: `docker run` with both directories mounted where SageMaker mounts them."""
-    docker_mod.require_engine(runner)
-    state.check_name(name)
-    _refuse_running(name, port)
+    preflight(env, name=name, port=port, docker=True, runner=runner)
     argv = docker_mod.run_command(image, env.environment, env.mounts, port=port, name=name, gpus=gpus)
     answer = runner(argv, capture_output=True, text=True, timeout=600)
     if answer.returncode != 0:

@@ -16,10 +16,6 @@ pytestmark = pytest.mark.real_vllm
 MAX_TOKENS = 24
 # Defects the real server shows in code owned elsewhere (issue 9 item 5). strict: a fix turns these into
 # XPASS failures, so the marker is removed together with the defect.
-WRAPS_WHEN_PIPED = pytest.mark.xfail(strict=True, reason="issue 9 item 5: human output wraps at 80 columns when "
-                                     "stdout is not a terminal (peagle invoke's stats line, peagle metrics)")
-
-
 def counters(text: str) -> dict[str, float]:
     """vLLM's spec-decode counters from /metrics text, per-position ones keyed by 'pos<N>'."""
     found: dict[str, float] = {}
@@ -67,7 +63,6 @@ def test_invoke_returns_the_shaped_text(spec_server, tiny, url_suffix, kind, str
     assert doc["stats"]["output_tokens"] == MAX_TOKENS and doc["stats"]["finish_reason"] == "length"
 
 
-@WRAPS_WHEN_PIPED
 def test_invoke_human_output_is_one_line_per_fact_when_piped(spec_server):
     """Issue 9 item 5: not a terminal -> no wrapping at 80 columns (the stats line stays one line)."""
     run = peagle("invoke", spec_server.url, "hello", "--max-tokens", str(MAX_TOKENS), "--temperature", "0")
@@ -103,7 +98,6 @@ def test_metrics_human_output_says_k_plus_one(spec_server):
     assert "1.000, 1.000, 1.000" in text
 
 
-@WRAPS_WHEN_PIPED
 def test_metrics_human_output_is_not_wrapped_when_piped(spec_server):
     one_request_drafts(spec_server)
     run = peagle("metrics", spec_server.url, "--window", "0s")

@@ -35,7 +35,7 @@ CASES = [
     dict(id="invoke-unknown-endpoint", argv=["invoke", "no-such-endpoint", "hi"], exit=2,
          stderr=r"no endpoint named 'no-such-endpoint' in us-east-1: check the name and --region"),
     dict(id="invoke-dead-container", argv=["invoke", DEAD, "hi"], exit=6,
-         stderr=r"connection refused by http://127.0.0.1:9: is the server running"),
+         stderr=r"connection refused by http://127.0.0.1:9: is the container running"),
     # bench: refused before any load
     dict(id="bench-concurrency-zero", argv=["bench", DEAD, "--concurrency", "0"], exit=2,
          stderr=r"--concurrency '0' needs numbers from 1 to 4096"),

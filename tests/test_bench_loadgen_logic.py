@@ -216,3 +216,37 @@ def test_measured_requests_start_only_after_the_warm_up_is_over():
     opened = events.index("open")
     assert events[:opened].count("end warm") == 4 and "start measured" not in events[:opened]
     assert "start warm" not in events[opened:] and events.count("start measured") == 8
+
+
+@pytest.mark.parametrize("warmup", [0, 3])
+def test_measured_requests_wait_for_the_opening_reading_of_the_counters(warmup):
+    """A real vLLM answered the opening /metrics scrape after measured requests had begun (eagle3 drafts
+    went missing): when on_window("open") returns an awaitable, no measured request starts before it is done."""
+    events: list[str] = []
+
+    async def scenario():
+        reading_may_end = asyncio.Event()
+
+        async def reading():
+            events.append("reading started")
+            await reading_may_end.wait()
+            events.append("reading done")
+
+        def on_window(edge):
+            events.append(edge)
+            if edge == "open":
+                asyncio.get_running_loop().call_soon(reading_may_end.set)  # ends only after the loop turns
+                return asyncio.ensure_future(reading())
+            return None
+
+        async def send(messages, rec):
+            events.append("start warm" if rec.warmup else "start measured")
+            await asyncio.sleep(0)
+            rec.add(1, time.perf_counter())
+
+        await run_level(send, PROMPTS, 2, warmup=warmup, num_prompts=4, on_window=on_window)
+
+    asyncio.run(scenario())
+    done = events.index("reading done")
+    assert "start measured" not in events[:done] and events.count("start measured") == 4
+    assert events[-1] == "close"

@@ -25,6 +25,7 @@ read of token chunks and sets `record.usage_tokens`; it raises on failure. Nothi
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from array import array
 from collections.abc import Awaitable, Callable, Sequence
@@ -145,7 +146,7 @@ async def run_level(
     on_progress: Callable[[LevelProgress], None] | None = None,
     progress_interval: float = 0.25,
     classify: ErrorClassifier = default_classifier,
-    on_window: Callable[[str], None] | None = None,
+    on_window: Callable[[str], Awaitable[Any] | None] | None = None,
     idle_limit: float = 60.0,
     dead_after: int | None = None,
     backoff_base: float = 0.05,
@@ -172,14 +173,31 @@ async def run_level(
     marks: dict[str, float] = {"t0": t_start, "wall0": time.time(), "cpu0": time.process_time()}
     lags: list[float] = []
     itl = LatencyHistogram()
+    opening: list[asyncio.Future[None]] = []
 
-    def open_window(at: float) -> None:
+    def open_now(at: float) -> None:
         marks["t0"], marks["wall0"], marks["cpu0"] = at, time.time(), time.process_time()
         for r in active:
             r.at_open = r.chunks
         window_open.set()
-        if on_window is not None:
-            on_window("open")
+
+    async def open_after(reading: Awaitable[Any]) -> None:
+        try:
+            await reading  # its failure is the caller's to report (it awaits the same reading later)
+        except Exception:  # noqa: BLE001, S110
+            pass
+        finally:
+            open_now(clock())
+
+    def open_window(at: float) -> None:
+        """Open the measured window. When `on_window("open")` returns an awaitable (a scrape of the server's
+        counters), measured requests start only once it is done: a reading still in flight while they run
+        would count some of their work as before the window."""
+        reading = on_window("open") if on_window is not None else None
+        if inspect.isawaitable(reading):
+            opening.append(asyncio.ensure_future(open_after(reading)))
+        else:
+            open_now(at)
 
     if warmup == 0:
         open_window(t_start)
@@ -317,7 +335,7 @@ async def run_level(
         for task in workers:
             task.cancel()
         tick.cancel()
-        await asyncio.gather(*workers, tick, return_exceptions=True)
+        await asyncio.gather(*workers, tick, *opening, return_exceptions=True)
     m = measure(records, changes, concurrency, marks["t0"], t1, warmup, marks["wall0"], wall1, itl)
     if m.window_s > 0:
         m.client_cpu = (cpu1 - marks["cpu0"]) / m.window_s

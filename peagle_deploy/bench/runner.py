@@ -277,9 +277,11 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                 progress.start(conc, warmup + plan.num_prompts if plan.num_prompts is not None else plan.duration)
                 scrapes: dict[str, asyncio.Task] = {}
 
-                def on_window(edge: str) -> None:
+                def on_window(edge: str) -> asyncio.Task | None:
                     if prom_url and measured.acceptance_note is None:
                         scrapes[edge] = asyncio.get_running_loop().create_task(scrape_async(prom_url))
+                        return scrapes[edge]  # the window opens once this reading is in
+                    return None
 
                 m = await run_level(sender, plan.dataset.prompts, conc, warmup=warmup, duration=plan.duration,
                                     num_prompts=plan.num_prompts, on_progress=lambda p: progress.update(p, plan.duration),
@@ -299,11 +301,29 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                 if "open" in scrapes and "close" in scrapes:
                     try:
                         before, after = await scrapes["open"], await scrapes["close"]
+                        if plan.num_prompts is not None:  # nothing in flight: let the server's counters settle
+                            after = await settled_counters(prom_url, after)
                     except PeagleError as exc:
                         measured.acceptance_note = f"no acceptance metrics: {exc.one_line()}"
                         continue
                     diff = after.minus(before)
                     measured.counters = diff if measured.counters is None else measured.counters.plus(diff)
+
+
+async def settled_counters(url: str, reading: Any, *, tries: int = 5, pause: float = 0.2,
+                           sleep: Any = asyncio.sleep) -> Any:
+    """Read the counters again until two readings agree (at most `tries` more): vLLM records a step's
+    statistics just after it streams the step's tokens, so a reading taken as the last response ends can
+    miss the last step."""
+    from .prometheus import scrape_async
+
+    for _ in range(tries):
+        await sleep(pause)
+        again = await scrape_async(url)
+        if again == reading:
+            return again
+        reading = again
+    return reading
 
 
 def _no_request_completed(level: LevelResult, ref: TargetRef) -> PeagleError:

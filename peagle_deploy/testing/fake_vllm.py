@@ -19,7 +19,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .streaming import chat_json, chat_sse
+from .streaming import chat_json, chat_sse, send_reply
 
 _PATHS = ("/invocations", "/v1/chat/completions")
 
@@ -128,12 +128,7 @@ class FakeVllm:
                     self.wfile.write(event)
                     self.wfile.flush()
 
-            def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+            _send = send_reply
 
         self._server = _Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -187,3 +187,12 @@ def streaming_hook(reply: Any) -> Any:
         return AWSResponse(request.url, 200, headers, _FrameBody(reads))
 
     return hook
+
+
+def send_reply(handler: Any, status: int, payload: bytes, content_type: str = "application/json") -> None:
+    """One whole HTTP answer from a BaseHTTPRequestHandler (the stand-in servers use it as their `_send`)."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload)

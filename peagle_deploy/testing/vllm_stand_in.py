@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .streaming import chat_json, chat_sse
+from .streaming import chat_json, chat_sse, send_reply
 
 RUNNER_LINES = {
     "v2": ("INFO", "Using V2 Model Runner"),
@@ -147,12 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             self.end_headers()
             self.wfile.write(chat_sse(tokens, model=model, usage=usage))
 
-        def _send(self, status: int, payload: bytes, content_type: str = "application/json") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+        _send = send_reply
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True

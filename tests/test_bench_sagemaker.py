@@ -1,7 +1,9 @@
 """`peagle bench ENDPOINT` through the installed executable against the emulator: tags give mode/K, the
 config gives the instance and its price, responses stream as real AWS event-stream frames, and
 acceptance comes from CloudWatch Logs. vLLM's stats lines are written as the emulated endpoint serves
-requests, so they fall inside the measured windows whatever the machine's speed."""
+requests, so they fall inside the measured windows whatever the machine's speed, and `--logs-wait 0` reads
+them once instead of polling for a line written after the run (that poll, with its injected clock, is
+tested in test_metrics_acceptance.py)."""
 
 from __future__ import annotations
 
@@ -32,9 +34,6 @@ def endpoint(emu_server):
     logs = emu_server.client("logs")
     logs.create_log_group(logGroupName=GROUP)
     logs.create_log_stream(logGroupName=GROUP, logStreamName=STREAM)
-    # a line far after the run, so the poll for "a line after the run" stops at once
-    logs.put_log_events(logGroupName=GROUP, logStreamName=STREAM, logEvents=[
-        {"timestamp": int(time.time() * 1000) + 600_000, "message": vllm_line(10, [9, 8, 7, 6, 5, 4, 3])}])
 
     def log_stats(name, _body):  # vLLM's stats line, stamped when the request is served
         logs.put_log_events(logGroupName=GROUP, logStreamName=STREAM, logEvents=[
@@ -46,7 +45,7 @@ def endpoint(emu_server):
 
 def test_bench_endpoint_uses_tags_table_price_event_stream_and_cloudwatch(endpoint, tmp_path):
     res = peagle(endpoint, "bench", "pe-ep", "--concurrency", "1,4", "--num-prompts", "8", "--warmup", "1",
-                 "--out", str(tmp_path), "--no-chart", "--json")
+                 "--logs-wait", "0", "--out", str(tmp_path), "--no-chart", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     result = doc["result"]
@@ -69,7 +68,7 @@ def test_bench_endpoint_uses_tags_table_price_event_stream_and_cloudwatch(endpoi
 def test_bench_endpoint_whose_container_fails_exits_6_with_its_text(endpoint, tmp_path):
     endpoint.runtime.model_error = (500, "CUDA error: out of memory")
     res = peagle(endpoint, "bench", "pe-ep", "--concurrency", "2", "--num-prompts", "4", "--warmup", "0",
-                 "--out", str(tmp_path), "--no-chart")
+                 "--logs-wait", "0", "--out", str(tmp_path), "--no-chart")
     assert res.returncode == 6, res.stderr
     assert "CUDA error: out of memory" in res.stderr and "Traceback" not in res.stderr
     saved = json.loads(next(tmp_path.glob("*.json")).read_text())

@@ -91,6 +91,11 @@ def bench_run(
         typer.Option("--timeout", min=1.0, help="Seconds before one request is abandoned (a level with no data "
                      "for min(this, max(30, --duration)) seconds stops)."),
     ] = 600.0,
+    logs_wait: Annotated[
+        float,
+        typer.Option("--logs-wait", min=0, help="Seconds to wait for an endpoint's acceptance lines in CloudWatch "
+                     "Logs after the run (they lag behind)."),
+    ] = 60.0,
     no_chart: Annotated[bool, typer.Option("--no-chart", help="Do not write the PNG chart.")] = False,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
@@ -127,6 +132,7 @@ def bench_run(
             region=region,
             profile=profile,
             timeout=timeout,
+            logs_wait=logs_wait,
             chart=not no_chart,
         )
         bench = run_bench(plan, out)

@@ -206,3 +206,20 @@ def test_e2e_streaming_invoke_through_installed_executable(emu):
     missing = subprocess.run([PEAGLE, "invoke", "nope", "x"], env=emu.env, capture_output=True, text=True,
                              timeout=120)
     assert missing.returncode == 2 and "no endpoint named 'nope'" in missing.stderr
+
+
+@pytest.mark.parametrize("action,call", [("InvokeEndpoint", lambda c, r: c.chat(r)),
+                                         ("InvokeEndpointWithResponseStream", lambda c, r: list(c.stream(r)))],
+                         ids=["chat", "stream"])
+def test_sagemaker_call_stops_at_its_total_deadline_without_retrying(emu, action, call):
+    """The endpoint holds its answer (an emulator gate); a 0.3 s budget ends the call with exit 5 after one
+    attempt, although the idle timeout is a minute and botocore would retry a read timeout."""
+    gate = emu.gate(action)
+    client = PeagleClient("ep", idle_timeout=60, total_timeout=0.3)
+    try:
+        with pytest.raises(PeagleError, match=r"took longer than --timeout 0.3s") as err:
+            call(client, build_request("hi"))
+        assert err.value.exit_code == ExitCode.TIMEOUT
+        assert gate.entered.is_set() and len(emu.runtime.requests) == 1
+    finally:
+        gate.release()

@@ -122,10 +122,28 @@ class SageMakerTarget:
         self.log_hint = ref.log_hint
         self._session = AwsSession(region, profile, read_timeout=idle_timeout)
         self._idle_timeout = idle_timeout
+        self._deadline: Deadline | None = None  # the call in flight's, read by the retry guard
+        self._guarded: Any = None  # the client the guard is registered on
 
     @property
     def _client(self) -> Any:
         return self._session.client("sagemaker-runtime")
+
+    def _client_for(self, deadline: Deadline) -> Any:
+        """sagemaker-runtime whose reads wait at most the idle timeout or the whole budget, whichever is
+        shorter, and whose retries (botocore retries a read timeout) stop once the call's deadline is spent:
+        one call never takes much longer than --timeout, streamed or not."""
+        self._deadline = deadline
+        client = (self._client if deadline.seconds >= self._idle_timeout else
+                  self._session.client("sagemaker-runtime", read_timeout=max(0.01, deadline.seconds)))
+        if client is not self._guarded:
+            client.meta.events.register_first("needs-retry.sagemaker-runtime", self._stop_retrying_when_late)
+            self._guarded = client
+        return client
+
+    def _stop_retrying_when_late(self, **_kwargs: Any) -> None:
+        if self._deadline is not None:
+            self._deadline.check(f"the answer of {self.name}")
 
     def _explain(self, exc: Exception) -> Exception:
         """ClientError -> a one-line PeagleError: not found, not InService, or the container's own error."""
@@ -152,13 +170,20 @@ class SageMakerTarget:
     def send(self, body: bytes, deadline: Deadline) -> bytes:
         import botocore.exceptions
 
+        import urllib3.exceptions
+
         try:
-            response = self._client.invoke_endpoint(EndpointName=self.name, Body=body,
-                                                    ContentType="application/json", Accept="application/json")
-            return response["Body"].read()
+            response = self._client_for(deadline).invoke_endpoint(
+                EndpointName=self.name, Body=body, ContentType="application/json", Accept="application/json")
+            parts = []
+            for part in response["Body"].iter_chunks(READ_SIZE):
+                deadline.check(f"the answer of {self.name}")
+                parts.append(part)
+            return b"".join(parts)
         except botocore.exceptions.ClientError as exc:
             raise self._explain(exc) from None
-        except botocore.exceptions.ReadTimeoutError:
+        except (botocore.exceptions.ReadTimeoutError, urllib3.exceptions.ReadTimeoutError):
+            deadline.check(f"the answer of {self.name}")
             raise WaitTimeout(f"{self.name} sent no answer in {self._idle_timeout:g}s", "raise --timeout") from None
 
     def stream(self, body: bytes, deadline: Deadline) -> Iterator[bytes]:
@@ -167,7 +192,7 @@ class SageMakerTarget:
         from botocore.eventstream import ParserError
 
         try:
-            response = self._client.invoke_endpoint_with_response_stream(
+            response = self._client_for(deadline).invoke_endpoint_with_response_stream(
                 EndpointName=self.name, Body=body, ContentType="application/json", Accept="text/event-stream")
             events = response["Body"]
             try:
@@ -181,6 +206,7 @@ class SageMakerTarget:
         except botocore.exceptions.ClientError as exc:
             raise self._explain(exc) from None
         except (botocore.exceptions.ReadTimeoutError, urllib3.exceptions.ReadTimeoutError):
+            deadline.check(f"the answer of {self.name}")
             raise WaitTimeout(f"{self.name} sent nothing for {self._idle_timeout:g}s (stalled stream)",
                               "raise --timeout, or check the endpoint") from None
         except ParserError as exc:  # bad prelude or CRC32

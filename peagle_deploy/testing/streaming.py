@@ -116,6 +116,11 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             script.requests.append({})
         if script.on_request is not None:
             script.on_request(name, script.requests[-1])
+        gate = emulator._take_gate("InvokeEndpoint" if match["op"] == "invocations"
+                                    else "InvokeEndpointWithResponseStream")
+        if gate is not None:  # emulator.gate("InvokeEndpoint"): the answer is held until the test releases it
+            gate.hold()
+            gate.done.set()
         status = emulator.endpoint_status(name)
         if status is None:
             reply = _json_error("400 Bad Request", "ValidationError",

@@ -42,11 +42,11 @@ def no_aws(monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module")
 def emulator_server():
-    """One SageMakerEmulator server for a whole test module that runs the installed `peagle` many times
-    (tests/test_bad_inputs_table.py, tests/test_docs_examples.py), with `emulator_server.recorder`: a
-    WriteRecorder of the writes each process made, by its AWS_SDK_UA_APP_ID. It does not set this
-    process's environment: pass `emulator_server.env` to subprocesses. Module scope, not session: an
-    emulator patches moto process-wide, and its scripted-status patches must not outlive its module."""
+    """One SageMakerEmulator server for a whole test module (starting one costs about a second), with
+    `emulator_server.recorder`: a WriteRecorder of the writes each process made, by its AWS_SDK_UA_APP_ID.
+    It does not set this process's environment: pass `emulator_server.env` to subprocesses (for an
+    in-process client use `emu_server`). Module scope, not session: an emulator patches moto
+    process-wide, and its scripted-status patches must not outlive its module."""
     from peagle_deploy.testing import SageMakerEmulator
     from peagle_deploy.testing.write_recorder import WriteRecorder
 
@@ -56,24 +56,22 @@ def emulator_server():
         yield emulator
 
 
-@pytest.fixture(scope="module")
-def fault_server():
-    """One emulator server per test module (starting one costs about a second)."""
-    from peagle_deploy.testing import SageMakerEmulator
-
-    with SageMakerEmulator.server() as emulator:
-        yield emulator
-
-
 @pytest.fixture
-def emu(fault_server):
-    """The module's emulator, emptied: no resources, faults, gates or recorded calls; JumpStart seeded."""
-    fault_server.reset()
-    fault_server._seed()
-    fault_server._faults.clear()
-    fault_server._gates.clear()
-    fault_server.calls.clear()
-    fault_server.script_endpoints(creating_polls=0)
-    yield fault_server
-    for gate in list(fault_server._gates):
+def emu(emulator_server):
+    """The module's emulator server, emptied: no resources, faults, throttling, delays, gates, recorded calls
+    or runtime script; JumpStart seeded; new endpoints InService at once."""
+    from peagle_deploy.testing.streaming import RuntimeScript
+
+    emu = emulator_server
+    emu.reset()
+    emu._seed()
+    emu._faults.clear()
+    emu._gates.clear()
+    emu._delays.clear()
+    emu._throttle_every = 0
+    emu.calls.clear()
+    emu.runtime = RuntimeScript()
+    emu.script_endpoints(creating_polls=0)
+    yield emu
+    for gate in list(emu._gates):
         gate.release()

@@ -7,12 +7,11 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 from peagle_deploy.testing.vllm_stand_in import install
 
-PEAGLE = str(Path(sys.executable).parent / "peagle")
+from .conftest import PEAGLE
 
 
 def free_port() -> int:

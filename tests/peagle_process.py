@@ -1,16 +1,14 @@
 """The installed `peagle` as a child process whose stderr a test can wait on, line by line (bounded waits),
-(the fault tests' emulator fixtures, `fault_server` and `emu`, are in conftest.py)."""
+(the fault tests' emulator fixtures, `emulator_server` and `emu`, are in conftest.py)."""
 
 from __future__ import annotations
 
 import queue
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
-PEAGLE = str(Path(sys.executable).parent / "peagle")
+from .conftest import PEAGLE
 
 
 class PeagleProcess:

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -37,8 +36,9 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import PEAGLE
+
 CASE_DIR = Path(__file__).resolve().parent / "bad_input_cases"
-PEAGLE = Path(sys.executable).with_name("peagle")
 KEYS = {"id", "argv", "exit", "stderr", "env", "stdin", "files", "aws_write"}
 README_EXIT_CODES = {0, 1, 2, 3, 4, 5, 6, 130}
 TIMEOUT_S = 120
@@ -104,19 +104,21 @@ def _run_case(case_id: str, case: dict, emulator, root: Path) -> Outcome:
 
 
 @pytest.fixture(scope="module")
-def outcomes(emulator_server):
-    """Run every case once, in parallel, before the per-case assertions."""
+def outcomes(emulator_server, request):
+    """Run every selected case once (`-k` selects), in parallel, before the per-case assertions."""
     from peagle_deploy.testing import seed_jumpstart_bucket
 
-    if not PEAGLE.exists():
+    if not Path(PEAGLE).exists():
         pytest.fail(f"the installed peagle executable is missing: {PEAGLE} (pip install -e .)")
     emulator_server.reset()
     seed_jumpstart_bucket(emulator_server.client("s3"), emulator_server.region)
     emulator_server.create_endpoint_stack("someone-elses-endpoint")
+    selected = {item.callspec.params["case_id"] for item in request.session.items
+                if item.originalname == "test_bad_input" and item.module is request.module}
     workers = int(os.environ.get("PEAGLE_TABLE_WORKERS", "4"))
     with tempfile.TemporaryDirectory(prefix="peagle-bad-inputs-") as root, ThreadPoolExecutor(workers) as pool:
         futures = {case_id: pool.submit(_run_case, case_id, case, emulator_server, Path(root))
-                   for case_id, case in CASES}
+                   for case_id, case in CASES if case_id in selected}
         yield {case_id: future.result() for case_id, future in futures.items()}
 
 

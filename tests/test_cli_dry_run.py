@@ -3,14 +3,12 @@
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from .cli_runner import run_cli
 
-PEAGLE = str(Path(sys.executable).parent / "peagle")
+from .conftest import PEAGLE
 
 
 def no_aws_env(tmp_path) -> dict[str, str]:

@@ -2,20 +2,11 @@
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from peagle_deploy.testing import SageMakerEmulator
 
-PEAGLE = str(Path(sys.executable).parent / "peagle")
-
-
-@pytest.fixture
-def emu():
-    with SageMakerEmulator.server() as emulator:
-        yield emulator
+from .conftest import PEAGLE
 
 
 def peagle(emu, *args, env_extra=None, timeout=120):

@@ -8,13 +8,11 @@ from peagle_deploy import lifecycle
 from peagle_deploy.aws import AwsSession
 from peagle_deploy.errors import PeagleError
 from peagle_deploy.plan import PlanRequest, build_plan
-from peagle_deploy.testing import SageMakerEmulator
 
 
 @pytest.fixture
-def emu():
-    with SageMakerEmulator.in_process() as emulator:
-        yield emulator
+def emu(emu_in_process):
+    return emu_in_process
 
 
 def deploy(emu, name, **kwargs):

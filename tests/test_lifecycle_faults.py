@@ -9,13 +9,11 @@ from peagle_deploy.aws import AwsSession
 from peagle_deploy.errors import ExitCode, PeagleError
 from peagle_deploy.plan import PlanRequest, build_plan
 from peagle_deploy.speculative import Mode
-from peagle_deploy.testing import SageMakerEmulator
 
 
 @pytest.fixture
-def emu():
-    with SageMakerEmulator.in_process() as emulator:
-        yield emulator
+def emu(emu_in_process):
+    return emu_in_process
 
 
 def make_plan(emu, **kwargs):

@@ -10,13 +10,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-PEAGLE = Path(sys.executable).with_name("peagle")
+from .conftest import PEAGLE
 LONG_NAME = "peagle-a-deliberately-long-endpoint-name-that-tables-used-to-fold"[:63]
 
 

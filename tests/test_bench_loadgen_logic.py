@@ -250,3 +250,15 @@ def test_measured_requests_wait_for_the_opening_reading_of_the_counters(warmup):
     done = events.index("reading done")
     assert "start measured" not in events[:done] and events.count("start measured") == 4
     assert events[-1] == "close"
+
+
+def test_sse_counter_fast_path_refuses_comments_event_lines_and_errors_mid_read():
+    from peagle_deploy.runtime.sse import StreamError
+
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}\n\n'
+    rec = RequestRecord(index=0, warmup=False)
+    ChunkTally(rec).feed(chunk * 3 + b": keep-alive\n\n" + chunk * 3, 1.0)  # a comment carries no token
+    assert rec.chunks == 6
+    error = b'event: error\ndata: {"error":{"message":"KV cache full","code":503}}\n\n'
+    with pytest.raises(StreamError, match="KV cache full"):
+        ChunkTally(RequestRecord(index=1, warmup=False)).feed(chunk * 3 + error + chunk * 3, 1.0)

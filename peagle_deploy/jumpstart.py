@@ -52,11 +52,6 @@ def _sdk() -> Any:
     return accessors, constants, utils
 
 
-def supported_regions() -> list[str]:
-    _, constants, _ = _sdk()
-    return sorted(constants.JUMPSTART_REGION_NAME_SET)
-
-
 @contextmanager
 def _local_override(enabled: bool) -> Iterator[None]:
     """Point the SDK at the shipped specs (enabled) or make sure it reads S3 (not enabled)."""

@@ -98,10 +98,6 @@ class DeploymentPlan(BaseModel):
     create_endpoint_config: dict[str, Any]
     create_endpoint: dict[str, Any]
 
-    @property
-    def resource_names(self) -> dict[str, str]:
-        return {"endpoint": self.endpoint_name, "endpoint_config": self.endpoint_name, "model": self.endpoint_name}
-
 
 def default_name(alias: str, settings: SpeculativeSettings, now: datetime) -> str:
     mode = settings.mode.value + (f"-k{settings.k}" if settings.k else "")

@@ -18,7 +18,7 @@ import math
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import UsageError
 
@@ -44,6 +44,12 @@ class AutoscalePolicy(BaseModel):
     max_capacity: int = Field(ge=1, le=MAX_CAPACITY)
     metric: Metric = "concurrency"
     target: float = Field(gt=0, description="concurrent requests per instance, or invocations per instance per minute")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AutoscalePolicy:
+        if self.min_capacity > self.max_capacity:
+            raise ValueError(f"min_capacity {self.min_capacity} is above max_capacity {self.max_capacity}")
+        return self
 
     @property
     def predefined_metric(self) -> str:

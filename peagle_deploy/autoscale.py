@@ -8,7 +8,7 @@ Metric: target tracking on SageMaker's concurrency metric, `SageMakerVariantConc
 for seconds to minutes, so requests per minute (`SageMakerVariantInvocationsPerInstance`, 1-minute resolution)
 says little about how loaded a vLLM server is, while concurrency is exactly the axis `peagle bench` measures
 throughput and latency on: pick N from the bench table. The concurrency metric is used when the installed
-botocore's Application Auto Scaling model lists it (botocore 1.35.76 and newer); otherwise, or where an account
+botocore's Application Auto Scaling model lists it (any recent botocore); otherwise, or where an account
 or region refuses it, `--target-invocations N` (invocations per instance per minute) is the documented fallback.
 """
 

@@ -16,7 +16,6 @@ name, so AWS_ENDPOINT_URL alone is enough) and accepts the `sagemaker` namespace
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -60,32 +59,13 @@ def _variant(account: str, region: str, resource_id: str) -> dict[str, Any]:
     return variant
 
 
-def autoscaling_patches(emulator: Any) -> list[Any]:
+def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> list[Any]:
+    """`call_action`: the emulator's own wrapper of moto's BaseResponse.call_action (faults, gates, delays)."""
     from moto.applicationautoscaling import models as aas_models
     from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
     from moto.sagemaker import models as sm_models
 
     backend_cls = aas_models.ApplicationAutoscalingBackend
-
-    def call_action(original: Any) -> Any:
-        def wrapped(response_self: Any) -> Any:
-            action = response_self._get_action()
-            injected = emulator._before_action(action)
-            if injected is not None:
-                return injected
-            if emulator._delays.get(action):
-                time.sleep(emulator._delays[action])
-            gate = emulator._take_gate(action)
-            if gate is not None and gate.when == "before":
-                gate.hold()
-            try:
-                return original(response_self)
-            finally:
-                if gate is not None:
-                    if gate.when == "after":
-                        gate.hold()
-                    gate.done.set()
-        return wrapped
 
     def register(original: Any) -> Any:
         def wrapped(backend: Any, namespace: str, r_id: str, dimension: str, min_capacity: Any, max_capacity: Any,
@@ -136,7 +116,7 @@ def autoscaling_patches(emulator: Any) -> list[Any]:
         return wrapped
 
     return [
-        _wrap(ApplicationAutoScalingResponse, "call_action", call_action),
+        mock.patch.object(ApplicationAutoScalingResponse, "call_action", call_action),
         _wrap(backend_cls, "register_scalable_target", register),
         _wrap(backend_cls, "put_scaling_policy", put_policy),
         _wrap(backend_cls, "deregister_scalable_target", deregister),

@@ -317,15 +317,16 @@ class SageMakerEmulator:
             mock.patch.object(sm_models.SageMakerModelBackend, "describe_endpoint", describe_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
             mock.patch.object(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, create=True),
-            *self._autoscaling_patches(),
+            *self._autoscaling_patches(call_action),
         ]
 
     # Application Auto Scaling (h9) ----------------------------------------------------------------
-    def _autoscaling_patches(self) -> list[Any]:
-        """Entered after the patches above: they stack on the emulator's own DeleteEndpoint."""
+    def _autoscaling_patches(self, call_action: Callable[[Any], Any]) -> list[Any]:
+        """Faults, gates and delays through the same `call_action` as SageMaker's; entered after the patches
+        above, so they stack on the emulator's own DeleteEndpoint."""
         from .autoscaling_emulation import autoscaling_patches
 
-        return autoscaling_patches(self)
+        return autoscaling_patches(self, call_action)
 
     def scalable_targets(self) -> dict[str, dict[str, Any]]:
         """Every registered Application Auto Scaling target (resource id -> min, max, policy names), from moto."""

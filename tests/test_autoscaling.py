@@ -154,3 +154,40 @@ def test_the_emulator_fault_injection_reaches_application_auto_scaling(emu_in_pr
     state = read_autoscaling(emu_in_process.client("application-autoscaling"), {"ep": {}})["ep"]
     assert state.state == "unknown" and "AccessDeniedException" in state.detail
     assert "DescribeScalableTargets" in emu_in_process.calls
+
+
+def test_the_emulator_refuses_an_instance_type_update_of_a_registered_variant():
+    """Where the emulator serves UpdateEndpoint (h8's block), a change of a registered variant's instance type is
+    refused as SageMaker refuses it; a K change (a new model, same instance type) goes through. A stand-in
+    UpdateEndpoint here: this test is about the autoscaling check in front of it."""
+    from unittest import mock
+
+    import botocore.exceptions
+    from moto.core.responses import ActionResult
+    from moto.sagemaker.responses import SageMakerResponse
+
+    from peagle_deploy.testing import SageMakerEmulator
+
+    updated = []
+
+    def update_endpoint(response_self):
+        updated.append(response_self.body)
+        return ActionResult({"EndpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/ep"})
+
+    with mock.patch.object(SageMakerResponse, "update_endpoint", update_endpoint, create=True), \
+            SageMakerEmulator.in_process(seed_jumpstart=False) as emu:
+        emu.create_endpoint_stack("ep")
+        sm, aas = emu.client("sagemaker"), emu.client("application-autoscaling")
+        aas.register_scalable_target(**POLICY.register_request("ep", "AllTraffic"))
+        for name, instance_type in (("same-type", "ml.g7e.2xlarge"), ("bigger", "ml.g7e.12xlarge")):
+            sm.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[{
+                "VariantName": "AllTraffic", "ModelName": "ep", "InstanceType": instance_type,
+                "InitialInstanceCount": 1}])
+        sm.update_endpoint(EndpointName="ep", EndpointConfigName="same-type")
+        with pytest.raises(botocore.exceptions.ClientError, match="registered for autoscaling"):
+            sm.update_endpoint(EndpointName="ep", EndpointConfigName="bigger")
+        assert len(updated) == 1
+        aas.deregister_scalable_target(ServiceNamespace="sagemaker", ResourceId="endpoint/ep/variant/AllTraffic",
+                                       ScalableDimension="sagemaker:variant:DesiredInstanceCount")
+        sm.update_endpoint(EndpointName="ep", EndpointConfigName="bigger")
+        assert len(updated) == 2

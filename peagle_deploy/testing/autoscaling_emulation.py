@@ -9,7 +9,9 @@ name, so AWS_ENDPOINT_URL alone is enough) and accepts the `sagemaker` namespace
   count, one of the SageMaker variant metrics;
 - DeregisterScalableTarget deletes the target's policies (AWS does; moto keeps them);
 - DeleteEndpoint deregisters the endpoint's targets, as SageMaker does when the caller may (so a tool that
-  forgets to deregister is caught by looking at the order of `emulator.calls`, not by leftovers).
+  forgets to deregister is caught by looking at the order of `emulator.calls`, not by leftovers);
+- UpdateEndpoint (where the emulator serves it) is refused when it would change the instance type of a variant
+  registered for autoscaling, as SageMaker refuses it ("Update endpoints that use auto scaling" in its guide).
 
 `autoscaling_patches(emulator)` is added to the emulator's own patches (see `SageMakerEmulator._patches`).
 """
@@ -28,8 +30,12 @@ DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 @contextmanager
 def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
     """Patch `owner.name` with `make(current)`, where `current` is what is there when the patch starts (so it
-    stacks on the emulator's own patches of the same method instead of bypassing them)."""
-    with mock.patch.object(owner, name, make(getattr(owner, name))):
+    stacks on the emulator's own patches of the same method instead of bypassing them); nothing when absent."""
+    current = getattr(owner, name, None)
+    if current is None:
+        yield
+        return
+    with mock.patch.object(owner, name, make(current)):
         yield
 
 
@@ -64,6 +70,7 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
     from moto.applicationautoscaling import models as aas_models
     from moto.applicationautoscaling.responses import ApplicationAutoScalingResponse
     from moto.sagemaker import models as sm_models
+    from moto.sagemaker.responses import SageMakerResponse
 
     backend_cls = aas_models.ApplicationAutoscalingBackend
 
@@ -115,10 +122,32 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
             return result
         return wrapped
 
+    def update_endpoint(original: Any) -> Any:
+        def wrapped(response_self: Any) -> Any:
+            import json
+
+            body = json.loads(response_self.body or "{}")
+            sm_backend = response_self.sagemaker_backend
+            endpoint = sm_backend.endpoints.get(body.get("EndpointName", ""))
+            config = sm_backend.endpoint_configs.get(body.get("EndpointConfigName", ""))
+            if endpoint is not None and config is not None:
+                aas = aas_models.applicationautoscaling_backends[sm_backend.account_id][sm_backend.region_name]
+                new_types = {v.get("VariantName"): v.get("InstanceType") for v in config.production_variants}
+                old_config = sm_backend.endpoint_configs.get(endpoint.endpoint_config_name)
+                for variant in (old_config.production_variants if old_config else []):
+                    name = variant.get("VariantName")
+                    registered = f"endpoint/{endpoint.endpoint_name}/variant/{name}" in aas.targets.get(DIMENSION, {})
+                    if registered and new_types.get(name) != variant.get("InstanceType"):
+                        raise _error("ValidationException", f"variant {name} of {endpoint.endpoint_name} is registered "
+                                     "for autoscaling: deregister it before changing its instance type (emulated)")
+            return original(response_self)
+        return wrapped
+
     return [
         mock.patch.object(ApplicationAutoScalingResponse, "call_action", call_action),
         _wrap(backend_cls, "register_scalable_target", register),
         _wrap(backend_cls, "put_scaling_policy", put_policy),
         _wrap(backend_cls, "deregister_scalable_target", deregister),
         _wrap(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
+        _wrap(SageMakerResponse, "update_endpoint", update_endpoint),  # the emulator's own, where it has one
     ]

@@ -21,7 +21,9 @@ from .inputs import (
     check_env_count,
     check_tag_count,
     parse_instance_count,
+    parse_vpc_config,
     validate_image,
+    validate_kms_key,
     validate_name,
     validate_role_arn,
 )
@@ -60,6 +62,10 @@ class PlanRequest(BaseModel):
     image: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     offline: bool = False
+    # private networking and encryption (issue 15 item 4)
+    subnets: list[str] = Field(default_factory=list)
+    security_groups: list[str] = Field(default_factory=list)
+    kms_key: str | None = None
 
 
 class DeploymentPlan(BaseModel):
@@ -97,6 +103,10 @@ class DeploymentPlan(BaseModel):
     create_model: dict[str, Any]
     create_endpoint_config: dict[str, Any]
     create_endpoint: dict[str, Any]
+    # private networking and encryption (issue 15 item 4): also inside create_model / create_endpoint_config
+    vpc_config: dict[str, list[str]] | None = Field(None, description="CreateModel's VpcConfig (--subnet, "
+                                                                         "--security-group)")
+    kms_key_id: str | None = Field(None, description="CreateEndpointConfig's KmsKeyId for the ML storage volume")
 
     @property
     def resource_names(self) -> dict[str, str]:
@@ -157,6 +167,8 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     role = validate_role_arn(request.role, request.region) if request.role is not None else None
     image = validate_image(request.image, request.region) if request.image is not None else None
     parse_instance_count(request.instance_count)
+    vpc_config = parse_vpc_config(request.subnets, request.security_groups)
+    kms_key_id = validate_kms_key(request.kms_key, request.region) if request.kms_key is not None else None
     if request.instance_type:
         _check_family(request.instance_type, request.allow_any_instance)  # before any AWS call
 
@@ -210,6 +222,8 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
         create_model["ExecutionRoleArn"] = role
     else:
         missing.append("ExecutionRoleArn: pass --role arn:aws:iam::<account>:role/<name> to deploy")
+    if vpc_config is not None:
+        create_model["VpcConfig"] = vpc_config
     create_model["EnableNetworkIsolation"] = spec.enable_network_isolation
     create_model["Tags"] = tag_list
 
@@ -228,6 +242,16 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
                      "AcceptEula=true (--accept-eula)")
     if image:
         notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
+    create_endpoint_config: dict[str, Any] = {"EndpointConfigName": name, "ProductionVariants": [variant]}
+    if kms_key_id is not None:
+        create_endpoint_config["KmsKeyId"] = kms_key_id
+        unverified["create_endpoint_config.KmsKeyId"] = (
+            "SageMaker refuses KmsKeyId for instance types with local instance storage (their volumes are "
+            "hardware-encrypted); peagle does not know whether this type has any: if CreateEndpointConfig "
+            "refuses the key, deploy without --kms-key")
+    if vpc_config is not None and request.instance_count > 1 and len(vpc_config["Subnets"]) < 2:
+        notes.append("one --subnet for several instances: give subnets in two Availability Zones so SageMaker "
+                     "can spread them")
     price = hourly_price(instance_type, request.instance_count)
     if price is not None and price > PRICE_GUARD_USD_PER_HOUR:
         notes.append(f"about ${price:,.2f}/h (estimate) is above the ${PRICE_GUARD_USD_PER_HOUR:,.0f}/h price guard: "
@@ -263,6 +287,8 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
         missing=missing,
         notes=notes,
         create_model=create_model,
-        create_endpoint_config={"EndpointConfigName": name, "ProductionVariants": [variant], "Tags": tag_list},
+        create_endpoint_config={**create_endpoint_config, "Tags": tag_list},
         create_endpoint={"EndpointName": name, "EndpointConfigName": name, "Tags": tag_list},
+        vpc_config=vpc_config,
+        kms_key_id=kms_key_id,
     )

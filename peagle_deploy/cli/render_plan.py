@@ -15,8 +15,12 @@ def render_plan(console, plan: DeploymentPlan) -> None:
     from rich.json import JSON
 
     render_summary(console, plan)
-    for title, body in (("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
-                        ("CreateEndpoint", plan.create_endpoint)):
+    requests = [("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
+                ("CreateEndpoint", plan.create_endpoint)]
+    if plan.register_scalable_target is not None:  # Application Auto Scaling, after InService and verification
+        requests += [("RegisterScalableTarget (once InService and verified)", plan.register_scalable_target),
+                     ("PutScalingPolicy", plan.put_scaling_policy)]
+    for title, body in requests:
         console.print(f"\n[bold]{title}[/bold]")
         # soft_wrap: no line break inside a JSON string, on a narrow terminal either
         console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
@@ -37,9 +41,12 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         ("drafter channel", _drafter(plan)),
         ("image", plan.image_uri + (" (--image)" if plan.image_overridden else "")),
         ("price", f"{_money(plan.price_per_hour_usd)} ({plan.price_source})"),
+        *([("autoscaling", f"{plan.autoscaling.describe()}; up to {_money(plan.max_price_per_hour_usd)}")]
+          if plan.autoscaling else []),
         ("expires", plan.expires_at.isoformat() if plan.expires_at else "never (set --ttl)"),
         ("spec source", f"{plan.resolution_source}: {plan.resolution_detail}".rstrip(": ")),
     ]
+    rows.extend(_network_rows(plan))
     print_key_values(console, rows, title=title)
     for field, why in plan.unverified.items():
         console.print(f"[yellow]unverified[/yellow] {field}: {why}", soft_wrap=True)
@@ -53,3 +60,14 @@ def _drafter(plan: DeploymentPlan) -> str:
     if not plan.drafter_channel:
         return "none"
     return f"{plan.drafter_channel['ChannelName']} <- {plan.drafter_channel['S3DataSource']['S3Uri']}"
+
+
+def _network_rows(plan: DeploymentPlan) -> list[tuple[str, str]]:
+    """--subnet/--security-group/--kms-key, shown only when given (SageMaker's defaults otherwise)."""
+    rows = []
+    if plan.vpc_config:
+        rows.append(("vpc subnets", ", ".join(plan.vpc_config["Subnets"])))
+        rows.append(("vpc security groups", ", ".join(plan.vpc_config["SecurityGroupIds"])))
+    if plan.kms_key_id:
+        rows.append(("volume kms key", plan.kms_key_id))
+    return rows

@@ -169,7 +169,6 @@ class SageMakerTarget:
 
     def send(self, body: bytes, deadline: Deadline) -> bytes:
         import botocore.exceptions
-
         import urllib3.exceptions
 
         try:

@@ -74,7 +74,7 @@ def test_status_shows_autoscaling_and_the_desired_count(emu):
     doc = json.loads(peagle(emu, "status", "--json").stdout)
     assert doc["endpoints"][0]["autoscaling"] == {
         "state": "on", "min_capacity": 1, "max_capacity": 4, "metric": CONCURRENCY_METRIC, "target": 6.0,
-        "desired_instances": 3, "current_instances": 3, "detail": None}
+        "desired_instances": 3, "current_instances": 3, "detail": None, "tagged": True}
     human = peagle(emu, "status")
     assert human.returncode == 0, human.stderr
     assert f"{NAME}: autoscaling 1-4 instances on concurrency=6; desired 3, running 3" in human.stdout
@@ -91,6 +91,20 @@ def test_an_application_auto_scaling_read_failure_is_unknown_not_an_endpoint_fai
     assert "could not read Application Auto Scaling" in out.stderr and "shown as unknown" in out.stderr
     human = peagle(emu, "status")
     assert human.returncode == 0 and f"{NAME}: autoscaling unknown" in human.stdout
+
+
+def test_an_unreadable_application_auto_scaling_stays_quiet_for_endpoints_without_autoscaling(emu):
+    """An account that never used autoscaling may not allow reading it: status says nothing about it for an
+    endpoint deployed without --autoscale (the --json row still says 'unknown', truthfully)."""
+    assert deploy(emu).returncode == 0
+    emu.fail("DescribeScalableTargets", "AccessDeniedException", "not allowed (emulated)", times=2)
+    out = peagle(emu, "status", NAME, "--json")
+    assert out.returncode == 0, out.stderr
+    scaling = json.loads(out.stdout)["endpoints"][0]["autoscaling"]
+    assert scaling["state"] == "unknown" and scaling["tagged"] is False
+    assert "Application Auto Scaling" not in out.stderr
+    human = peagle(emu, "status")
+    assert human.returncode == 0 and "autoscaling" not in human.stdout + human.stderr
 
 
 def test_a_failed_scaling_policy_rolls_back_everything_peagle_created(emu):

@@ -45,9 +45,9 @@ def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints"
 
 
 def _scaling_worth_a_line(row: Any) -> bool:
-    """Autoscaling that is on, or unknown: 'off' is the usual case and stays quiet in the table."""
+    """Autoscaling that is on, or unknown where peagle registered it: 'off' is the usual case and stays quiet."""
     scaling = getattr(row, "autoscaling", None)
-    return scaling is not None and scaling.state != "off"
+    return scaling is not None and scaling.worth_saying
 
 
 def line(row: Any) -> str:

@@ -143,6 +143,9 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
     SIGINT, SIGTERM and SIGHUP roll back like any failure (exit 130); see `signals.SignalGuard`."""
     if "ExecutionRoleArn" not in plan.create_model:
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
+    if plan.autoscaling is not None and not wait:
+        raise UsageError("autoscaling is registered once the endpoint is InService, so the deploy must wait",
+                         "deploy with wait=True (the CLI: drop --no-wait)")
     if session.region != plan.region:
         raise UsageError(f"the plan is for {plan.region}, the session for {session.region}", "build the plan again")
     note = on_note or (lambda _msg: None)

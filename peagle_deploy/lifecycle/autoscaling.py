@@ -49,6 +49,13 @@ class AutoscalingStatus(BaseModel):
     desired_instances: int | None = Field(default=None, description="the variant's DesiredInstanceCount")
     current_instances: int | None = Field(default=None, description="the variant's CurrentInstanceCount")
     detail: str | None = Field(default=None, description="why the state is unknown")
+    tagged: bool = Field(default=False, description="the endpoint's peagle:autoscale tag says peagle registered it")
+
+    @property
+    def worth_saying(self) -> bool:
+        """On, or unknown where peagle registered it; an unreadable 'probably off' stays quiet (an account that
+        never used autoscaling may not allow reading it)."""
+        return self.state == "on" or (self.state == "unknown" and self.tagged)
 
     def summary(self) -> str:
         now = (f"; desired {self.desired_instances}, running {self.current_instances}"

@@ -78,10 +78,11 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
             from .startup_log import read_cloudwatch
 
             row.vllm = read_cloudwatch(session.client("logs"), name, attempts=1)
-        _add_autoscaling(session, [row], {name: described})
+        _add_autoscaling(session, [row], {name: described}, {name: tags})
         return [row]
     rows = []
     described_by_name: dict[str, dict[str, Any]] = {}
+    tags_by_name: dict[str, PeagleTags] = {}
     for page in sm.get_paginator("list_endpoints").paginate():
         for summary in page.get("Endpoints", []):
             tags = read_tags(sm, summary["EndpointArn"])
@@ -95,14 +96,19 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
                 raise
             rows.append(_row({**summary, **described}, tags, now))
             described_by_name[summary["EndpointName"]] = described
-    _add_autoscaling(session, rows, described_by_name)
+            tags_by_name[summary["EndpointName"]] = tags
+    _add_autoscaling(session, rows, described_by_name, tags_by_name)
     return rows
 
 
-def _add_autoscaling(session: Any, rows: list[EndpointStatus], described: dict[str, dict[str, Any]]) -> None:
+def _add_autoscaling(session: Any, rows: list[EndpointStatus], described: dict[str, dict[str, Any]],
+                     tags: dict[str, PeagleTags]) -> None:
     """Each managed endpoint's autoscaling (two reads for all of them; a failed read is 'unknown')."""
     if not rows:
         return
     states = read_autoscaling(session.client(AUTOSCALING_SERVICE), described)
     for row in rows:
-        row.autoscaling = states.get(row.name)
+        state = states.get(row.name)
+        if state is not None and row.name in tags:
+            state.tagged = tags[row.name].autoscale is not None
+        row.autoscaling = state

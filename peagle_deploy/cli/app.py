@@ -41,9 +41,9 @@ def _root(
 
 
 def _register() -> None:
-    from . import bench, container, deploy, invoke, lifecycle, local, metrics, models, sweep
+    from . import bench, container, deploy, invoke, lifecycle, local, metrics, models, sweep, update
 
-    for module in (models, deploy, lifecycle, invoke, bench, metrics, container, local, sweep):
+    for module in (models, deploy, update, lifecycle, invoke, bench, metrics, container, local, sweep):
         module.register(app)
 
 

@@ -111,3 +111,11 @@ def test_unmanaged_endpoint_is_refused_without_a_write(emu):
     assert done.returncode == 2
     assert done.stderr.strip().startswith("error: endpoint 'theirs' was not created by peagle")
     assert emu.recorder.writes("theirs") == []
+
+
+def test_a_fleet_above_the_price_guard_needs_max_price_per_hour(emu):
+    deploy(emu)
+    refused = peagle(emu, "update", "prod", "--instance-count", "40", "--yes", caller="pricey")
+    assert refused.returncode == 2, refused.stderr
+    assert "above the $100.00/h price guard" in refused.stderr and "--max-price-per-hour" in refused.stderr
+    assert emu.recorder.writes("pricey") == []

@@ -25,6 +25,8 @@ def update(
         help="Baking period: the new fleet takes all traffic, the old one stays until it ends (0s to 1h).")] = "5m",
     rollback_alarm: Annotated[list[str] | None, typer.Option(
         "--rollback-alarm", help="CloudWatch alarm that rolls the update back (repeatable, up to 10).")] = None,
+    max_price_per_hour: Annotated[float | None, typer.Option(
+        help="Accept a new fleet estimated above this many USD/h without a prompt (default guard: 100).")] = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     timeout: Annotated[int, typer.Option(help="Seconds to wait for the update to finish.")] = 3600,
@@ -38,6 +40,7 @@ def update(
         from ..aws import AwsSession, resolve_region
         from ..durations import parse_duration
         from ..errors import UsageError
+        from ..inputs import check_price, parse_max_price
         from ..lifecycle.signals import SignalGuard
         from ..lifecycle.update import BAKE_MAX, UpdateRequest, check_request, prepare, run_update
         from ..speculative import parse_mode
@@ -50,6 +53,7 @@ def update(
             accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake", minimum=timedelta(0), maximum=BAKE_MAX),
             rollback_alarms=list(rollback_alarm or []))
         check_request(request)
+        price_limit = parse_max_price(max_price_per_hour)
         if timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
         session = AwsSession(request.region, profile)
@@ -59,8 +63,15 @@ def update(
         if dry_run:
             out.result({"dry_run": True, "update": _document(plan)}, lambda console: render_update(console, plan))
             return
+        import sys
+
+        interactive = sys.stdin is not None and sys.stdin.isatty()
+        price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive)
         if not out.json_mode:
             render_update(out.err_console, plan, title="peagle update: about to change", bodies=False)
+        if price_prompt:
+            out.confirm(f"about ${plan.price_per_hour_usd:,.2f}/h is above the ${price_limit:,.2f}/h price guard. "
+                        f"Really run {plan.target.instance_count} x {plan.target.instance_type}?", yes=False)
         out.confirm(f"Update {plan.endpoint_name} from {plan.current.label(with_instances=True)} to "
                     f"{plan.target.label(with_instances=True)}?", yes=yes)
         with out.status(f"updating {plan.endpoint_name}") as show:

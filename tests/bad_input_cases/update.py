@@ -37,6 +37,8 @@ CASES = [
          stderr=r"'bad_name!' breaks SageMaker's naming rules"),
     dict(id="timeout-zero", argv=["update", "prod", "--k", "7", "--timeout", "0"], exit=2,
          stderr=r"--timeout must be positive"),
+    dict(id="max-price-zero", argv=["update", "prod", "--k", "7", "--max-price-per-hour", "0"], exit=2,
+         stderr=r"--max-price-per-hour must be positive"),
     dict(id="missing-endpoint", argv=["update", "no-such-endpoint", "--k", "7", "--yes"], exit=2,
          stderr=r"^error: no endpoint named 'no-such-endpoint' in us-east-1: check the name and --region"),
     dict(id="unmanaged-endpoint", argv=["update", "someone-elses-endpoint", "--k", "7", "--yes"], exit=2,

@@ -119,3 +119,14 @@ def test_a_fleet_above_the_price_guard_needs_max_price_per_hour(emu):
     assert refused.returncode == 2, refused.stderr
     assert "above the $100.00/h price guard" in refused.stderr and "--max-price-per-hour" in refused.stderr
     assert emu.recorder.writes("pricey") == []
+
+
+def test_secret_container_values_from_deploy_are_never_printed(emu):
+    done = peagle(emu, "deploy", "qwen3-coder", "--name", "prod", "--role", emu.role_arn, "--yes",
+                  "--env", "HF_TOKEN=hf_supersecretvalue123")
+    assert done.returncode == 0, done.stderr
+    for args in (["--dry-run"], ["--dry-run", "--json"], ["--yes", "--json"]):
+        shown = peagle(emu, "update", "prod", "--k", "5", *args)
+        assert shown.returncode == 0, shown.stderr
+        assert "hf_supersecretvalue123" not in shown.stdout + shown.stderr
+        assert "HF_TOKEN" in shown.stdout or "--yes" in args

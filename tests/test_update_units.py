@@ -256,3 +256,14 @@ def test_new_names_fit_sagemakers_limit():
     assert new_resource_name("prod", now) == "prod-u261122200000"
     long = new_resource_name("a" * 50 + "-" + "b" * 12, now)
     assert len(long) <= 63 and long.endswith("-u261122200000") and "--" not in long
+
+
+def test_k_on_an_endpoint_without_speculation_asks_for_a_mode(emu_in_process):
+    emu = emu_in_process
+    deploy(emu, mode=Mode.OFF)
+    with pytest.raises(UsageError, match=r"runs with speculation off: pass --mode p-eagle \(or eagle3\) together"):
+        update(emu, k="7")
+    _, result = update(emu, mode=Mode.P_EAGLE, k="7")
+    assert result.serving.label() == "K=7"
+    _, _, model, _ = live(emu)
+    assert [c["ChannelName"] for c in model["PrimaryContainer"]["AdditionalModelDataSources"]] == [DRAFTER_CHANNEL]

@@ -60,6 +60,10 @@ def update(
         with SignalGuard("nothing was changed"):
             session.check_credentials()
             plan = prepare(session, request)
+        from ..output import register_secret_env
+
+        # the live container's HF_TOKEN & co. (deploy --env): masked in every output, as deploy masks them
+        register_secret_env(plan.verify_plan.create_model["PrimaryContainer"].get("Environment", {}))
         if dry_run:
             out.result({"dry_run": True, "update": _document(plan)}, lambda console: render_update(console, plan))
             return

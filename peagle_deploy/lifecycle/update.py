@@ -249,7 +249,14 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
         raise UsageError(f"endpoint {request.name!r} has no peagle:model tag", "redeploy it with peagle deploy")
     entry = get_model(tags.model)
     current = _serving(live.config, tags)
-    mode = request.mode or Mode(tags.mode or Mode.P_EAGLE.value)
+    try:
+        mode = request.mode or Mode(tags.mode or Mode.P_EAGLE.value)
+    except ValueError:
+        raise UsageError(f"endpoint {request.name!r} has an unreadable peagle:mode tag {tags.mode!r}",
+                         "pass --mode p-eagle, eagle3 or off") from None
+    if request.k is not None and mode is Mode.OFF and request.mode is None:
+        raise UsageError(f"endpoint {request.name!r} runs with speculation off",
+                         "pass --mode p-eagle (or eagle3) together with --k")
     if request.k is not None:
         k = parse_k(request.k, max_k=entry.max_k, model=entry.alias)
     elif mode is Mode.OFF:

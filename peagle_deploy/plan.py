@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import __version__
+from .autoscale import AutoscalePolicy
 from .catalog import ModelEntry, get_model
 from .errors import UsageError
 from .inputs import (
@@ -60,6 +61,7 @@ class PlanRequest(BaseModel):
     image: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     offline: bool = False
+    autoscale: AutoscalePolicy | None = None
 
 
 class DeploymentPlan(BaseModel):
@@ -97,6 +99,11 @@ class DeploymentPlan(BaseModel):
     create_model: dict[str, Any]
     create_endpoint_config: dict[str, Any]
     create_endpoint: dict[str, Any]
+    autoscaling: AutoscalePolicy | None = None
+    max_price_per_hour_usd: float | None = Field(default=None, description="at the autoscaling maximum; an estimate")
+    register_scalable_target: dict[str, Any] | None = Field(
+        default=None, description="Application Auto Scaling, sent after the endpoint is InService and verified")
+    put_scaling_policy: dict[str, Any] | None = None
 
     @property
     def resource_names(self) -> dict[str, str]:
@@ -157,6 +164,11 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     role = validate_role_arn(request.role, request.region) if request.role is not None else None
     image = validate_image(request.image, request.region) if request.image is not None else None
     parse_instance_count(request.instance_count)
+    policy = request.autoscale
+    if policy is not None and not policy.min_capacity <= request.instance_count <= policy.max_capacity:
+        raise UsageError(f"--instance-count {request.instance_count} is outside --autoscale "
+                         f"{policy.min_capacity}:{policy.max_capacity}",
+                         f"pass --instance-count between {policy.min_capacity} and {policy.max_capacity}")
     if request.instance_type:
         _check_family(request.instance_type, request.allow_any_instance)  # before any AWS call
 
@@ -185,7 +197,7 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     expires_at = now + request.ttl if request.ttl else None
     tags = PeagleTags(managed=True, model=entry.alias, model_id=model_id, mode=settings.mode.value, k=settings.k,
                       instance_type=instance_type, instance_count=request.instance_count, created_at=now,
-                      expires_at=expires_at, version=__version__).to_aws()
+                      expires_at=expires_at, version=__version__, autoscale=policy).to_aws()
     tags.update(spec.attribution_tags)  # JumpStart's own attribution, as the SDK tags its deployments
     tags.update(request.tags)
     check_tag_count(tags, len(request.tags))
@@ -229,8 +241,13 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     if image:
         notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
     price = hourly_price(instance_type, request.instance_count)
-    if price is not None and price > PRICE_GUARD_USD_PER_HOUR:
-        notes.append(f"about ${price:,.2f}/h (estimate) is above the ${PRICE_GUARD_USD_PER_HOUR:,.0f}/h price guard: "
+    max_price = hourly_price(instance_type, policy.max_capacity) if policy else price
+    if policy is not None:
+        notes.append(f"autoscaling {policy.describe()}: registered with Application Auto Scaling once the endpoint "
+                     "is InService and verified; peagle cleanup deregisters it before deleting the endpoint")
+    if max_price is not None and max_price > PRICE_GUARD_USD_PER_HOUR:
+        at_max = " at the autoscaling maximum" if policy else ""
+        notes.append(f"about ${max_price:,.2f}/h{at_max} (estimate) is above the ${PRICE_GUARD_USD_PER_HOUR:,.0f}/h price guard: "
                      "a real deploy asks again, or needs --max-price-per-hour in a script")
     return DeploymentPlan(
         endpoint_name=name,
@@ -265,4 +282,8 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
         create_model=create_model,
         create_endpoint_config={"EndpointConfigName": name, "ProductionVariants": [variant], "Tags": tag_list},
         create_endpoint={"EndpointName": name, "EndpointConfigName": name, "Tags": tag_list},
+        autoscaling=policy,
+        max_price_per_hour_usd=max_price,
+        register_scalable_target=policy.register_request(name, VARIANT_NAME) if policy else None,
+        put_scaling_policy=policy.policy_request(name, VARIANT_NAME) if policy else None,
     )

@@ -191,3 +191,32 @@ def test_recorded_errors_cover_every_rule():
 def test_mask_hidden_message_matches_what_vllm_loads():
     """vLLM's loader matches names containing `mask_hidden`; its recorded error names the same tensor."""
     assert drafter_checks.MASK_HIDDEN in RECORDED["mask_hidden"][0]["error"]
+
+
+def test_mask_hidden_read_from_a_sharded_bin_index(tmp_path):
+    path = Path(make_drafter(tmp_path, "d", {"mask_token_id": 5}, weights=None))
+    index = {"weight_map": {"fc.weight": "pytorch_model-00001-of-00002.bin",
+                            "norm.weight": "pytorch_model-00002-of-00002.bin"}}
+    (path / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    with pytest.raises(ContainerConfigError, match="have no mask_hidden tensor"):
+        drafter_checks.check_mask_hidden(str(path))
+    index["weight_map"]["mask_hidden"] = "pytorch_model-00002-of-00002.bin"
+    (path / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    drafter_checks.check_mask_hidden(str(path))
+
+
+def test_unsharded_bin_without_torch_is_left_to_vllm(tmp_path, monkeypatch):
+    import builtins
+
+    path = Path(make_drafter(tmp_path, "d", {"mask_token_id": 5}, weights=None))
+    (path / "pytorch_model.bin").write_bytes(b"not read")
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch":
+            raise ImportError("no torch here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    assert drafter_checks.weight_names(str(path)) is None
+    drafter_checks.check_mask_hidden(str(path))

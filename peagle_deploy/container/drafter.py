@@ -3,7 +3,9 @@
 - config.json names a mask token id under a key the installed vLLM version reads (vllm_version.py);
 - the weights hold `mask_hidden` (an EAGLE drafter's hidden state for the parallel slots). Only the
   safetensors headers are read (8-byte little-endian length, then a JSON header), sharded checkpoints
-  through `model.safetensors.index.json`; the standard library is enough.
+  through their index (`model.safetensors.index.json` or `pytorch_model.bin.index.json`); the standard
+  library is enough. Unsharded `.bin` (pickled torch) weights are opened with torch when it is installed
+  (it always is beside vLLM): memory-mapped and weights-only, so only the names are materialised.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .vllm_version import ANY_VERSION_KEYS, PARALLEL_DRAFTING_SINCE, has_key, ma
 
 MASK_HIDDEN = "mask_hidden"
 INDEX_FILE = "model.safetensors.index.json"
+INDEX_FILES = (INDEX_FILE, "pytorch_model.bin.index.json")
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 
 
@@ -79,21 +82,41 @@ def safetensors_tensor_names(path: Path) -> set[str]:
 
 
 def weight_names(drafter: str) -> set[str] | None:
-    """All tensor names of the drafter's safetensors weights; None when it has none to read."""
+    """All tensor names of the drafter's weights; None when it has none peagle can read."""
     root = Path(drafter)
-    index = root / INDEX_FILE
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-            return set(weight_map)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ContainerConfigError(f"cannot read {index}: {exc!r}") from None
+    for index in (root / name for name in INDEX_FILES):
+        if index.is_file():
+            try:
+                weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+                return set(weight_map)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise ContainerConfigError(f"cannot read {index}: {exc!r}") from None
     files = sorted(root.glob("*.safetensors"))
     if not files:
-        return None
+        return torch_bin_tensor_names(sorted(root.glob("*.bin")))
     names: set[str] = set()
     for file in files:
         names |= safetensors_tensor_names(file)
+    return names
+
+
+def torch_bin_tensor_names(files: list[Path]) -> set[str] | None:
+    """Tensor names in pickled torch checkpoints; None without files or without torch to read them."""
+    if not files:
+        return None
+    try:
+        import torch  # only beside vLLM; the CLI never needs it
+    except ImportError:
+        return None
+    names: set[str] = set()
+    for file in files:
+        try:
+            state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        except Exception as exc:  # noqa: BLE001 - torch raises many types for a corrupt file
+            raise ContainerConfigError(f"cannot read drafter weights {file}: {exc}") from None
+        if not isinstance(state, dict):
+            raise ContainerConfigError(f"cannot read drafter weights {file}: not a state dict")
+        names |= {str(name) for name in state}
     return names
 
 
@@ -101,7 +124,7 @@ def check_mask_hidden(drafter: str) -> None:
     """vLLM's EAGLE-3 loader matches any weight name containing `mask_hidden`."""
     names = weight_names(drafter)
     if names is None:
-        return  # no safetensors (e.g. .bin weights): nothing the standard library can read
+        return  # nothing readable (e.g. .bin weights without torch installed): vLLM will say
     if not any(MASK_HIDDEN in name for name in names):
         raise ContainerConfigError(f"drafter weights in {drafter} have no {MASK_HIDDEN} tensor; parallel drafting "
                                    f"with an EAGLE drafter needs one ([1, 3 x target hidden size]), or set "

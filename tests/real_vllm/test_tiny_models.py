@@ -45,3 +45,26 @@ def test_cli_writes_broken_drafters(tmp_path):
     config = json.loads((tmp_path / "drafter" / "config.json").read_text())
     assert not {"mask_token_id", "pard_token", "ptd_token_id"} & set(config)
     assert "mask_hidden" not in weight_names(str(tmp_path / "drafter"))
+
+
+@pytest.mark.parametrize("with_mask_hidden", [True, False])
+def test_unsharded_bin_weights_are_checked_with_torch(tiny, tmp_path, with_mask_hidden):
+    import torch
+    from safetensors.torch import load_file
+
+    from peagle_deploy.container.args import ContainerConfigError
+    from peagle_deploy.container.drafter import check_mask_hidden
+
+    state = load_file(str(tiny.drafter / "model.safetensors"))
+    if not with_mask_hidden:
+        state = {k: v for k, v in state.items() if "mask_hidden" not in k}
+    drafter = tmp_path / "bin-drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text((tiny.drafter / "config.json").read_text())
+    torch.save(state, drafter / "pytorch_model.bin")
+    assert weight_names(str(drafter)) == set(state)
+    if with_mask_hidden:
+        check_mask_hidden(str(drafter))
+    else:
+        with pytest.raises(ContainerConfigError, match="have no mask_hidden tensor"):
+            check_mask_hidden(str(drafter))

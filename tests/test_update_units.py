@@ -267,3 +267,47 @@ def test_k_on_an_endpoint_without_speculation_asks_for_a_mode(emu_in_process):
     assert result.serving.label() == "K=7"
     _, _, model, _ = live(emu)
     assert [c["ChannelName"] for c in model["PrimaryContainer"]["AdditionalModelDataSources"]] == [DRAFTER_CHANNEL]
+
+
+def test_autoscaling_survives_updates_and_an_instance_type_change_reregisters_it(emu_in_process):
+    from peagle_deploy.autoscale import AutoscalePolicy
+
+    emu = emu_in_process
+    policy = AutoscalePolicy(min_capacity=1, max_capacity=4, metric="concurrency", target=8)
+    deploy(emu, autoscale=policy)
+    target_id = "endpoint/prod/variant/AllTraffic"
+    assert target_id in emu.scalable_targets()
+
+    emu.calls.clear()
+    plan, _ = update(emu, k="7")  # K only: the variant keeps its instance type, the registration stays
+    assert not plan.deregister_first and "DeregisterScalableTarget" not in emu.calls
+    assert target_id in emu.scalable_targets()
+
+    emu.calls.clear()
+    plan, _ = update(emu, instance_type="ml.g7e.4xlarge")  # SageMaker refuses this while registered
+    assert plan.deregister_first
+    assert any(w.startswith("DeleteScalingPolicy + DeregisterScalableTarget") for w in plan.writes)
+    assert emu.calls.index("DeregisterScalableTarget") < emu.calls.index("UpdateEndpoint") \
+        < emu.calls.index("RegisterScalableTarget")
+    assert emu.scalable_targets()[target_id]["min"] == 1 and emu.scalable_targets()[target_id]["max"] == 4
+    _, config, _, tags = live(emu)
+    assert config["ProductionVariants"][0]["InstanceType"] == "ml.g7e.4xlarge"
+    assert tags["peagle:autoscale"] == policy.to_tag()
+
+    wider = AutoscalePolicy(min_capacity=2, max_capacity=6, metric="concurrency", target=8)
+    plan, _ = update(emu, autoscale=wider, instance_count=2)
+    assert emu.scalable_targets()[target_id]["max"] == 6
+    assert live(emu)[3]["peagle:autoscale"] == wider.to_tag()
+
+
+def test_a_rolled_back_instance_type_change_registers_the_autoscaling_again(emu_in_process):
+    from peagle_deploy.autoscale import AutoscalePolicy
+
+    emu = emu_in_process
+    policy = AutoscalePolicy(min_capacity=1, max_capacity=4, metric="concurrency", target=8)
+    deploy(emu, autoscale=policy)
+    emu.script_update(fail=True, reason="new fleet failed health checks")
+    with pytest.raises(EndpointFailed) as failed:
+        update(emu, instance_type="ml.g7e.4xlarge")
+    assert "autoscaling registered again" in failed.value.one_line()
+    assert emu.scalable_targets()["endpoint/prod/variant/AllTraffic"]["max"] == 4

@@ -25,6 +25,12 @@ def update(
         help="Baking period: the new fleet takes all traffic, the old one stays until it ends (0s to 1h).")] = "5m",
     rollback_alarm: Annotated[list[str] | None, typer.Option(
         "--rollback-alarm", help="CloudWatch alarm that rolls the update back (repeatable, up to 10).")] = None,
+    autoscale: Annotated[str | None, typer.Option(
+        help="Autoscaling MIN:MAX registered after the update (default: keep the endpoint's).")] = None,
+    target_concurrency: Annotated[float | None, typer.Option(
+        help="Autoscaling target: concurrent requests per instance.")] = None,
+    target_invocations: Annotated[float | None, typer.Option(
+        help="Autoscaling target instead: invocations per instance per minute.")] = None,
     max_price_per_hour: Annotated[float | None, typer.Option(
         help="Accept a new fleet estimated above this many USD/h without a prompt (default guard: 100).")] = None,
     region: RegionOpt = None,
@@ -37,6 +43,7 @@ def update(
     """Change K, mode or instances of a peagle endpoint: new config, blue/green UpdateEndpoint, verify, tidy up."""
 
     def body(out):
+        from ..autoscale import parse_autoscale
         from ..aws import AwsSession, resolve_region
         from ..durations import parse_duration
         from ..errors import UsageError
@@ -47,11 +54,15 @@ def update(
 
         from datetime import timedelta
 
+        policy = None
+        if autoscale is not None or target_concurrency is not None or target_invocations is not None:
+            policy, _ = parse_autoscale(autoscale, target_concurrency=target_concurrency,
+                                        target_invocations=target_invocations, instance_count=instance_count)
         request = UpdateRequest(
             name=name, region=resolve_region(region), mode=parse_mode(mode) if mode is not None else None, k=k,
             instance_type=instance_type, instance_count=instance_count, allow_any_instance=allow_any_instance,
             accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake", minimum=timedelta(0), maximum=BAKE_MAX),
-            rollback_alarms=list(rollback_alarm or []))
+            rollback_alarms=list(rollback_alarm or []), autoscale=policy)
         check_request(request)
         price_limit = parse_max_price(max_price_per_hour)
         if timeout <= 0:

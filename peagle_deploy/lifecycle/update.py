@@ -26,8 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..autoscale import AutoscalePolicy, resource_id
 from ..errors import EndpointFailed, PeagleError, UsageError
-from ..plan import TP_ENV, DeploymentPlan, PlanRequest, build_plan
+from ..plan import TP_ENV, VARIANT_NAME, DeploymentPlan, PlanRequest, build_plan
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k, settings_for
 from ..tags import PeagleTags
 from .apply import _add_hint, _as_peagle_error
@@ -70,6 +71,7 @@ class UpdateRequest(BaseModel):
     accept_eula: bool = False
     bake: timedelta = BAKE_DEFAULT
     rollback_alarms: list[str] = Field(default_factory=list)
+    autoscale: AutoscalePolicy | None = Field(default=None, description="--autoscale: registered after success")
 
 
 class Serving(BaseModel):
@@ -114,6 +116,10 @@ class UpdatePlan(BaseModel):
     update_endpoint: dict[str, Any]
     endpoint_tags: dict[str, str] = Field(description="AddTags on the endpoint after success")
     delete_after_success: list[dict[str, str]] = Field(description="peagle's own, and only if nothing uses them")
+    autoscale_before: AutoscalePolicy | None = Field(default=None, description="what peagle registered (its tag)")
+    autoscale_after: AutoscalePolicy | None = Field(default=None, description="registered after success")
+    deregister_first: bool = Field(default=False, description="SageMaker refuses an instance type change of a "
+                                   "registered variant: deregister before UpdateEndpoint, register again after")
     notes: list[str] = Field(default_factory=list)
     verify_plan: DeploymentPlan = Field(exclude=True)
 
@@ -123,7 +129,14 @@ class UpdatePlan(BaseModel):
         if self.create_model is not None:
             calls.append(f"CreateModel {self.create_model['ModelName']}")
         calls.append(f"CreateEndpointConfig {self.create_endpoint_config['EndpointConfigName']}")
+        target_id = resource_id(self.endpoint_name, VARIANT_NAME)
+        if self.deregister_first:
+            calls.append(f"DeleteScalingPolicy + DeregisterScalableTarget {target_id} (SageMaker refuses an "
+                         "instance type change of an autoscaled variant; registered again afterwards)")
         calls.append(f"UpdateEndpoint {self.endpoint_name} -> {self.target.endpoint_config}")
+        if self.autoscale_after is not None and (self.deregister_first or self.autoscale_after != self.autoscale_before):
+            calls.append(f"RegisterScalableTarget + PutScalingPolicy {target_id} "
+                         f"({self.autoscale_after.describe()}; after success)")
         calls.append(f"AddTags {self.endpoint_name} ({', '.join(f'{k}={v}' for k, v in self.endpoint_tags.items())})")
         calls.extend(f"Delete{'EndpointConfig' if d['kind'] == 'endpoint_config' else 'Model'} {d['name']} "
                      "(after success; peagle's own, if unused)" for d in self.delete_after_success)
@@ -149,8 +162,9 @@ def check_request(request: UpdateRequest) -> None:
     from ..plan import _check_family
 
     validate_name(request.name)
-    if request.mode is None and request.k is None and request.instance_type is None and request.instance_count is None:
-        raise UsageError("nothing to update", "pass --k, --mode, --instance-type or --instance-count")
+    if (request.mode is None and request.k is None and request.instance_type is None
+            and request.instance_count is None and request.autoscale is None):
+        raise UsageError("nothing to update", "pass --k, --mode, --instance-type, --instance-count or --autoscale")
     if request.k is not None:
         parse_k(request.k, max_k=10**6, model="")  # the form now; the drafter's depth once the model is known
         if request.mode is Mode.OFF:
@@ -325,9 +339,10 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
             exclude={"endpoint_config", "model"}) and not new_model:
         raise UsageError(f"endpoint {request.name!r} already serves {current.label(with_instances=True)}",
                          "nothing to update; pass another --k, --mode, --instance-type or --instance-count")
-    endpoint_tags = {key: value for key, value in PeagleTags(
+    autoscale_after = request.autoscale or tags.autoscale
+    endpoint_tags = PeagleTags(
         mode=settings.mode.value, k=settings.k, instance_type=instance_type, instance_count=instance_count,
-        version=plan.tags.get("peagle:version")).to_aws().items()}
+        version=plan.tags.get("peagle:version"), autoscale=autoscale_after).to_aws()
     deletes = [{"kind": "endpoint_config", "name": current.endpoint_config}]
     if new_model:
         deletes.append({"kind": "model", "name": current.model})
@@ -341,7 +356,10 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
         price_per_hour_usd=plan.price_per_hour_usd, bake_s=int(request.bake.total_seconds()),
         rollback_alarms=list(request.rollback_alarms), create_model=create_model, create_endpoint_config=config,
         update_endpoint={"EndpointName": request.name, "EndpointConfigName": name, "DeploymentConfig": deployment},
-        endpoint_tags=endpoint_tags, delete_after_success=deletes, notes=notes + plan.notes, verify_plan=verify_plan)
+        endpoint_tags=endpoint_tags, delete_after_success=deletes, autoscale_before=tags.autoscale,
+        autoscale_after=autoscale_after,
+        deregister_first=tags.autoscale is not None and instance_type != current.instance_type,
+        notes=notes + plan.notes, verify_plan=verify_plan)
 
 
 def check_alarms(session: Any, alarms: list[str], *, read: Callable[[Callable[[], Any]], Any]) -> None:
@@ -410,6 +428,7 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
     read = lambda call: read_retrying(call, sleep=sleep)  # noqa: E731
     sm = session.client("sagemaker")
     created: list[str] = []
+    deregistered = False
     start = clock()
     with SignalGuard("removing what this update created", enabled=handle_signals) as guard:
         try:
@@ -421,11 +440,25 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
                     created.append(kind)
                 note(f"created {'endpoint config' if kind == 'endpoint_config' else 'model'} "
                      f"{plan.target.endpoint_config}")
+            if plan.deregister_first:
+                from .autoscaling import remove_autoscaling
+
+                deregistered = True
+                with guard.critical("DeregisterScalableTarget"):
+                    left = [o for o in remove_autoscaling(session.client("application-autoscaling"),
+                                                          plan.endpoint_name, [VARIANT_NAME])
+                            if o.result == "failed"]
+                if left:
+                    raise PeagleError(f"could not remove autoscaling before the update: {left[0].reason}",
+                                      exit_code=left[0].exit_code)
+                note(f"autoscaling of {plan.endpoint_name} removed for the instance type change")
             with guard.critical("UpdateEndpoint"):
                 sm.update_endpoint(**plan.update_endpoint)
         except BaseException as exc:  # noqa: BLE001 - includes signals: the endpoint was not touched
             error = _as_peagle_error(exc)
             _after_failure_hint(error, sm, plan, created)
+            if deregistered:
+                _restore_autoscaling(error, session, plan)
             raise error from None
         note(f"UpdateEndpoint accepted: {plan.endpoint_name} moves to {plan.target.endpoint_config} "
              f"(blue/green, all at once after a {plan.bake_s}s baking period)")
@@ -434,6 +467,9 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
                                         on_progress=on_progress)
         except BaseException as exc:  # noqa: BLE001 - SageMaker's update goes on without us
             error = _as_peagle_error(exc)
+            if deregistered:
+                _add_hint(error, f"autoscaling was removed for the update ({plan.autoscale_before.describe()}): "
+                                 "register it again once the endpoint is InService (docs/autoscaling.md)")
             _add_hint(error, (
                 f"SageMaker's update of {plan.endpoint_name} goes on: it ends on {plan.target.endpoint_config} "
                 f"({plan.target.label()}) or rolls back to {plan.current.endpoint_config} ({plan.current.label()}). "
@@ -446,6 +482,8 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
             error = EndpointFailed(f"the update of {plan.endpoint_name} failed and SageMaker rolled it back: "
                                    f"{reason}", None)
             _after_failure_hint(error, sm, plan, created)
+            if deregistered:
+                _restore_autoscaling(error, session, plan)
             _add_hint(error, f"container logs: CloudWatch log group {log_group(plan.endpoint_name)}")
             raise error
         try:
@@ -453,6 +491,12 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
             require(checks)
             sm.add_tags(ResourceArn=plan.endpoint_arn,
                         Tags=[{"Key": k, "Value": v} for k, v in plan.endpoint_tags.items()])
+            after = plan.autoscale_after
+            if after is not None and (plan.deregister_first or after != plan.autoscale_before):
+                from .autoscaling import apply_autoscaling
+
+                apply_autoscaling(session.client("application-autoscaling"), plan.endpoint_name, VARIANT_NAME, after)
+                note(f"autoscaling of {plan.endpoint_name}: {after.describe()}")
             removed = teardown(sm, configs=[plan.current.endpoint_config],
                                models=[plan.current.model] if plan.create_model is not None else [], wait=False)
         except BaseException as exc:  # noqa: BLE001 - includes signals: the endpoint serves the new config now
@@ -472,6 +516,20 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
     return UpdateResult(endpoint_name=plan.endpoint_name, region=plan.region, status=described["EndpointStatus"],
                         elapsed_s=clock() - start, previous=plan.current, serving=plan.target,
                         verification=checks, removed=removed, notes=plan.notes)
+
+
+def _restore_autoscaling(error: PeagleError, session: Any, plan: UpdatePlan) -> None:
+    """The update did not happen: the autoscaling removed before it goes back as it was."""
+    from .autoscaling import apply_autoscaling
+
+    before = plan.autoscale_before
+    try:
+        apply_autoscaling(session.client("application-autoscaling"), plan.endpoint_name, VARIANT_NAME, before)
+    except BaseException:  # noqa: BLE001 - say what to do instead
+        _add_hint(error, f"autoscaling ({before.describe()}) was removed for the update and could not be "
+                         "registered again: register it again (docs/autoscaling.md)")
+        return
+    _add_hint(error, f"autoscaling registered again ({before.describe()})")
 
 
 def _flags(serving: Serving) -> str:

@@ -7,7 +7,7 @@ alarm) are in tests/test_update_units.py and tests/test_update_cli.py; this tabl
 
 CASES = [
     dict(id="nothing-to-update", argv=["update", "prod"], exit=2,
-         stderr=r"^error: nothing to update: pass --k, --mode, --instance-type or --instance-count$"),
+         stderr=r"^error: nothing to update: pass --k, --mode, --instance-type, --instance-count or --autoscale$"),
     dict(id="nothing-to-update-json", argv=["update", "prod", "--json"], exit=2, stderr=r"nothing to update"),
     dict(id="k-zero", argv=["update", "prod", "--k", "0"], exit=2, stderr=r"--k must be at least 1, got 0"),
     dict(id="k-words", argv=["update", "prod", "--k", "seven"], exit=2,
@@ -39,6 +39,12 @@ CASES = [
          stderr=r"--timeout must be positive"),
     dict(id="max-price-zero", argv=["update", "prod", "--k", "7", "--max-price-per-hour", "0"], exit=2,
          stderr=r"--max-price-per-hour must be positive"),
+    dict(id="autoscale-no-target", argv=["update", "prod", "--autoscale", "1:4"], exit=2,
+         stderr=r"--autoscale needs a target"),
+    dict(id="autoscale-min-above-max", argv=["update", "prod", "--autoscale", "4:1", "--target-concurrency", "8"],
+         exit=2, stderr=r"has its minimum above its maximum"),
+    dict(id="target-without-autoscale", argv=["update", "prod", "--target-concurrency", "8"], exit=2,
+         stderr=r"--target-concurrency only applies with --autoscale"),
     dict(id="missing-endpoint", argv=["update", "no-such-endpoint", "--k", "7", "--yes"], exit=2,
          stderr=r"^error: no endpoint named 'no-such-endpoint' in us-east-1: check the name and --region"),
     dict(id="unmanaged-endpoint", argv=["update", "someone-elses-endpoint", "--k", "7", "--yes"], exit=2,

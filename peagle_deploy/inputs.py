@@ -170,3 +170,65 @@ def parse_tags(pairs: list[str]) -> dict[str, str]:
                              "use letters, digits, spaces and _ . : / = + - @")
         tags[key] = value
     return tags
+
+
+# private networking and encryption (issue 15 item 4) -----------------------------------------------------
+SUBNET_RE = re.compile(r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+SECURITY_GROUP_RE = re.compile(r"^sg-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+SUBNETS_MAX, SECURITY_GROUPS_MAX = 16, 5  # SageMaker's VpcConfig limits
+_KMS_KEY_ID = r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})"
+_KMS_ALIAS = r"alias/[a-zA-Z0-9/_-]{1,250}"
+KMS_KEY_RE = re.compile(rf"^(?:{_KMS_KEY_ID}|{_KMS_ALIAS})$")
+KMS_ARN_RE = re.compile(rf"^arn:(?P<partition>aws[a-z-]*):kms:(?P<region>[a-z0-9-]+):\d{{12}}:"
+                        rf"(?:key/{_KMS_KEY_ID}|{_KMS_ALIAS})$")
+
+
+def _unique_ids(values: list[str], flag: str, pattern: re.Pattern[str], shape: tuple[str, str], maximum: int) -> list[str]:
+    ids: list[str] = []
+    for raw in values:
+        value = raw.strip()
+        if not pattern.match(value):
+            raise UsageError(f"{flag} {raw!r} is not a {shape[0]} id", f"pass {flag} {shape[1]}")
+        if value in ids:
+            raise UsageError(f"{flag} {value} is given twice", f"pass each {flag} once")
+        ids.append(value)
+    if len(ids) > maximum:
+        raise UsageError(f"{len(ids)} {flag} options; SageMaker allows {maximum}", f"pass at most {maximum}")
+    return ids
+
+
+def parse_vpc_config(subnets: list[str], security_groups: list[str]) -> dict[str, list[str]] | None:
+    """--subnet/--security-group as CreateModel's VpcConfig (None when neither is given). SageMaker needs
+    both: subnets without security groups, or the reverse, is refused before any AWS call."""
+    if not subnets and not security_groups:
+        return None
+    subnet_ids = _unique_ids(subnets, "--subnet", SUBNET_RE, ("VPC subnet", "subnet-0123456789abcdef0"),
+                             SUBNETS_MAX)
+    group_ids = _unique_ids(security_groups, "--security-group", SECURITY_GROUP_RE,
+                            ("VPC security group", "sg-0123456789abcdef0"), SECURITY_GROUPS_MAX)
+    if not group_ids:
+        raise UsageError("--subnet needs at least one --security-group (SageMaker's VpcConfig takes both)",
+                         "add --security-group sg-... of the same VPC")
+    if not subnet_ids:
+        raise UsageError("--security-group needs at least one --subnet (SageMaker's VpcConfig takes both)",
+                         "add --subnet subnet-... of the same VPC (two in different Availability Zones for "
+                         "more than one instance)")
+    return {"Subnets": subnet_ids, "SecurityGroupIds": group_ids}
+
+
+def validate_kms_key(key: str, region: str) -> str:
+    """--kms-key: a key id, key ARN, alias name or alias ARN (CreateEndpointConfig's KmsKeyId forms); an
+    ARN must be in the deploy region (KMS keys are regional)."""
+    text = key.strip()
+    match = KMS_ARN_RE.match(text)
+    if match is None and not KMS_KEY_RE.match(text):
+        raise UsageError(f"--kms-key {key!r} is not a KMS key id, key ARN, alias or alias ARN",
+                         "pass e.g. --kms-key alias/my-key, a key id (1234abcd-12ab-34cd-56ef-1234567890ab) or "
+                         "arn:aws:kms:<region>:<account>:key/<key id>")
+    if match is not None and match["region"] != region:
+        raise UsageError(f"--kms-key is in {match['region']} but the endpoint is in {region}",
+                         f"pass a key of {region} (KMS keys are regional) or --region {match['region']}")
+    if match is not None and partition_of(region) not in (None, match["partition"]):
+        raise UsageError(f"--kms-key is in partition {match['partition']} but region {region} is in "
+                         f"{partition_of(region)}", "pass a key ARN of the region's partition")
+    return text

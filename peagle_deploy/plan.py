@@ -22,7 +22,9 @@ from .inputs import (
     check_env_count,
     check_tag_count,
     parse_instance_count,
+    parse_vpc_config,
     validate_image,
+    validate_kms_key,
     validate_name,
     validate_role_arn,
 )
@@ -62,6 +64,10 @@ class PlanRequest(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     offline: bool = False
     autoscale: AutoscalePolicy | None = None
+    # private networking and encryption (issue 15 item 4)
+    subnets: list[str] = Field(default_factory=list)
+    security_groups: list[str] = Field(default_factory=list)
+    kms_key: str | None = None
 
 
 class DeploymentPlan(BaseModel):
@@ -104,6 +110,10 @@ class DeploymentPlan(BaseModel):
     register_scalable_target: dict[str, Any] | None = Field(
         default=None, description="Application Auto Scaling, sent after the endpoint is InService and verified")
     put_scaling_policy: dict[str, Any] | None = None
+    # private networking and encryption (issue 15 item 4): also inside create_model / create_endpoint_config
+    vpc_config: dict[str, list[str]] | None = Field(None, description="CreateModel's VpcConfig (--subnet, "
+                                                                         "--security-group)")
+    kms_key_id: str | None = Field(None, description="CreateEndpointConfig's KmsKeyId for the ML storage volume")
 
     @property
     def resource_names(self) -> dict[str, str]:
@@ -169,6 +179,8 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
         raise UsageError(f"--instance-count {request.instance_count} is outside --autoscale "
                          f"{policy.min_capacity}:{policy.max_capacity}",
                          f"pass --instance-count between {policy.min_capacity} and {policy.max_capacity}")
+    vpc_config = parse_vpc_config(request.subnets, request.security_groups)
+    kms_key_id = validate_kms_key(request.kms_key, request.region) if request.kms_key is not None else None
     if request.instance_type:
         _check_family(request.instance_type, request.allow_any_instance)  # before any AWS call
 
@@ -222,6 +234,8 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
         create_model["ExecutionRoleArn"] = role
     else:
         missing.append("ExecutionRoleArn: pass --role arn:aws:iam::<account>:role/<name> to deploy")
+    if vpc_config is not None:
+        create_model["VpcConfig"] = vpc_config
     create_model["EnableNetworkIsolation"] = spec.enable_network_isolation
     create_model["Tags"] = tag_list
 
@@ -240,6 +254,16 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
                      "AcceptEula=true (--accept-eula)")
     if image:
         notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
+    create_endpoint_config: dict[str, Any] = {"EndpointConfigName": name, "ProductionVariants": [variant]}
+    if kms_key_id is not None:
+        create_endpoint_config["KmsKeyId"] = kms_key_id
+        unverified["create_endpoint_config.KmsKeyId"] = (
+            "SageMaker refuses KmsKeyId for instance types with local instance storage (their volumes are "
+            "hardware-encrypted); peagle does not know whether this type has any: if CreateEndpointConfig "
+            "refuses the key, deploy without --kms-key")
+    if vpc_config is not None and request.instance_count > 1 and len(vpc_config["Subnets"]) < 2:
+        notes.append("one --subnet for several instances: give subnets in two Availability Zones so SageMaker "
+                     "can spread them")
     price = hourly_price(instance_type, request.instance_count)
     max_price = hourly_price(instance_type, policy.max_capacity) if policy else price
     if policy is not None:
@@ -280,10 +304,12 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
         missing=missing,
         notes=notes,
         create_model=create_model,
-        create_endpoint_config={"EndpointConfigName": name, "ProductionVariants": [variant], "Tags": tag_list},
+        create_endpoint_config={**create_endpoint_config, "Tags": tag_list},
         create_endpoint={"EndpointName": name, "EndpointConfigName": name, "Tags": tag_list},
         autoscaling=policy,
         max_price_per_hour_usd=max_price,
         register_scalable_target=policy.register_request(name, VARIANT_NAME) if policy else None,
         put_scaling_policy=policy.policy_request(name, VARIANT_NAME) if policy else None,
+        vpc_config=vpc_config,
+        kms_key_id=kms_key_id,
     )

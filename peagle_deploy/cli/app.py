@@ -41,9 +41,9 @@ def _root(
 
 
 def _register() -> None:
-    from . import bench, container, deploy, invoke, lifecycle, local, metrics, models, sweep, update
+    from . import bench, container, deploy, iam, invoke, lifecycle, local, logs, metrics, models, sweep, update
 
-    for module in (models, deploy, update, lifecycle, invoke, bench, metrics, container, local, sweep):
+    for module in (models, deploy, update, lifecycle, invoke, bench, metrics, logs, container, local, sweep, iam):
         module.register(app)
 
 

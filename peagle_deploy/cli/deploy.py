@@ -47,6 +47,12 @@ def deploy(
         "--show-secrets", help="Print secret-looking --env values (HF_TOKEN, *_KEY, ...) instead of ***.")] = False,
     max_price_per_hour: Annotated[float | None, typer.Option(
         help="Accept a plan estimated above this many USD/h without a prompt (default guard: 100).")] = None,
+    subnet: Annotated[list[str] | None, typer.Option(
+        "--subnet", help="VPC subnet id for the model's network (repeatable; needs --security-group).")] = None,
+    security_group: Annotated[list[str] | None, typer.Option(
+        "--security-group", help="VPC security group id (repeatable; needs --subnet).")] = None,
+    kms_key: Annotated[str | None, typer.Option(
+        "--kms-key", help="KMS key (id, ARN, alias/NAME or alias ARN) for the endpoint's ML storage volume.")] = None,
     yes: YesOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -75,7 +81,7 @@ def deploy(
             instance_type=instance_type, instance_count=count, allow_any_instance=allow_any_instance,
             region=resolve_region(region), role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
             ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image,
-            env=user_env, autoscale=policy,
+            env=user_env, autoscale=policy, subnets=subnet or [], security_groups=security_group or [], kms_key=kms_key,
             offline=offline or dry_run and _no_credentials(profile),
         )
         if request.offline:  # needs no AWS account: not even a readable AWS_PROFILE

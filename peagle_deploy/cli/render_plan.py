@@ -46,6 +46,7 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         ("expires", plan.expires_at.isoformat() if plan.expires_at else "never (set --ttl)"),
         ("spec source", f"{plan.resolution_source}: {plan.resolution_detail}".rstrip(": ")),
     ]
+    rows.extend(_network_rows(plan))
     print_key_values(console, rows, title=title)
     for field, why in plan.unverified.items():
         console.print(f"[yellow]unverified[/yellow] {field}: {why}", soft_wrap=True)
@@ -59,3 +60,14 @@ def _drafter(plan: DeploymentPlan) -> str:
     if not plan.drafter_channel:
         return "none"
     return f"{plan.drafter_channel['ChannelName']} <- {plan.drafter_channel['S3DataSource']['S3Uri']}"
+
+
+def _network_rows(plan: DeploymentPlan) -> list[tuple[str, str]]:
+    """--subnet/--security-group/--kms-key, shown only when given (SageMaker's defaults otherwise)."""
+    rows = []
+    if plan.vpc_config:
+        rows.append(("vpc subnets", ", ".join(plan.vpc_config["Subnets"])))
+        rows.append(("vpc security groups", ", ".join(plan.vpc_config["SecurityGroupIds"])))
+    if plan.kms_key_id:
+        rows.append(("volume kms key", plan.kms_key_id))
+    return rows

@@ -67,8 +67,23 @@ def verify(sm: Any, plan: DeploymentPlan, logs: Any = None, *, sleep: Callable[[
         Check(name="instance type", ok=[v.get("InstanceType") for v in variants] == [plan.instance_type],
               expected=plan.instance_type, actual=[v.get("InstanceType") for v in variants]),
     ]
+    checks.extend(network_checks(plan, model, config))
     if logs is not None:
         checks.append(vllm_startup(logs, plan, sleep=sleep))
+    return checks
+
+
+def network_checks(plan: DeploymentPlan, model: dict[str, Any], config: dict[str, Any]) -> list[Check]:
+    """--subnet/--security-group and --kms-key as SageMaker holds them (checked only when asked for)."""
+    checks = []
+    if plan.vpc_config:
+        held = model.get("VpcConfig") or {}
+        expected = {key: sorted(values) for key, values in plan.vpc_config.items()}
+        actual = {key: sorted(held.get(key) or []) for key in expected}
+        checks.append(Check(name="VPC config", ok=actual == expected, expected=expected, actual=held or None))
+    if plan.kms_key_id:
+        checks.append(Check(name="volume KMS key", ok=config.get("KmsKeyId") == plan.kms_key_id,
+                            expected=plan.kms_key_id, actual=config.get("KmsKeyId")))
     return checks
 
 

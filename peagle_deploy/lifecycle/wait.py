@@ -87,7 +87,7 @@ def wait_in_service(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[fl
         if status not in WAITING:
             reason = described.get("FailureReason") or "no reason given"
             raise EndpointFailed(f"endpoint {name} is {status}: {reason}",
-                                 f"container logs: CloudWatch log group {log_group(name)}")
+                                 f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})")
         if elapsed >= timeout_s:
             raise WaitTimeout(
                 f"endpoint {name} still {status} after {int(elapsed)}s",

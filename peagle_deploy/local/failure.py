@@ -24,22 +24,32 @@ def clean(line: str) -> str:
     return _PREFIX.sub("", line.rstrip("\r\n")).strip()
 
 
-def failure_line(lines: Iterable[str], exit_code: int | None = None) -> str:
-    """The reason a container stopped, in one line of at most 1024 characters."""
-    direct: str | None = None
-    exceptions: list[str] = []
-    last = ""
-    for raw in lines:
+def failure_index(lines: Iterable[str]) -> int | None:
+    """The position of the line that says why the container stopped (a direct refusal, else the last
+    exception that is not a wrapper, else the last exception); None when no line reads as one."""
+    direct: int | None = None
+    exceptions: list[tuple[int, str]] = []
+    for index, raw in enumerate(lines):
         line = clean(raw)
         if not line:
             continue
-        last = line
         if _DIRECT.match(line):
-            direct = line
+            direct = index
         elif _EXCEPTION.match(line):
-            exceptions.append(line)
-    specific = [e for e in exceptions if not any(w in e for w in _WRAPPERS)]
-    reason = direct or (specific or exceptions or [last])[-1]
+            exceptions.append((index, line))
+    if direct is not None:
+        return direct
+    specific = [i for i, e in exceptions if not any(w in e for w in _WRAPPERS)]
+    chosen = specific or [i for i, _ in exceptions]
+    return chosen[-1] if chosen else None
+
+
+def failure_line(lines: Iterable[str], exit_code: int | None = None) -> str:
+    """The reason a container stopped, in one line of at most 1024 characters."""
+    lines = list(lines)
+    index = failure_index(lines)
+    last = next((clean(raw) for raw in reversed(lines) if clean(raw)), "")
+    reason = clean(lines[index]) if index is not None else last
     if not reason:
         reason = "the container exited without output"
     if exit_code is not None:

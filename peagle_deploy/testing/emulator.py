@@ -193,6 +193,25 @@ class SageMakerEmulator:
             "InitialInstanceCount": 1}], Tags=tag_list)
         sm.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=tag_list)
 
+    def put_log_lines(self, endpoint_name: str, lines: list[str], *, stream: str = "AllTraffic/i-0emulated0000001",
+                      start_ms: int | None = None, step_ms: int = 1) -> None:
+        """Write `lines` to the endpoint's CloudWatch Logs group as its container would (group and stream created
+        when missing), `step_ms` apart from `start_ms` (default: now). Works in both modes."""
+        import time
+
+        logs = self.client("logs")
+        group = f"/aws/sagemaker/Endpoints/{endpoint_name}"
+        for create, kwargs in ((logs.create_log_group, {"logGroupName": group}),
+                               (logs.create_log_stream, {"logGroupName": group, "logStreamName": stream})):
+            try:
+                create(**kwargs)
+            except logs.exceptions.ResourceAlreadyExistsException:
+                pass
+        first = int(time.time() * 1000) if start_ms is None else start_ms
+        events = [{"timestamp": first + i * step_ms, "message": line} for i, line in enumerate(lines)]
+        for i in range(0, len(events), 1000):
+            logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events[i:i + 1000])
+
     def set_quota(self, instance_type: str, value: float) -> None:
         self.quotas[f"{instance_type} for endpoint usage"] = value
 
@@ -255,6 +274,7 @@ class SageMakerEmulator:
     def _patches(self) -> list[Any]:
         from moto.sagemaker import models as sm_models
         from moto.sagemaker.responses import SageMakerResponse
+        from moto.logs.responses import LogsResponse
         from moto.servicequotas.responses import ServiceQuotasResponse
 
         emulator = self
@@ -352,7 +372,9 @@ class SageMakerEmulator:
             return 200, {"Content-Type": "application/x-amz-json-1.1"}, json.dumps(body)
 
         return [
+            *self._logs_patches(),
             mock.patch.object(SageMakerResponse, "call_action", call_action),
+            mock.patch.object(LogsResponse, "call_action", call_action),  # faults and gates for CloudWatch Logs too
             mock.patch.object(sm_models.FakeEndpointConfig, "validate_instance_type", validate_instance_type),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_endpoint", create_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_model", create_model),
@@ -425,6 +447,19 @@ class SageMakerEmulator:
                 found[r_id] = {"min": target.min_capacity, "max": target.max_capacity, "policies": sorted(
                     p.policy_name for p in backend.policies.values() if p.resource_id == r_id)}
         return found
+    def _logs_patches(self) -> list[Any]:
+        """CloudWatch Logs: FilterLogEvents always interleaves the group's streams by time, as AWS has since
+        2019 (its `interleaved` flag is ignored); moto interleaves only when asked."""
+        from moto.logs.models import LogGroup
+
+        original = LogGroup.filter_log_events
+
+        def filter_log_events(group, log_group_name, log_stream_names, start_time, end_time, limit, next_token,
+                              filter_pattern, interleaved):
+            return original(group, log_group_name, log_stream_names, start_time, end_time, limit, next_token,
+                            filter_pattern, True)
+
+        return [mock.patch.object(LogGroup, "filter_log_events", filter_log_events)]
 
     def _seed(self) -> None:
         from .jumpstart_bucket import seed_jumpstart_bucket

@@ -11,6 +11,11 @@ a REST request that changes something (S3's PUT, DELETE, PATCH, and POST other t
     with SageMakerEmulator.server(middlewares=[recorder.middleware]) as emu:
         subprocess.run([...], env={**emu.env, "AWS_SDK_UA_APP_ID": "case-1"})
         assert recorder.writes("case-1") == []
+
+Every request, read or write, is also recorded as the API call it is, `service:Operation` with the service's
+SigV4 signing name (`sagemaker:DescribeEndpoint`, `logs:FilterLogEvents`, `s3:GetObject`,
+`sagemaker:InvokeEndpointWithResponseStream`): `recorder.api_calls("case-1")`. `peagle_deploy.iam_policy`
+maps API calls to the IAM actions that allow them (tests/test_iam_policy.py).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class WriteRecorder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests: list[tuple[str | None, str, bool]] = []  # (caller, action, is_write)
+        self.calls: list[tuple[str | None, str]] = []  # (caller, "service:Operation")
 
     def writes(self, caller: str | None = None) -> list[str]:
         """The write actions seen (from `caller`, or from anyone)."""
@@ -42,12 +48,19 @@ class WriteRecorder:
         with self._lock:
             return [action for who, action, _ in self.requests if who == caller]
 
+    def api_calls(self, caller: str) -> set[str]:
+        """Every API call `caller` made, as `service:Operation` (reads too)."""
+        with self._lock:
+            return {call for who, call in self.calls if who == caller}
+
     def middleware(self, app: Any, emulator: Any = None) -> Any:
         def recording(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
             action, write = _classify(environ)
             match = _APP_ID.search(environ.get("HTTP_USER_AGENT", ""))
+            caller = match.group(1) if match else None
             with self._lock:
-                self.requests.append((match.group(1) if match else None, action, write))
+                self.requests.append((caller, action, write))
+                self.calls.append((caller, api_call(environ, action)))
             return app(environ, start_response)
 
         return recording
@@ -69,3 +82,34 @@ def _classify(environ: dict[str, Any]) -> tuple[str, bool]:
     path = environ.get("PATH_INFO", "")
     write = method in ("PUT", "DELETE", "PATCH") or (method == "POST" and not _INVOCATION.search(path))
     return f"{method} {path}", write
+
+
+_SIGNING = re.compile(r"Credential=[^/]+/\d{8}/[^/]+/([^/]+)/aws4_request")
+_S3_LIST = ("list-type", "prefix", "delimiter", "max-keys", "marker", "continuation-token")
+
+
+def api_call(environ: dict[str, Any], action: str) -> str:
+    """`service:Operation` of a request: the service from its SigV4 credential scope (the signing name),
+    the operation from the JSON target or query Action, or for REST APIs (S3, SageMaker runtime) from the
+    method and path."""
+    match = _SIGNING.search(environ.get("HTTP_AUTHORIZATION", ""))
+    service = match.group(1) if match else "unsigned"
+    if " " not in action:  # JSON or query protocol: `action` is the operation already
+        return f"{service}:{action}"
+    method, path = action.split(" ", 1)
+    if service == "sagemaker" and _INVOCATION.search(path):
+        stream = path.rstrip("/").endswith("-response-stream")
+        return f"sagemaker:{'InvokeEndpointWithResponseStream' if stream else 'InvokeEndpoint'}"
+    if service == "s3":
+        has_key = "/" in path.strip("/")
+        query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        if has_key:
+            operation = {"GET": "GetObject", "HEAD": "HeadObject", "PUT": "PutObject",
+                         "DELETE": "DeleteObject"}.get(method, f"{method}Object")
+        elif method == "GET":
+            operation = "ListObjectsV2" if query.get("list-type") == ["2"] else (
+                "ListObjects" if any(k in query for k in _S3_LIST) or not query else f"GetBucket({','.join(query)})")
+        else:
+            operation = {"HEAD": "HeadBucket", "PUT": "CreateBucket", "DELETE": "DeleteBucket"}.get(method, method)
+        return f"s3:{operation}"
+    return f"{service}:{method} {path}"

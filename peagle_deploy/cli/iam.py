@@ -1,0 +1,44 @@
+"""`peagle iam-policy [COMMAND...]`: the IAM actions peagle's commands need, or a ready-to-attach policy (--json)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .common import JsonOpt, run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("iam-policy")(iam_policy)
+
+
+def iam_policy(
+    commands: Annotated[list[str] | None, typer.Argument(
+        help="Commands to cover: deploy, status, invoke, bench, metrics, logs, cleanup (default: all).")] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """The IAM actions each command calls (docs/iam.md); with --json, an identity policy to attach.
+
+    tests/test_iam_policy.py checks this list against the calls the commands really make.
+    """
+
+    def body(out):
+        from .. import iam_policy as table
+        from ..output import print_table
+
+        document = table.policy_document(commands)  # refuses unknown command names
+        if out.json_mode:
+            out.result(document)
+            return
+        chosen = commands or list(table.COMMANDS)
+        rows = [[command, p.action, p.why] for command in chosen for p in table.COMMANDS[command]]
+
+        def human(console):
+            print_table(console, ["command", "action", "why"], rows)
+
+        out.result(document, human)
+        out.note("--json prints these as one policy document to attach; the execution role's own needs are in "
+                 "docs/iam.md")
+
+    run(json_output, body)

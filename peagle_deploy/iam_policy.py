@@ -1,0 +1,224 @@
+"""The IAM actions each peagle command needs: the one source for docs/iam.md and `peagle iam-policy`.
+
+tests/test_iam_policy.py runs every command against the emulator, records every AWS API call it really
+makes (`testing.write_recorder`), maps each call to the IAM action that allows it (`iam_action`) and
+checks the recorded set against this table in both directions: no call that is not listed here, and no
+listed action that is never called unless it says why the emulator cannot see it (`unobserved`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+JUMPSTART_BUCKETS = ["arn:aws:s3:::jumpstart-cache-prod-*", "arn:aws:s3:::jumpstart-private-cache-prod-*"]
+LOG_GROUPS = "arn:aws:logs:*:*:log-group:/aws/sagemaker/Endpoints/*"
+
+# API calls that IAM authorizes under another action's name
+_CALL_TO_ACTION = {
+    "sagemaker:InvokeEndpointWithResponseStream": "sagemaker:InvokeEndpoint",
+    "s3:HeadObject": "s3:GetObject",
+    "s3:ListObjects": "s3:ListBucket",
+    "s3:ListObjectsV2": "s3:ListBucket",
+    "s3:HeadBucket": "s3:ListBucket",
+}
+
+
+class Permission(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    action: str
+    why: str
+    resources: tuple[str, ...] = ("*",)
+    unobserved: str | None = None  # why the emulator test never sees this action used (else it must)
+
+
+def _p(action: str, why: str, *, resources: tuple[str, ...] = ("*",), unobserved: str | None = None) -> Permission:
+    return Permission(action=action, why=why, resources=resources, unobserved=unobserved)
+
+
+_IDENTITY = _p("sts:GetCallerIdentity", "say 'no AWS access' (exit 3) before anything is created; IAM always "
+                                        "allows it, listed for completeness")
+_SPEC = _p("s3:GetObject", "read the JumpStart spec, the model's image and artifact locations",
+           resources=tuple(f"{bucket}/*" for bucket in JUMPSTART_BUCKETS))
+_LOGS = _p("logs:FilterLogEvents", "read the container's log lines (/aws/sagemaker/Endpoints/NAME)",
+           resources=(LOG_GROUPS,))
+_TAGS = _p("sagemaker:ListTags", "tell peagle's endpoints (tag peagle:managed) from everything else")
+SCALING_ROLE = ("arn:aws:iam::*:role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+                "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint")
+SCALING_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
+_ON_YOUR_BEHALF = "Application Auto Scaling calls it with the caller's permissions; the emulator has no IAM or alarms"
+_SCALING_READS = [
+    _p("application-autoscaling:DescribeScalableTargets", "find the endpoint's autoscaling target (--autoscale)"),
+    _p("application-autoscaling:DescribeScalingPolicies", "its target-tracking policy"),
+]
+
+COMMANDS: dict[str, list[Permission]] = {
+    "deploy": [
+        _IDENTITY,
+        _SPEC,
+        _p("servicequotas:ListServiceQuotas", "check the instance quota before creating anything"),
+        _p("sagemaker:CreateModel", "create the model (container, model data, drafter channel)"),
+        _p("sagemaker:CreateEndpointConfig", "create the endpoint configuration"),
+        _p("sagemaker:CreateEndpoint", "create the endpoint"),
+        _p("sagemaker:AddTags", "tag what it creates (peagle:managed, TTL, K, ...)",
+           unobserved="the tags travel inside the `Create*` requests; AWS requires sagemaker:AddTags for tags "
+                      "given on create, which no separate API call shows"),
+        _p("iam:PassRole", "hand --role to SageMaker in CreateModel (condition iam:PassedToService "
+                           "sagemaker.amazonaws.com)",
+           resources=("arn:aws:iam::*:role/*",),
+           unobserved="authorized inside CreateModel, not an API call of its own"),
+        _p("sagemaker:DescribeEndpoint", "wait for InService"),
+        _p("sagemaker:DescribeModel", "verify the live speculative config, drafter channel and VPC config"),
+        _p("sagemaker:DescribeEndpointConfig", "verify the live instance type and KMS key"),
+        _LOGS.model_copy(update={"why": "read vLLM's start-up lines (version, runner, parsed config)"}),
+        _p("sagemaker:DeleteEndpoint", "roll back a failed or interrupted deploy"),
+        _p("sagemaker:DeleteEndpointConfig", "roll back a failed or interrupted deploy"),
+        _p("sagemaker:DeleteModel", "roll back a failed or interrupted deploy"),
+        _TAGS.model_copy(update={"why": "roll back only what this deploy created (its peagle:created-at tag)"}),
+        _p("sagemaker:ListEndpoints", "roll back: keep a config another endpoint uses"),
+        _p("sagemaker:ListEndpointConfigs", "roll back: keep a model another config uses"),
+        _p("application-autoscaling:RegisterScalableTarget", "--autoscale: register the variant once InService"),
+        _p("application-autoscaling:PutScalingPolicy", "--autoscale: its target-tracking policy"),
+        _p("iam:CreateServiceLinkedRole", "--autoscale, first time in the account: Application Auto Scaling's "
+                                          "role for SageMaker endpoints (condition iam:AWSServiceName "
+                                          f"{SCALING_SERVICE})",
+           resources=(SCALING_ROLE,), unobserved="created by Application Auto Scaling at the first registration"),
+        _p("sagemaker:UpdateEndpointWeightsAndCapacities", "--autoscale: the action scaling performs on the variant",
+           unobserved=_ON_YOUR_BEHALF),
+        _p("cloudwatch:PutMetricAlarm", "--autoscale: target tracking's alarms", unobserved=_ON_YOUR_BEHALF),
+        _p("cloudwatch:DescribeAlarms", "--autoscale: target tracking's alarms", unobserved=_ON_YOUR_BEHALF),
+        _p("kms:CreateGrant", "only with --kms-key: SageMaker creates a grant on the key for the volumes",
+           unobserved="called by SageMaker on the caller's behalf; the emulator has no KMS"),
+        _p("kms:DescribeKey", "only with --kms-key: SageMaker checks the key",
+           unobserved="called by SageMaker on the caller's behalf; the emulator has no KMS"),
+    ],
+    "status": [
+        _p("sagemaker:ListEndpoints", "find the endpoints of the region"),
+        _TAGS,
+        _p("sagemaker:DescribeEndpoint", "status, instance count, failure reason"),
+        _LOGS.model_copy(update={"why": "NAME: what vLLM logged at start-up"}),
+        *_SCALING_READS,
+    ],
+    "invoke": [
+        _p("sagemaker:InvokeEndpoint", "send the request (InvokeEndpointWithResponseStream and InvokeEndpoint "
+                                       "both need this action)"),
+    ],
+    "bench": [
+        _p("sagemaker:DescribeEndpoint", "the endpoint's config name and status"),
+        _p("sagemaker:DescribeEndpointConfig", "instance type and count, for cost per million tokens"),
+        _TAGS.model_copy(update={"why": "the mode and K peagle deployed"}),
+        _p("sagemaker:InvokeEndpoint", "the benchmark's requests"),
+        _LOGS.model_copy(update={"why": "acceptance from vLLM's SpecDecoding metrics lines"}),
+        _p("pricing:GetProducts", "the instance's hourly price from the AWS Price List (optional: without it "
+                                  "bench uses peagle's shipped list price)"),
+    ],
+    "metrics": [
+        _LOGS.model_copy(update={"why": "vLLM's SpecDecoding metrics lines over the window"}),
+    ],
+    "logs": [
+        _LOGS,
+    ],
+    "cleanup": [
+        _p("sagemaker:ListEndpoints", "--all/--expired: find peagle's endpoints"),
+        _p("sagemaker:ListEndpointConfigs", "find configs no endpoint uses any more"),
+        _p("sagemaker:ListModels", "--all: find models no config uses any more"),
+        _TAGS.model_copy(update={"why": "delete only what carries peagle:managed"}),
+        _p("sagemaker:DescribeEndpoint", "which config an endpoint uses; wait for the deletion"),
+        _p("sagemaker:DescribeEndpointConfig", "which model a config uses"),
+        _p("sagemaker:DescribeModel", "whether the model exists"),
+        _p("sagemaker:DeleteEndpoint", "remove the endpoint"),
+        _p("sagemaker:DeleteEndpointConfig", "remove its configuration"),
+        _p("sagemaker:DeleteModel", "remove its model"),
+        *_SCALING_READS,
+        _p("application-autoscaling:DeleteScalingPolicy", "remove the scaling policy before the endpoint"),
+        _p("application-autoscaling:DeregisterScalableTarget", "deregister the variant before the endpoint"),
+        _p("cloudwatch:DeleteAlarms", "target tracking's alarms go with its policy", unobserved=_ON_YOUR_BEHALF),
+    ],
+}
+
+# not asked of the caller but of the execution role (--role) SageMaker runs the endpoint with
+EXECUTION_ROLE: list[Permission] = [
+    _p("s3:GetObject", "the model data and the drafter (JumpStart's buckets)", resources=tuple(
+        f"{bucket}/*" for bucket in JUMPSTART_BUCKETS)),
+    _p("ecr:GetAuthorizationToken", "pull the container image"),
+    _p("ecr:BatchGetImage", "pull the container image"),
+    _p("ecr:GetDownloadUrlForLayer", "pull the container image"),
+    _p("logs:CreateLogStream", "the container's output", resources=(LOG_GROUPS,)),
+    _p("logs:PutLogEvents", "the container's output", resources=(LOG_GROUPS,)),
+    _p("cloudwatch:PutMetricData", "the endpoint's metrics"),
+    _p("ec2:CreateNetworkInterface", "--subnet/--security-group: attach the instances to your VPC"),
+    _p("ec2:CreateNetworkInterfacePermission", "--subnet/--security-group"),
+    _p("ec2:DeleteNetworkInterface", "--subnet/--security-group"),
+    _p("ec2:DeleteNetworkInterfacePermission", "--subnet/--security-group"),
+    _p("ec2:DescribeNetworkInterfaces", "--subnet/--security-group"),
+    _p("ec2:DescribeVpcs", "--subnet/--security-group"),
+    _p("ec2:DescribeDhcpOptions", "--subnet/--security-group"),
+    _p("ec2:DescribeSubnets", "--subnet/--security-group"),
+    _p("ec2:DescribeSecurityGroups", "--subnet/--security-group"),
+]
+
+
+def iam_action(call: str) -> str:
+    """The IAM action that allows API call `service:Operation` (its own name, but for a few)."""
+    return _CALL_TO_ACTION.get(call, call)
+
+
+def actions(command: str) -> list[str]:
+    return sorted({p.action for p in COMMANDS[command]})
+
+
+def policy_document(commands: list[str] | None = None) -> dict[str, Any]:
+    """A ready-to-attach identity policy for `commands` (default: all), one statement per resource scope."""
+    from .errors import UsageError
+
+    chosen = commands or list(COMMANDS)
+    unknown = [c for c in chosen if c not in COMMANDS]
+    if unknown:
+        raise UsageError(f"no IAM list for {', '.join(unknown)}", f"choose from {', '.join(COMMANDS)}")
+    by_scope: dict[tuple[str, ...], set[str]] = {}
+    for command in chosen:
+        for permission in COMMANDS[command]:
+            by_scope.setdefault(permission.resources, set()).add(permission.action)
+    statements: list[dict[str, Any]] = []
+    for resources, names in sorted(by_scope.items(), key=lambda item: item[0] != ("*",)):
+        statement: dict[str, Any] = {"Sid": _sid(resources), "Effect": "Allow", "Action": sorted(names),
+                                     "Resource": list(resources) if len(resources) > 1 else resources[0]}
+        if "iam:PassRole" in names:
+            statement["Condition"] = {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+        if "iam:CreateServiceLinkedRole" in names:
+            statement["Condition"] = {"StringLike": {"iam:AWSServiceName": SCALING_SERVICE}}
+        statements.append(statement)
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _sid(resources: tuple[str, ...]) -> str:
+    first = resources[0]
+    if first == "*":
+        return "PeagleApi"
+    if first.startswith("arn:aws:s3"):
+        return "JumpStartSpecs"
+    if first.startswith("arn:aws:logs"):
+        return "EndpointLogs"
+    if first.startswith("arn:aws:iam::*:role/aws-service-role/"):
+        return "AutoScalingServiceLinkedRole"
+    if first.startswith("arn:aws:iam"):
+        return "PassExecutionRole"
+    return "Peagle" + str(abs(hash(resources)) % 1000)
+
+
+def markdown_tables() -> str:
+    """The per-command tables of docs/iam.md (tools/gen_iam_docs.py writes them between its markers)."""
+    lines: list[str] = []
+    for command, permissions in COMMANDS.items():
+        lines += [f"### `peagle {command}`", "", "| action | why | resource |", "|---|---|---|"]
+        for p in permissions:
+            note = f" *(not seen in the emulator: {p.unobserved})*" if p.unobserved else ""
+            lines.append(f"| `{p.action}` | {p.why}{note} | {', '.join(f'`{r}`' for r in p.resources)} |")
+        lines.append("")
+    lines += ["### The execution role (`--role`)", "",
+              "Not the caller's permissions: what SageMaker's instances need, given to the role you pass.", "",
+              "| action | why |", "|---|---|"]
+    lines += [f"| `{p.action}` | {p.why} |" for p in EXECUTION_ROLE]
+    return "\n".join(lines) + "\n"

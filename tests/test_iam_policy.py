@@ -1,0 +1,159 @@
+"""docs/iam.md is true: every AWS call each command really makes is allowed by the actions listed for it in
+peagle_deploy/iam_policy.py, and every listed action is really used (or says why the emulator cannot see it).
+
+The installed `peagle` runs each command against the emulator server; a WSGI recorder notes every request
+(reads and writes, S3 and the runtime included) by the process's AWS_SDK_UA_APP_ID. Scenarios cover the
+paths that call more than the happy path (a deploy that fails and rolls back, cleanup --all/--expired).
+
+New commands and options slot in: a registered command without a scenario or without an IAM list fails
+here until both exist (`update`, when it lands, has a scenario already); deploy's `--autoscale` is exercised
+as soon as deploy has it, so Application Auto Scaling's calls must then be listed for deploy, status and cleanup.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from peagle_deploy import iam_policy
+from tests.conftest import PEAGLE
+
+NAME = "iam-probe"
+FAILING = "iam-probe-fails"
+SPEC_LINE = ("INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.41, Accepted throughput: 90.00 "
+             "tokens/s, Drafted throughput: 120.00 tokens/s, Accepted: 900 tokens, Drafted: 1200 tokens, "
+             "Per-position acceptance rate: 0.850, 0.700, 0.560, Avg Draft acceptance rate: 70.3%")
+# commands that call no AWS API (or only through the commands above: sweep = deploy + bench + cleanup)
+NO_AWS = {"models", "container", "local", "sweep", "iam-policy"}
+
+
+def _registered() -> tuple[set[str], set[str]]:
+    """The CLI's commands, and deploy's options (so new ones are exercised as soon as they exist)."""
+    import typer.main
+
+    from peagle_deploy.cli.app import app
+
+    root = typer.main.get_command(app)
+    deploy_options = {opt for param in root.commands["deploy"].params for opt in getattr(param, "opts", [])}
+    return set(root.commands), deploy_options
+
+
+COMMANDS, DEPLOY_OPTIONS = _registered()
+AUTOSCALE = ["--autoscale", "1:2", "--target-concurrency", "8"] if "--autoscale" in DEPLOY_OPTIONS else []
+
+
+def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None]]:
+    """(command, argv, emulator setup) in the order a user would run them; the last field scripts the emulator."""
+    runs = [
+        ("deploy", ["deploy", "qwen3-coder", "--dry-run"], None),
+        ("deploy", ["deploy", "qwen3-coder", "--name", NAME, "--role", role, "--yes", *AUTOSCALE], None),
+        ("deploy", ["deploy", "qwen3-coder", "--name", FAILING, "--role", role, "--yes"], "fail"),
+        ("status", ["status"], None),
+        ("status", ["status", NAME], None),
+        ("invoke", ["invoke", NAME, "hello"], None),
+        ("invoke", ["invoke", NAME, "hello", "--no-stream"], None),
+        ("bench", ["bench", NAME, "--concurrency", "1", "--num-prompts", "2", "--warmup", "1", "--out", out_dir],
+         None),
+        ("metrics", ["metrics", NAME, "--since", "15m"], None),
+        ("logs", ["logs", NAME, "--since", "1h"], None),
+        ("update", ["update", NAME, "--k", "7", "--yes"], None),
+        ("cleanup", ["cleanup", "--expired", "--yes"], None),
+        ("cleanup", ["cleanup", NAME, "--yes"], None),
+        ("cleanup", ["cleanup", "--all", "--yes"], "unmanaged"),
+    ]
+    return [run for run in runs if run[0] in COMMANDS]
+
+
+@pytest.fixture(scope="module")
+def recorded(emulator_server, tmp_path_factory):
+    """command -> the IAM actions its runs needed, from every API call they made."""
+    emu = emulator_server
+    emu.reset()
+    emu._seed()
+    emu.script_endpoints()
+    calls: dict[str, set[str]] = {}
+    outcomes: dict[str, list[tuple[list[str], int, str]]] = {}
+    for index, (command, argv, setup) in enumerate(_scenarios(emu.role_arn, str(tmp_path_factory.mktemp("b")))):
+        if setup == "fail":
+            emu.script_endpoints(final="Failed", reason="scripted failure for the IAM test")
+        if setup == "unmanaged":
+            emu.create_endpoint_stack("not-peagles")
+        caller = f"iam-{index}-{command}"
+        proc = subprocess.run([PEAGLE, *argv], env={**emu.env, "AWS_SDK_UA_APP_ID": caller}, capture_output=True,
+                              text=True, timeout=300)
+        emu.script_endpoints()
+        if argv[:2] == ["deploy", "qwen3-coder"] and NAME in argv:
+            emu.put_log_lines(NAME, [SPEC_LINE])  # the container's stats line, for metrics and bench
+        outcomes.setdefault(command, []).append((argv, proc.returncode, proc.stderr[-2000:]))
+        calls.setdefault(command, set()).update(iam_policy.iam_action(c) for c in emu.recorder.api_calls(caller))
+    emu.reset()
+    return calls, outcomes
+
+
+def test_every_aws_command_has_an_iam_list_and_a_scenario():
+    scenarios = {command for command, _, _ in _scenarios("arn:aws:iam::123456789012:role/r", "/tmp")}
+    missing_list = sorted(COMMANDS - NO_AWS - set(iam_policy.COMMANDS))
+    assert not missing_list, f"commands with no IAM list in peagle_deploy/iam_policy.py: {missing_list}"
+    missing_run = sorted(set(iam_policy.COMMANDS) & COMMANDS - scenarios)
+    assert not missing_run, f"commands with no scenario in this test: {missing_run}"
+
+
+@pytest.mark.parametrize("command", [*iam_policy.COMMANDS, "update"])
+def test_documented_actions_match_the_calls_made(command, recorded):
+    if command not in COMMANDS:
+        pytest.skip(f"`peagle {command}` is not on this branch yet; its scenario runs once it is registered")
+    calls, outcomes = recorded
+    expected_exits = {"deploy": {0, 6}}.get(command, {0})  # the scripted failing deploy exits 6
+    for argv, code, stderr in outcomes[command]:
+        assert code in expected_exits, f"peagle {' '.join(argv)} exited {code}: {stderr}"
+    assert command in iam_policy.COMMANDS, (
+        f"`peagle {command}` made {sorted(calls[command])}: list them in peagle_deploy/iam_policy.py, then run "
+        "tools/gen_iam_docs.py")
+    listed = {p.action for p in iam_policy.COMMANDS[command]}
+    must_be_seen = {p.action for p in iam_policy.COMMANDS[command] if not p.unobserved}
+    assert calls[command] - listed == set(), f"undocumented calls of `peagle {command}`"
+    assert must_be_seen - calls[command] == set(), (
+        f"documented for `peagle {command}` but never called (remove, or give the reason in `unobserved`)")
+
+
+def test_failing_deploy_was_rolled_back(recorded):
+    """The deploy scenario that must exercise the rollback calls really did fail and roll back."""
+    _, outcomes = recorded
+    [(_, code, stderr)] = [o for o in outcomes["deploy"] if FAILING in o[0]]
+    assert code == 6 and "rolled back" in stderr and f"peagle logs {FAILING}" in stderr
+
+
+def test_policy_document_is_attachable_json():
+    doc = iam_policy.policy_document()
+    assert doc["Version"] == "2012-10-17"
+    actions = {a for s in doc["Statement"] for a in s["Action"]}
+    assert actions == {p.action for ps in iam_policy.COMMANDS.values() for p in ps}
+    [pass_role] = [s for s in doc["Statement"] if "iam:PassRole" in s["Action"]]
+    assert pass_role["Action"] == ["iam:PassRole"]
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+    logs_only = iam_policy.policy_document(["logs"])
+    assert logs_only["Statement"] == [{"Sid": "EndpointLogs", "Effect": "Allow", "Action": ["logs:FilterLogEvents"],
+                                       "Resource": iam_policy.LOG_GROUPS}]
+
+
+def test_cli_prints_the_policy(no_aws):
+    from tests.cli_runner import run_cli
+
+    result = run_cli("iam-policy", "logs", "metrics", "--json")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout) == iam_policy.policy_document(["logs", "metrics"])
+    human = run_cli("iam-policy", "invoke")
+    assert "sagemaker:InvokeEndpoint" in human.stdout
+    bad = run_cli("iam-policy", "dance")
+    assert bad.code == 2 and "no IAM list for dance" in bad.stderr
+
+
+def test_docs_iam_md_is_generated_from_the_table():
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parent.parent / "tools" / "gen_iam_docs.py"
+    out = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr

@@ -35,7 +35,7 @@ from .apply import _add_hint, _as_peagle_error
 from .signals import SignalGuard
 from .teardown import Outcome, describe, teardown
 from .verify import Check, require, verify
-from .wait import Progress, log_group, read_retrying, wait_in_service
+from .wait import Progress, read_retrying, wait_in_service
 
 BAKE_DEFAULT = timedelta(minutes=5)
 BAKE_MAX = timedelta(hours=1)  # TrafficRoutingConfig.WaitIntervalInSeconds: 0..3600
@@ -484,7 +484,7 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
             _after_failure_hint(error, sm, plan, created)
             if deregistered:
                 _restore_autoscaling(error, session, plan)
-            _add_hint(error, f"container logs: CloudWatch log group {log_group(plan.endpoint_name)}")
+            _add_hint(error, f"container logs: peagle logs {plan.endpoint_name} --region {plan.region}")
             raise error
         try:
             checks = verify(sm, plan.verify_plan, session.client("logs"), sleep=sleep, read=read)

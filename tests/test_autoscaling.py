@@ -157,25 +157,14 @@ def test_the_emulator_fault_injection_reaches_application_auto_scaling(emu_in_pr
 
 
 def test_the_emulator_refuses_an_instance_type_update_of_a_registered_variant():
-    """Where the emulator serves UpdateEndpoint (h8's block), a change of a registered variant's instance type is
-    refused as SageMaker refuses it; a K change (a new model, same instance type) goes through. A stand-in
-    UpdateEndpoint here: this test is about the autoscaling check in front of it."""
-    from unittest import mock
-
+    """The emulator's UpdateEndpoint (h8's block) refuses a change of a registered variant's instance type as
+    SageMaker refuses it; a K change (a new model, same instance type) goes through."""
     import botocore.exceptions
-    from moto.core.responses import ActionResult
-    from moto.sagemaker.responses import SageMakerResponse
 
     from peagle_deploy.testing import SageMakerEmulator
 
-    updated = []
-
-    def update_endpoint(response_self):
-        updated.append(response_self.body)
-        return ActionResult({"EndpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/ep"})
-
-    with mock.patch.object(SageMakerResponse, "update_endpoint", update_endpoint, create=True), \
-            SageMakerEmulator.in_process(seed_jumpstart=False) as emu:
+    with SageMakerEmulator.in_process(seed_jumpstart=False) as emu:
+        emu.script_update(updating_polls=0)  # Updating until the next describe
         emu.create_endpoint_stack("ep")
         sm, aas = emu.client("sagemaker"), emu.client("application-autoscaling")
         aas.register_scalable_target(**POLICY.register_request("ep", "AllTraffic"))
@@ -184,10 +173,11 @@ def test_the_emulator_refuses_an_instance_type_update_of_a_registered_variant():
                 "VariantName": "AllTraffic", "ModelName": "ep", "InstanceType": instance_type,
                 "InitialInstanceCount": 1}])
         sm.update_endpoint(EndpointName="ep", EndpointConfigName="same-type")
+        assert sm.describe_endpoint(EndpointName="ep")["EndpointConfigName"] == "same-type"
         with pytest.raises(botocore.exceptions.ClientError, match="registered for autoscaling"):
             sm.update_endpoint(EndpointName="ep", EndpointConfigName="bigger")
-        assert len(updated) == 1
+        assert len(emu.update_requests) == 1
         aas.deregister_scalable_target(ServiceNamespace="sagemaker", ResourceId="endpoint/ep/variant/AllTraffic",
                                        ScalableDimension="sagemaker:variant:DesiredInstanceCount")
         sm.update_endpoint(EndpointName="ep", EndpointConfigName="bigger")
-        assert len(updated) == 2
+        assert len(emu.update_requests) == 2

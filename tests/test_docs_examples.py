@@ -29,7 +29,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PEAGLE_BIN = Path(sys.executable).parent
 DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli.md")]
-ENDPOINTS = ("peagle-qwen3-coder-p-eagle-k3-261122-120000", "my-endpoint")
+# docs/update.md really updates prod-endpoint: no other document uses it (bench and invoke need InService)
+ENDPOINTS = ("peagle-qwen3-coder-p-eagle-k3-261122-120000", "my-endpoint", "prod-endpoint")
 URLS = ("http://localhost:8080", "http://127.0.0.1:8080", "http://gpu-box:8000", "http://127.0.0.1:8000")
 FILES = {
     "request.json": '{"messages": [{"role": "user", "content": "Write a Python quicksort"}], "max_tokens": 32}\n',

@@ -41,9 +41,9 @@ def _root(
 
 
 def _register() -> None:
-    from . import bench, container, deploy, iam, invoke, lifecycle, local, logs, metrics, models, sweep
+    from . import bench, container, deploy, iam, invoke, lifecycle, local, logs, metrics, models, sweep, update
 
-    for module in (models, deploy, lifecycle, invoke, bench, metrics, logs, container, local, sweep, iam):
+    for module in (models, deploy, update, lifecycle, invoke, bench, metrics, logs, container, local, sweep, iam):
         module.register(app)
 
 

@@ -15,6 +15,9 @@ What it adds to moto (5.2):
   `peagle` executable with AWS_ENDPOINT_URL. Scripted behaviour lives in this process's backend, so it
   applies in both modes. `middlewares` wrap the WSGI app: that is how response streaming (which moto
   lacks) is served, see `peagle_deploy.testing.streaming`;
+- UpdateEndpoint (moto 5.2 has none): Updating for N describes, then InService on the new config, or a
+  scripted failed update that returns to InService on the OLD config with a FailureReason (SageMaker's
+  rollback), see `script_update`; every status DescribeEndpoint answered is kept in `status_history`;
 - Application Auto Scaling for SageMaker variants (target checks, capacity moved into MIN..MAX, policies
   deleted with their target, faults and gates too): see `peagle_deploy.testing.autoscaling_emulation`;
 - a real backend (`backend=ContainerBackend(...)`, see `peagle_deploy.testing.container_backend`): each
@@ -87,6 +90,20 @@ class _Script:
     seen: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class _UpdateScript:
+    updating_polls: int = 1
+    fail: bool = False
+    reason: str | None = None
+
+
+@dataclass
+class _PendingUpdate:
+    new_config: str
+    script: _UpdateScript
+    seen: int = 0
+
+
 class SageMakerEmulator:
     """Use `SageMakerEmulator.in_process()` (mock_aws) or `SageMakerEmulator.server()` (a local endpoint)."""
 
@@ -105,6 +122,10 @@ class SageMakerEmulator:
         self._calls = 0
         self.calls: list[str] = []
         self.quotas: dict[str, float] = {}
+        self._update_script = _UpdateScript()
+        self._updates: dict[str, _PendingUpdate] = {}
+        self.update_requests: list[dict[str, Any]] = []  # every UpdateEndpoint body SageMaker accepted
+        self.status_history: dict[str, list[str]] = {}  # endpoint -> every status DescribeEndpoint answered
         self._lock = threading.Lock()
         from .streaming import RuntimeScript
 
@@ -114,6 +135,12 @@ class SageMakerEmulator:
     def script_endpoints(self, creating_polls: int = 0, final: str = "InService", reason: str | None = None) -> None:
         """New endpoints stay Creating for `creating_polls` describes, then turn `final`."""
         self._script = _Script(creating_polls, final, reason or ("scripted failure" if final == "Failed" else None))
+
+    def script_update(self, updating_polls: int = 1, fail: bool = False, reason: str | None = None) -> None:
+        """Every later UpdateEndpoint: Updating for `updating_polls` describes, then InService on the new
+        config; with `fail`, back to InService on the OLD config with FailureReason `reason` (a rollback)."""
+        self._update_script = _UpdateScript(updating_polls, fail,
+                                            reason or ("scripted update failure" if fail else None))
 
     def fail(self, action: str, code: str = "InternalFailure", message: str = "injected failure",
              times: int = 1, status: int = 400, skip: int = 0) -> None:
@@ -203,6 +230,10 @@ class SageMakerEmulator:
         """Forget every resource (server mode; in-process mode resets when its block ends)."""
         import urllib.request
 
+        with self._lock:
+            self._updates.clear()
+            self.status_history.clear()
+            self.update_requests.clear()
         if self.endpoint_url:
             request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
             urllib.request.urlopen(request, timeout=10).close()
@@ -315,12 +346,24 @@ class SageMakerEmulator:
                 if script.seen[endpoint_name] > script.creating_polls:
                     endpoint.endpoint_status = script.final
                     endpoint.failure_reason = script.reason
-            return original_describe(backend, endpoint_name)
+            if endpoint is not None:
+                emulator._advance_update(backend, endpoint)
+            described = original_describe(backend, endpoint_name)
+            with emulator._lock:
+                emulator.status_history.setdefault(endpoint_name, []).append(described["EndpointStatus"])
+            return described
 
         def delete_endpoint(backend, endpoint_name):
             original_delete(backend, endpoint_name)
             if emulator.backend is not None:
                 emulator.backend.stop(endpoint_name)
+
+        def update_endpoint(response_self):
+            from moto.core.responses import ActionResult
+
+            body = json.loads(response_self.body or "{}")
+            arn = emulator._start_update(response_self.sagemaker_backend, body)
+            return ActionResult({"EndpointArn": arn})
 
         def list_service_quotas(response_self):
             body = {"Quotas": [{"ServiceCode": "sagemaker", "QuotaName": name, "Value": value,
@@ -339,8 +382,51 @@ class SageMakerEmulator:
             mock.patch.object(sm_models.SageMakerModelBackend, "describe_endpoint", describe_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
             mock.patch.object(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, create=True),
+            mock.patch.object(SageMakerResponse, "update_endpoint", update_endpoint, create=True),
             *self._autoscaling_patches(call_action),
         ]
+
+    # UpdateEndpoint (moto has none) -------------------------------------------------------------
+    def _start_update(self, backend: Any, body: dict[str, Any]) -> str:
+        """SageMaker's checks, then Updating; `_advance_update` finishes it on later describes."""
+        from moto.sagemaker.exceptions import ValidationError
+
+        name, config = body.get("EndpointName", ""), body.get("EndpointConfigName", "")
+        endpoint = backend.endpoints.get(name)
+        arn_base = f"arn:aws:sagemaker:{backend.region_name}:{backend.account_id}"
+        if endpoint is None:
+            raise ValidationError(message=f"Could not find endpoint '{arn_base}:endpoint/{name.lower()}'.")
+        if config not in backend.endpoint_configs:
+            raise ValidationError(
+                message=f"Could not find endpoint configuration '{arn_base}:endpoint-config/{config.lower()}'.")
+        if endpoint.endpoint_status != "InService":
+            raise ValidationError(message=f"Cannot update in-progress endpoint '{endpoint.arn}'.")
+        with self._lock:
+            self.update_requests.append(body)
+            self._updates[name] = _PendingUpdate(config, self._update_script)
+        endpoint.endpoint_status = "Updating"
+        endpoint.failure_reason = None
+        return endpoint.arn
+
+    def _advance_update(self, backend: Any, endpoint: Any) -> None:
+        from moto.core.utils import utcnow
+
+        with self._lock:
+            pending = self._updates.get(endpoint.endpoint_name)
+            if pending is None or endpoint.endpoint_status != "Updating":
+                return
+            pending.seen += 1
+            if pending.seen <= pending.script.updating_polls:
+                return
+            del self._updates[endpoint.endpoint_name]
+        if pending.script.fail:  # rolled back: the old fleet keeps serving
+            endpoint.failure_reason = pending.script.reason
+        else:
+            config = backend.endpoint_configs[pending.new_config]
+            endpoint.endpoint_config_name = pending.new_config
+            endpoint.production_variants = endpoint._process_production_variants(config.production_variants)
+        endpoint.endpoint_status = "InService"
+        endpoint.last_modified_time = utcnow()
 
     # Application Auto Scaling (h9) ----------------------------------------------------------------
     def _autoscaling_patches(self, call_action: Callable[[Any], Any]) -> list[Any]:

@@ -1,0 +1,157 @@
+"""`peagle update NAME`: a new K, mode or instance fleet for a live endpoint, blue/green without downtime."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .common import JsonOpt, ProfileOpt, RegionOpt, YesOpt, run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("update")(update)
+
+
+def update(
+    name: Annotated[str, typer.Argument(help="The endpoint to update (one peagle created).")],
+    k: Annotated[str | None, typer.Option("--k", help="New speculative tokens per step.")] = None,
+    mode: Annotated[str | None, typer.Option(help="New mode: p-eagle, eagle3 or off.")] = None,
+    instance_type: Annotated[str | None, typer.Option(help="New instance type (an ml.g7e type the spec supports).")] = None,
+    instance_count: Annotated[int | None, typer.Option(help="New number of instances.")] = None,
+    allow_any_instance: Annotated[bool, typer.Option(help="Allow instance types outside ml.g7e.")] = False,
+    accept_eula: Annotated[bool, typer.Option(help="Accept the licence of a gated drafter newly turned on.")] = False,
+    bake: Annotated[str, typer.Option(
+        help="Baking period: the new fleet takes all traffic, the old one stays until it ends (0s to 1h).")] = "5m",
+    rollback_alarm: Annotated[list[str] | None, typer.Option(
+        "--rollback-alarm", help="CloudWatch alarm that rolls the update back (repeatable, up to 10).")] = None,
+    autoscale: Annotated[str | None, typer.Option(
+        help="Autoscaling MIN:MAX registered after the update (default: keep the endpoint's).")] = None,
+    target_concurrency: Annotated[float | None, typer.Option(
+        help="Autoscaling target: concurrent requests per instance.")] = None,
+    target_invocations: Annotated[float | None, typer.Option(
+        help="Autoscaling target instead: invocations per instance per minute.")] = None,
+    max_price_per_hour: Annotated[float | None, typer.Option(
+        help="Accept a new fleet estimated above this many USD/h without a prompt (default guard: 100).")] = None,
+    region: RegionOpt = None,
+    profile: ProfileOpt = None,
+    timeout: Annotated[int, typer.Option(help="Seconds to wait for the update to finish.")] = 3600,
+    dry_run: Annotated[bool, typer.Option(help="Print the update plan (every AWS write) and stop.")] = False,
+    yes: YesOpt = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Change K, mode or instances of a peagle endpoint: new config, blue/green UpdateEndpoint, verify, tidy up."""
+
+    def body(out):
+        from ..autoscale import parse_autoscale
+        from ..aws import AwsSession, resolve_region
+        from ..durations import parse_duration
+        from ..errors import UsageError
+        from ..inputs import check_price, parse_max_price
+        from ..lifecycle.signals import SignalGuard
+        from ..lifecycle.update import BAKE_MAX, UpdateRequest, check_request, prepare, run_update
+        from ..speculative import parse_mode
+
+        from datetime import timedelta
+
+        policy = None
+        if autoscale is not None or target_concurrency is not None or target_invocations is not None:
+            policy, _ = parse_autoscale(autoscale, target_concurrency=target_concurrency,
+                                        target_invocations=target_invocations, instance_count=instance_count)
+        request = UpdateRequest(
+            name=name, region=resolve_region(region), mode=parse_mode(mode) if mode is not None else None, k=k,
+            instance_type=instance_type, instance_count=instance_count, allow_any_instance=allow_any_instance,
+            accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake", minimum=timedelta(0), maximum=BAKE_MAX),
+            rollback_alarms=list(rollback_alarm or []), autoscale=policy)
+        check_request(request)
+        price_limit = parse_max_price(max_price_per_hour)
+        if timeout <= 0:
+            raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
+        session = AwsSession(request.region, profile)
+        with SignalGuard("nothing was changed"):
+            session.check_credentials()
+            plan = prepare(session, request)
+        from ..output import register_secret_env
+
+        # the live container's HF_TOKEN & co. (deploy --env): masked in every output, as deploy masks them
+        register_secret_env(plan.verify_plan.create_model["PrimaryContainer"].get("Environment", {}))
+        if dry_run:
+            out.result({"dry_run": True, "update": _document(plan)}, lambda console: render_update(console, plan))
+            return
+        import sys
+
+        interactive = sys.stdin is not None and sys.stdin.isatty()
+        price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive)
+        if not out.json_mode:
+            render_update(out.err_console, plan, title="peagle update: about to change", bodies=False)
+        if price_prompt:
+            out.confirm(f"about ${plan.price_per_hour_usd:,.2f}/h is above the ${price_limit:,.2f}/h price guard. "
+                        f"Really run {plan.target.instance_count} x {plan.target.instance_type}?", yes=False)
+        out.confirm(f"Update {plan.endpoint_name} from {plan.current.label(with_instances=True)} to "
+                    f"{plan.target.label(with_instances=True)}?", yes=yes)
+        with out.status(f"updating {plan.endpoint_name}") as show:
+            def progress(status, elapsed, doing):
+                show(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
+
+            result = run_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note)
+
+        def human(console):
+            from rich.markup import escape
+
+            console.print(f"[bold]{result.endpoint_name}[/bold] serves {result.serving.label(with_instances=True)} "
+                          f"({result.serving.endpoint_config}) after {int(result.elapsed_s)}s; "
+                          f"it served {result.previous.label(with_instances=True)}", soft_wrap=True)
+            for check in result.verification:
+                mark = "[green]ok[/green]" if check.ok else "[red]FAILED[/red]"
+                detail = f" ({escape(check.detail)})" if check.detail else ""
+                console.print(f"  verified {check.name}: {mark}{detail}", soft_wrap=True)
+            for outcome in result.removed:
+                label = "endpoint config" if outcome.kind == "endpoint_config" else "model"
+                reason = f": {outcome.reason}" if outcome.reason else ""
+                console.print(f"  previous {label} {outcome.name}: {outcome.result}{reason}", soft_wrap=True)
+
+        out.result({"updated": result}, human)
+        for check in result.verification:
+            for warning in check.warnings:
+                out.warn(warning)
+
+    run(json_output, body)
+
+
+def _document(plan) -> dict:
+    return {**plan.model_dump(mode="json"), "writes": plan.writes}
+
+
+def render_update(console, plan, *, title: str = "peagle update --dry-run: nothing was changed",
+                  bodies: bool = True) -> None:
+    import json
+
+    from ..output import print_key_values
+
+    price = "unknown" if plan.price_per_hour_usd is None else f"${plan.price_per_hour_usd:,.2f}/h (estimate)"
+    rows = [
+        ("endpoint", plan.endpoint_name),
+        ("region", plan.region),
+        ("now", f"{plan.current.label(with_instances=True)} ({plan.current.endpoint_config})"),
+        ("after", f"{plan.target.label(with_instances=True)} ({plan.target.endpoint_config})"),
+        ("speculative config", plan.speculative_config or "none"),
+        ("model", "new: " + plan.target.model if plan.create_model else f"kept: {plan.target.model}"),
+        ("deployment", f"blue/green, all at once, {plan.bake_s}s baking period"
+                       + (f", rollback on {', '.join(plan.rollback_alarms)}" if plan.rollback_alarms else "")),
+        ("price", f"{price}; both fleets run until the baking period ends"),
+    ]
+    print_key_values(console, rows, title=title)
+    console.print("\n[bold]AWS writes, in order[/bold]")
+    for number, write in enumerate(plan.writes, start=1):
+        console.print(f"  {number}. {write}", soft_wrap=True, markup=False, highlight=False)
+    for note in plan.notes:
+        console.print(f"[cyan]note[/cyan] {note}", soft_wrap=True)
+    if not bodies:
+        return
+    from rich.json import JSON
+
+    for title_, body in (("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
+                         ("UpdateEndpoint", plan.update_endpoint)):
+        if body is not None:
+            console.print(f"\n[bold]{title_}[/bold]")
+            console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)

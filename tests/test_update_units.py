@@ -311,3 +311,24 @@ def test_a_rolled_back_instance_type_change_registers_the_autoscaling_again(emu_
         update(emu, instance_type="ml.g7e.4xlarge")
     assert "autoscaling registered again" in failed.value.one_line()
     assert emu.scalable_targets()["endpoint/prod/variant/AllTraffic"]["max"] == 4
+
+
+def test_update_rollback_failed_ends_the_wait_at_once():
+    """SageMaker's UpdateRollbackFailed is final: the wait says so instead of running into --timeout."""
+    from peagle_deploy.errors import EndpointFailed
+    from peagle_deploy.lifecycle.wait import wait_in_service
+
+    answers = iter([{"EndpointStatus": "Updating"},
+                    {"EndpointStatus": "UpdateRollbackFailed", "FailureReason": "rollback alarm fired twice"}])
+
+    class Answers:
+        calls = 0
+
+        def describe_endpoint(self, EndpointName):  # noqa: N803 - boto3's keyword
+            Answers.calls += 1
+            return next(answers)
+
+    slept: list[float] = []
+    with pytest.raises(EndpointFailed, match="is UpdateRollbackFailed: rollback alarm fired twice"):
+        wait_in_service(Answers(), "ep", timeout_s=3600, sleep=slept.append, clock=lambda: 0.0)
+    assert Answers.calls == 2 and len(slept) == 1

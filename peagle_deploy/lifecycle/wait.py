@@ -17,7 +17,9 @@ T = TypeVar("T")
 READ_ATTEMPTS = 6  # on top of botocore's own retries: a read failure is never an endpoint failure
 
 Progress = Callable[[str, float, str], None]
-WAITING = {"Creating", "Updating", "SystemUpdating", "OutOfService", "UpdateRollbackFailed"}
+# UpdateRollbackFailed is an end state: the update and its rollback both failed, the endpoint serves a mix of
+# the two configurations until someone updates it again; waiting longer would only run into the timeout.
+WAITING = {"Creating", "Updating", "SystemUpdating", "OutOfService"}
 
 
 def log_group(name: str) -> str:

@@ -200,7 +200,8 @@ _QUOTA_CODES = {"ResourceLimitExceeded", "ServiceQuotaExceededException", "Limit
                 "InsufficientInstanceCapacity", "InsufficientCapacity", "CapacityError"}
 _THROTTLE_CODES = {"Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
                    "TooManyRequestsException", "RequestLimitExceeded", "SlowDown", "RequestThrottled"}
-_NOT_FOUND_CODES = {"ResourceNotFound", "ResourceNotFoundException", "NotFound", "NoSuchEntity"}
+_NOT_FOUND_CODES = {"ResourceNotFound", "ResourceNotFoundException", "NotFound", "NoSuchEntity",
+                    "ObjectNotFoundException"}  # the last: Application Auto Scaling
 _TRANSIENT_CODES = {"InternalFailure", "InternalError", "InternalServerError", "InternalServerException",
                     "ServiceUnavailable", "ServiceUnavailableException", "RequestTimeout", "RequestTimeoutException",
                     "PriorRequestNotComplete", *_THROTTLE_CODES}

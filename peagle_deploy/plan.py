@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import __version__
+from .autoscale import AutoscalePolicy
 from .catalog import ModelEntry, get_model
 from .errors import UsageError
 from .inputs import (
@@ -66,6 +67,7 @@ class PlanRequest(BaseModel):
     subnets: list[str] = Field(default_factory=list)
     security_groups: list[str] = Field(default_factory=list)
     kms_key: str | None = None
+    autoscale: AutoscalePolicy | None = None
 
 
 class DeploymentPlan(BaseModel):
@@ -107,6 +109,11 @@ class DeploymentPlan(BaseModel):
     vpc_config: dict[str, list[str]] | None = Field(None, description="CreateModel's VpcConfig (--subnet, "
                                                                          "--security-group)")
     kms_key_id: str | None = Field(None, description="CreateEndpointConfig's KmsKeyId for the ML storage volume")
+    autoscaling: AutoscalePolicy | None = None
+    max_price_per_hour_usd: float | None = Field(default=None, description="at the autoscaling maximum; an estimate")
+    register_scalable_target: dict[str, Any] | None = Field(
+        default=None, description="Application Auto Scaling, sent after the endpoint is InService and verified")
+    put_scaling_policy: dict[str, Any] | None = None
 
     @property
     def resource_names(self) -> dict[str, str]:
@@ -169,6 +176,11 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     parse_instance_count(request.instance_count)
     vpc_config = parse_vpc_config(request.subnets, request.security_groups)
     kms_key_id = validate_kms_key(request.kms_key, request.region) if request.kms_key is not None else None
+    policy = request.autoscale
+    if policy is not None and not policy.min_capacity <= request.instance_count <= policy.max_capacity:
+        raise UsageError(f"--instance-count {request.instance_count} is outside --autoscale "
+                         f"{policy.min_capacity}:{policy.max_capacity}",
+                         f"pass --instance-count between {policy.min_capacity} and {policy.max_capacity}")
     if request.instance_type:
         _check_family(request.instance_type, request.allow_any_instance)  # before any AWS call
 
@@ -197,7 +209,7 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     expires_at = now + request.ttl if request.ttl else None
     tags = PeagleTags(managed=True, model=entry.alias, model_id=model_id, mode=settings.mode.value, k=settings.k,
                       instance_type=instance_type, instance_count=request.instance_count, created_at=now,
-                      expires_at=expires_at, version=__version__).to_aws()
+                      expires_at=expires_at, version=__version__, autoscale=policy).to_aws()
     tags.update(spec.attribution_tags)  # JumpStart's own attribution, as the SDK tags its deployments
     tags.update(request.tags)
     check_tag_count(tags, len(request.tags))
@@ -249,12 +261,18 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
             "SageMaker refuses KmsKeyId for instance types with local instance storage (their volumes are "
             "hardware-encrypted); peagle does not know whether this type has any: if CreateEndpointConfig "
             "refuses the key, deploy without --kms-key")
-    if vpc_config is not None and request.instance_count > 1 and len(vpc_config["Subnets"]) < 2:
+    most = policy.max_capacity if policy is not None else request.instance_count
+    if vpc_config is not None and most > 1 and len(vpc_config["Subnets"]) < 2:
         notes.append("one --subnet for several instances: give subnets in two Availability Zones so SageMaker "
                      "can spread them")
     price = hourly_price(instance_type, request.instance_count)
-    if price is not None and price > PRICE_GUARD_USD_PER_HOUR:
-        notes.append(f"about ${price:,.2f}/h (estimate) is above the ${PRICE_GUARD_USD_PER_HOUR:,.0f}/h price guard: "
+    max_price = hourly_price(instance_type, policy.max_capacity) if policy else price
+    if policy is not None:
+        notes.append(f"autoscaling {policy.describe()}: registered with Application Auto Scaling once the endpoint "
+                     "is InService and verified; peagle cleanup deregisters it before deleting the endpoint")
+    if max_price is not None and max_price > PRICE_GUARD_USD_PER_HOUR:
+        at_max = " at the autoscaling maximum" if policy else ""
+        notes.append(f"about ${max_price:,.2f}/h{at_max} (estimate) is above the ${PRICE_GUARD_USD_PER_HOUR:,.0f}/h price guard: "
                      "a real deploy asks again, or needs --max-price-per-hour in a script")
     return DeploymentPlan(
         endpoint_name=name,
@@ -291,4 +309,8 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
         create_endpoint={"EndpointName": name, "EndpointConfigName": name, "Tags": tag_list},
         vpc_config=vpc_config,
         kms_key_id=kms_key_id,
+        autoscaling=policy,
+        max_price_per_hour_usd=max_price,
+        register_scalable_target=policy.register_request(name, VARIANT_NAME) if policy else None,
+        put_scaling_policy=policy.policy_request(name, VARIANT_NAME) if policy else None,
     )

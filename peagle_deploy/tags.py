@@ -13,13 +13,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .autoscale import AutoscalePolicy
+
 PREFIX = "peagle:"
 MANAGED = "peagle:managed"
 _KEYS = {
     "managed": MANAGED, "model": "peagle:model", "model_id": "peagle:model-id", "mode": "peagle:mode",
     "k": "peagle:k", "instance_type": "peagle:instance-type", "instance_count": "peagle:instance-count",
     "created_at": "peagle:created-at", "expires_at": "peagle:expires-at", "version": "peagle:version",
-    "sweep_id": "peagle:sweep-id",
+    "sweep_id": "peagle:sweep-id", "autoscale": "peagle:autoscale",
 }
 
 
@@ -37,6 +39,7 @@ class PeagleTags(BaseModel):
     expires_at: datetime | None = None
     version: str | None = None
     sweep_id: str | None = Field(default=None, description="the `peagle sweep` that created it, if one did")
+    autoscale: AutoscalePolicy | None = Field(default=None, description="the autoscaling peagle registered, if any")
     problems: list[str] = Field(default_factory=list, description="tags that were present but unreadable")
 
     def to_aws(self) -> dict[str, str]:
@@ -47,6 +50,7 @@ class PeagleTags(BaseModel):
             "instance_count": None if self.instance_count is None else str(self.instance_count),
             "created_at": _write_time(self.created_at), "expires_at": _write_time(self.expires_at),
             "version": self.version, "sweep_id": self.sweep_id,
+            "autoscale": self.autoscale.to_tag() if self.autoscale else None,
         }
         return {_KEYS[field]: value for field, value in values.items() if value is not None}
 
@@ -67,6 +71,7 @@ class PeagleTags(BaseModel):
             instance_count=_read_int("instance_count", raw["instance_count"], problems),
             created_at=_read_time("created_at", raw["created_at"], problems),
             expires_at=_read_time("expires_at", raw["expires_at"], problems),
+            autoscale=_read_autoscale(raw["autoscale"], problems),
             problems=problems,
         )
 
@@ -101,6 +106,16 @@ def _read_time(field: str, value: str | None, problems: list[str]) -> datetime |
         problems.append(f"{_KEYS[field]} {value!r} has no time zone (write e.g. {value}+00:00)")
         return None
     return moment.astimezone(UTC)
+
+
+def _read_autoscale(value: str | None, problems: list[str]) -> AutoscalePolicy | None:
+    if value is None or value == "":
+        return None
+    try:
+        return AutoscalePolicy.from_tag(value)
+    except ValueError:  # pydantic's ValidationError is a ValueError too
+        problems.append(f"{_KEYS['autoscale']} {value!r} is not MIN:MAX METRIC=TARGET")
+        return None
 
 
 def _read_int(field: str, value: str | None, problems: list[str], *, zero_is_none: bool = False) -> int | None:

@@ -19,7 +19,8 @@ def deploy(
     k: Annotated[str | None, typer.Option("--k", help="Speculative tokens per step (default: the model's).")] = None,
     name: Annotated[str | None, typer.Option(help="Endpoint name (also the model and config name).")] = None,
     instance_type: Annotated[str | None, typer.Option(help="An ml.g7e type the spec supports.")] = None,
-    instance_count: Annotated[int, typer.Option(help="Instances behind the endpoint.")] = 1,
+    instance_count: Annotated[int | None, typer.Option(
+        help="Instances behind the endpoint (default 1, or the --autoscale minimum).")] = None,
     allow_any_instance: Annotated[bool, typer.Option(help="Allow instance types outside ml.g7e.")] = False,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
@@ -28,6 +29,12 @@ def deploy(
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Extra tag KEY=VALUE (repeatable).")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable).")] = None,
     ttl: Annotated[str | None, typer.Option(help="Expiry, e.g. 90s, 15m, 4h, 1h30m, 2d (cleanup --expired removes it).")] = None,
+    autoscale: Annotated[str | None, typer.Option(
+        help="MIN:MAX instances for Application Auto Scaling (registered once InService; needs a target).")] = None,
+    target_concurrency: Annotated[float | None, typer.Option(
+        help="Autoscaling target: concurrent requests per instance (SageMaker's high-resolution concurrency metric).")] = None,
+    target_invocations: Annotated[float | None, typer.Option(
+        help="Autoscaling target instead: invocations per instance per minute (the older metric).")] = None,
     image: Annotated[str | None, typer.Option(help="Container image URI to use instead of JumpStart's.")] = None,
     model_id: Annotated[str | None, typer.Option(help="Override the JumpStart model id.")] = None,
     model_version: Annotated[str | None, typer.Option(help="JumpStart spec version (default: latest).")] = None,
@@ -52,6 +59,7 @@ def deploy(
     """Deploy MODEL with P-EAGLE on an ml.g7e SageMaker endpoint (or print the plan with --dry-run)."""
 
     def body(out):
+        from ..autoscale import parse_autoscale
         from ..aws import resolve_region
         from ..durations import parse_duration
         from ..inputs import TTL_MAX, parse_env, parse_max_price, parse_tags
@@ -60,6 +68,9 @@ def deploy(
         from .render_plan import render_plan
 
         price_limit = parse_max_price(max_price_per_hour)
+        policy, count = parse_autoscale(autoscale, target_concurrency=target_concurrency,
+                                        target_invocations=target_invocations, instance_count=instance_count,
+                                        wait=wait or dry_run)
         user_env = parse_env(env or [])
         if not show_secrets:
             from ..output import register_secret_env
@@ -67,10 +78,11 @@ def deploy(
             register_secret_env(user_env)
         request = PlanRequest(
             model=model, model_id=model_id, model_version=model_version, mode=parse_mode(mode), k=k, name=name,
-            instance_type=instance_type, instance_count=instance_count, allow_any_instance=allow_any_instance,
+            instance_type=instance_type, instance_count=count, allow_any_instance=allow_any_instance,
             region=resolve_region(region), role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
             ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image,
-            env=user_env, subnets=subnet or [], security_groups=security_group or [], kms_key=kms_key,
+            env=user_env, autoscale=policy, subnets=subnet or [], security_groups=security_group or [],
+            kms_key=kms_key,
             offline=offline or dry_run and _no_credentials(profile),
         )
         if request.offline:  # needs no AWS account: not even a readable AWS_PROFILE
@@ -118,7 +130,9 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
         raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
     # above the price guard --yes is not enough: a script names the price it accepts (--max-price-per-hour)
     interactive = sys.stdin is not None and sys.stdin.isatty()
-    price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive)
+    # with autoscaling the guard applies to the most it can scale to
+    price_prompt = check_price(plan.max_price_per_hour_usd if plan.autoscaling else plan.price_per_hour_usd,
+                               price_limit, interactive=interactive)
     session = AwsSession(plan.region, profile)
     with SignalGuard("nothing was created"):  # SIGTERM/SIGHUP like Ctrl-C from here on (exit 130)
         session.check_credentials()  # no AWS access (exit 3) is said before the plan is shown and confirmed
@@ -128,6 +142,9 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
         out.warn(f"the spec was resolved from peagle's shipped copy ({plan.resolution_detail}); "
                  "values marked unverified may not match JumpStart")
     price = "unknown price" if plan.price_per_hour_usd is None else f"about ${plan.price_per_hour_usd:,.2f}/h (estimate)"
+    if plan.autoscaling is not None:
+        top = "an unknown price" if plan.max_price_per_hour_usd is None else f"${plan.max_price_per_hour_usd:,.2f}/h"
+        price += f", autoscaling up to {plan.autoscaling.max_capacity} instances ({top})"
     if price_prompt:
         out.confirm(f"{price} is above the ${price_limit:,.2f}/h price guard. Really create "
                     f"{plan.instance_count} x {plan.instance_type}?", yes=False)
@@ -147,6 +164,8 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
             mark = "[green]ok[/green]" if check.ok else "[red]FAILED[/red]"
             detail = f" ({escape(check.detail)})" if check.detail else ""
             console.print(f"  verified {check.name}: {mark}{detail}", soft_wrap=True)
+        if result.autoscaling is not None:
+            console.print(f"  autoscaling: {result.autoscaling.policy.describe()}", soft_wrap=True)
         if result.status != "InService":
             console.print(f"  follow it with: peagle status {result.endpoint_name} --region {result.region}")
         console.print(f"  remove it with: peagle cleanup {result.endpoint_name} --region {result.region} --yes")

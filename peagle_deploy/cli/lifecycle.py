@@ -49,6 +49,10 @@ def status(
                 out.warn(f"{row.name}: {warning}")
             for problem in row.tag_problems:
                 out.warn(f"{row.name}: tag {problem}; shown as unknown")
+        unknown = [r for r in rows if r.autoscaling is not None and r.autoscaling.state == "unknown"]
+        if unknown:  # a read failure, not an endpoint failure: the status itself is still right
+            out.warn(f"could not read Application Auto Scaling ({unknown[0].autoscaling.detail}); "
+                     "autoscaling shown as unknown")
         out.result({"endpoints": rows}, lambda console: status_view.render(console, rows))
 
     run(json_output, body)

@@ -15,8 +15,12 @@ def render_plan(console, plan: DeploymentPlan) -> None:
     from rich.json import JSON
 
     render_summary(console, plan)
-    for title, body in (("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
-                        ("CreateEndpoint", plan.create_endpoint)):
+    requests = [("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
+                ("CreateEndpoint", plan.create_endpoint)]
+    if plan.register_scalable_target is not None:  # Application Auto Scaling, after InService and verification
+        requests += [("RegisterScalableTarget (once InService and verified)", plan.register_scalable_target),
+                     ("PutScalingPolicy", plan.put_scaling_policy)]
+    for title, body in requests:
         console.print(f"\n[bold]{title}[/bold]")
         # soft_wrap: no line break inside a JSON string, on a narrow terminal either
         console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
@@ -37,6 +41,8 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         ("drafter channel", _drafter(plan)),
         ("image", plan.image_uri + (" (--image)" if plan.image_overridden else "")),
         ("price", f"{_money(plan.price_per_hour_usd)} ({plan.price_source})"),
+        *([("autoscaling", f"{plan.autoscaling.describe()}; up to {_money(plan.max_price_per_hour_usd)}")]
+          if plan.autoscaling else []),
         ("expires", plan.expires_at.isoformat() if plan.expires_at else "never (set --ttl)"),
         ("spec source", f"{plan.resolution_source}: {plan.resolution_detail}".rstrip(": ")),
     ]

@@ -40,13 +40,22 @@ def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints"
     for r in rows:
         if getattr(r, "vllm", None) is not None:
             console.print(f"{r.name}: {r.vllm.summary()}", markup=False, soft_wrap=True)
+        if _scaling_worth_a_line(r):
+            console.print(f"{r.name}: {r.autoscaling.summary()}", markup=False, soft_wrap=True)
+
+
+def _scaling_worth_a_line(row: Any) -> bool:
+    """Autoscaling that is on, or unknown: 'off' is the usual case and stays quiet in the table."""
+    scaling = getattr(row, "autoscaling", None)
+    return scaling is not None and scaling.state != "off"
 
 
 def line(row: Any) -> str:
     """One endpoint as one plain line (for --watch off a terminal)."""
     name, status, model, mode, k, instances, age, expires, cost = cells(row)
     spec = mode if k == "-" else f"{mode} K={k}"
-    return f"{name} {status} ({model} {spec}, {instances}, age {age}, expires {expires}, {cost})"
+    scaling = f", {row.autoscaling.summary()}" if _scaling_worth_a_line(row) else ""
+    return f"{name} {status} ({model} {spec}, {instances}, age {age}, expires {expires}, {cost}{scaling})"
 
 
 def watch(out: Output, fetch: Callable[[], Sequence[Any]], *, interval: float,

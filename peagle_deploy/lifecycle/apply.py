@@ -4,6 +4,10 @@ The rollback deletes exactly what this deploy created: creates that answered, pl
 was lost (an interrupt or a dropped connection while the call was in flight), reconciled by name and by
 this deploy's `peagle:created-at` tag, so a same-named resource of someone else is never touched. What
 cannot be confirmed gone is named with the exact `peagle cleanup` command that removes it.
+
+With `plan.autoscaling`, the variant is registered with Application Auto Scaling once the endpoint is InService
+and verified; a failure there is a deploy failure like any other: the rollback deregisters what was registered
+(teardown removes an endpoint's autoscaling before the endpoint) and deletes the endpoint, config and model.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from pydantic import BaseModel, Field
 
 from ..aws import is_lost_answer, translate_error
 from ..errors import Interrupted, PeagleError, UsageError
-from ..plan import DeploymentPlan
+from ..plan import VARIANT_NAME, DeploymentPlan
+from .autoscaling import SERVICE as AUTOSCALING_SERVICE
+from .autoscaling import Applied, apply_autoscaling
 from .quota import check_quota
 from .signals import Signalled, SignalGuard
 from .teardown import Outcome, describe, teardown
@@ -26,7 +32,8 @@ from .wait import Progress, read_retrying, wait_in_service
 _CREATES = (("model", "create_model", "CreateModel"),
             ("endpoint_config", "create_endpoint_config", "CreateEndpointConfig"),
             ("endpoint", "create_endpoint", "CreateEndpoint"))
-_LABEL = {"model": "model", "endpoint_config": "endpoint config", "endpoint": "endpoint"}
+_LABEL = {"model": "model", "endpoint_config": "endpoint config", "endpoint": "endpoint",
+          "scalable_target": "scalable target", "scaling_policy": "scaling policy"}
 RECONCILE_POLLS = 3  # a create whose answer was lost: look for it this many times (1 s apart) before giving up
 
 
@@ -37,6 +44,7 @@ class DeployResult(BaseModel):
     elapsed_s: float
     verification: list[Check] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    autoscaling: Applied | None = None
 
 
 def cleanup_command(plan: DeploymentPlan) -> str:
@@ -70,8 +78,8 @@ def _add_hint(error: PeagleError, text: str) -> None:
 class _Rollback:
     """What this deploy sent to SageMaker, and undoing it."""
 
-    def __init__(self, sm: Any, plan: DeploymentPlan, sleep: Callable[[float], None]):
-        self.sm, self.plan, self.sleep = sm, plan, sleep
+    def __init__(self, sm: Any, plan: DeploymentPlan, sleep: Callable[[float], None], scaling: Any = None):
+        self.sm, self.plan, self.sleep, self.scaling = sm, plan, sleep, scaling
         self.created: list[str] = []  # answered: it exists
         self.lost: list[str] = []  # sent, answer lost: it may exist, now or later
 
@@ -120,7 +128,7 @@ class _Rollback:
         return teardown(self.sm, endpoints=[name] if self.touched("endpoint") else [],
                         configs=[name] if self.touched("endpoint_config") else [],
                         models=[name] if self.touched("model") else [],
-                        wait=not hurry, created_at=self.plan.created_at)
+                        wait=not hurry, created_at=self.plan.created_at, scaling=self.scaling)
 
     def _exists(self, kind: str) -> bool:
         return describe(self.sm, kind, self.plan.endpoint_name) is not None  # type: ignore[arg-type]
@@ -147,7 +155,8 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
             _refuse_existing(sm, plan)
         except KeyboardInterrupt as exc:
             raise _Rollback(None, plan, sleep).run(_as_peagle_error(exc), keep=False, hurry=True) from None
-        rollback = _Rollback(sm, plan, sleep)
+        scaling = session.client(AUTOSCALING_SERVICE) if plan.autoscaling else None
+        rollback = _Rollback(sm, plan, sleep, scaling)
         start = clock()
         try:
             for kind, create, call in _CREATES:
@@ -168,10 +177,15 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
             checks = verify(sm, plan, session.client("logs"), sleep=sleep,
                             read=lambda call: read_retrying(call, sleep=sleep))
             require(checks)
+            applied = None
+            if plan.autoscaling is not None:
+                with guard.critical("RegisterScalableTarget and PutScalingPolicy"):
+                    applied = apply_autoscaling(scaling, plan.endpoint_name, VARIANT_NAME, plan.autoscaling)
+                note(f"autoscaling on: {plan.autoscaling.describe()}")
         except BaseException as exc:  # noqa: BLE001 - includes signals: nothing billable is left unknown
             error = _as_peagle_error(exc)
             raise rollback.run(error, keep=keep_on_failure and not guard.signalled,
                                hurry=guard.signalled or isinstance(exc, KeyboardInterrupt)) from None
     return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region, status=described["EndpointStatus"],
-                        elapsed_s=clock() - start, verification=checks, notes=notes)
+                        elapsed_s=clock() - start, verification=checks, notes=notes, autoscaling=applied)
 

@@ -12,6 +12,8 @@ from ..errors import UsageError
 from ..inputs import validate_name
 from ..instances import hourly_price
 from ..tags import PeagleTags
+from .autoscaling import SERVICE as AUTOSCALING_SERVICE
+from .autoscaling import AutoscalingStatus, read_autoscaling
 from .tags import read_tags
 from .startup_log import StartupInfo
 
@@ -35,6 +37,8 @@ class EndpointStatus(BaseModel):
     cost_so_far_usd: float | None
     tag_problems: list[str] = Field(default_factory=list, description="peagle tags present but unreadable")
     vllm: StartupInfo | None = None  # one endpoint only: what vLLM logged at start (CloudWatch)
+    autoscaling: AutoscalingStatus | None = Field(
+        default=None, description="Application Auto Scaling now; state 'unknown' when it could not be read")
 
 
 def _row(described: dict[str, Any], tags: PeagleTags, now: datetime) -> EndpointStatus:
@@ -74,8 +78,10 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
             from .startup_log import read_cloudwatch
 
             row.vllm = read_cloudwatch(session.client("logs"), name, attempts=1)
+        _add_autoscaling(session, [row], {name: described})
         return [row]
     rows = []
+    described_by_name: dict[str, dict[str, Any]] = {}
     for page in sm.get_paginator("list_endpoints").paginate():
         for summary in page.get("Endpoints", []):
             tags = read_tags(sm, summary["EndpointArn"])
@@ -88,4 +94,15 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
                     continue
                 raise
             rows.append(_row({**summary, **described}, tags, now))
+            described_by_name[summary["EndpointName"]] = described
+    _add_autoscaling(session, rows, described_by_name)
     return rows
+
+
+def _add_autoscaling(session: Any, rows: list[EndpointStatus], described: dict[str, dict[str, Any]]) -> None:
+    """Each managed endpoint's autoscaling (two reads for all of them; a failed read is 'unknown')."""
+    if not rows:
+        return
+    states = read_autoscaling(session.client(AUTOSCALING_SERVICE), described)
+    for row in rows:
+        row.autoscaling = states.get(row.name)

@@ -5,7 +5,9 @@ config's models first, then removes an endpoint config only if no endpoint outsi
 uses it, and a model only if no remaining endpoint config uses it (an unmanaged endpoint on a
 peagle-tagged config keeps billing happily; deleting its config would break it). Every resource is also
 checked for `peagle:managed=true` on itself (not only on its endpoint). Deletes are idempotent (already
-gone counts as done) and run endpoint, endpoint config, model, in that order.
+gone counts as done) and run endpoint, endpoint config, model, in that order. Before a managed endpoint is
+deleted, its Application Auto Scaling policies and scalable target are removed (`lifecycle.autoscaling`); an
+endpoint peagle does not manage is left alone, and so are its scaling targets.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from ..tags import PeagleTags
 from .tags import read_tags
 
 Kind = Literal["endpoint", "endpoint_config", "model"]
+OutcomeKind = Literal["endpoint", "endpoint_config", "model", "scalable_target", "scaling_policy"]
 
 
 class Outcome(BaseModel):
-    kind: Kind
+    kind: OutcomeKind
     name: str
     result: Literal["deleted", "already gone", "left", "failed"]
     reason: str = ""
@@ -58,7 +61,8 @@ _DESCRIBE = {"endpoint": ("describe_endpoint", "EndpointName", "EndpointArn"),
              "endpoint_config": ("describe_endpoint_config", "EndpointConfigName", "EndpointConfigArn"),
              "model": ("describe_model", "ModelName", "ModelArn")}
 _DELETE = {"endpoint": "delete_endpoint", "endpoint_config": "delete_endpoint_config", "model": "delete_model"}
-_LABEL = {"endpoint": "endpoint", "endpoint_config": "endpoint config", "model": "model"}
+_LABEL = {"endpoint": "endpoint", "endpoint_config": "endpoint config", "model": "model",
+          "scalable_target": "scalable target", "scaling_policy": "scaling policy"}
 
 
 def describe(sm: Any, kind: Kind, name: str) -> dict[str, Any] | None:
@@ -72,11 +76,16 @@ def describe(sm: Any, kind: Kind, name: str) -> dict[str, Any] | None:
 
 
 def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
-               created_at: datetime | None = None) -> Outcome:
-    """Delete one resource if it is peagle's (and, with `created_at`, from that very deploy)."""
+               created_at: datetime | None = None, scaling: Any = None,
+               extra: list[Outcome] | None = None) -> Outcome:
+    """Delete one resource if it is peagle's (and, with `created_at`, from that very deploy).
+
+    An endpoint's autoscaling is removed first when `scaling` (an application-autoscaling client) is given; those
+    outcomes are appended to `extra`."""
     described = describe(sm, kind, name)
     if described is None:
         return Outcome(kind=kind, name=name, result="already gone")
+    tags = PeagleTags()
     if require_managed or created_at is not None:
         tags = read_tags(sm, described[_DESCRIBE[kind][2]])
         if require_managed and not tags.managed:
@@ -84,6 +93,14 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
         if created_at is not None and tags.created_at != created_at:
             return Outcome(kind=kind, name=name, result="left",
                            reason="same name, but not from this deploy (another peagle:created-at)")
+    if kind == "endpoint" and scaling is not None:
+        from .autoscaling import remove_autoscaling, variants_of
+        from ..plan import VARIANT_NAME
+
+        removed = remove_autoscaling(scaling, name, variants_of(described, VARIANT_NAME),
+                                     expected=tags.autoscale is not None)
+        if extra is not None:
+            extra.extend(removed)
     try:
         getattr(sm, _DELETE[kind])(**{_DESCRIBE[kind][1]: name})
     except Exception as exc:
@@ -125,15 +142,18 @@ def _models_of(config: dict[str, Any] | None) -> list[str]:
 
 
 def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), models: list[str] = (),
-             wait: bool = True, require_managed: bool = True, created_at: datetime | None = None) -> list[Outcome]:
+             wait: bool = True, require_managed: bool = True, created_at: datetime | None = None,
+             scaling: Any = None) -> list[Outcome]:
     """Delete `endpoints` with their configs and models, plus the given `configs` and `models`, except what
-    anything outside this set still uses. Returns one Outcome per resource considered, kept ones with why."""
+    anything outside this set still uses. Returns one Outcome per resource considered, kept ones with why.
+    With `scaling` (an application-autoscaling client), each endpoint's autoscaling is removed before it."""
     refs = References.read(sm)
     outcomes: list[Outcome] = []
     gone_endpoints: set[str] = set()
     want_configs: list[str] = list(configs)
     for name in endpoints:
-        outcome = delete_one(sm, "endpoint", name, require_managed=require_managed, created_at=created_at)
+        outcome = delete_one(sm, "endpoint", name, require_managed=require_managed, created_at=created_at,
+                             scaling=scaling, extra=outcomes)
         outcomes.append(outcome)
         if outcome.result in ("deleted", "already gone"):
             gone_endpoints.add(name)
@@ -169,11 +189,12 @@ def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), mod
     return outcomes
 
 
-def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool = True) -> list[Outcome]:
-    """Endpoint `name`, then its config, then the config's models (names read from SageMaker, not assumed).
-    With no endpoint of that name, the config and model of that name (a deploy's leftovers)."""
+def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool = True,
+                 scaling: Any = None) -> list[Outcome]:
+    """Endpoint `name` (its autoscaling first), then its config, then the config's models (names read from
+    SageMaker, not assumed). With no endpoint of that name, the config and model of that name (a deploy's leftovers)."""
     if describe(sm, "endpoint", name) is not None:
-        return teardown(sm, endpoints=[name], wait=wait, require_managed=require_managed)
+        return teardown(sm, endpoints=[name], wait=wait, require_managed=require_managed, scaling=scaling)
     return teardown(sm, configs=[name], models=[name], wait=wait, require_managed=require_managed)
 
 
@@ -194,12 +215,13 @@ def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expire
     if sum((bool(name), all_, expired)) != 1:
         raise UsageError("cleanup needs exactly one of NAME, --all or --expired", "see peagle cleanup --help")
     sm = session.client("sagemaker")
+    scaling = session.client("application-autoscaling")
     report = CleanupReport()
     if name:
         from ..inputs import validate_name
 
         validate_name(name)
-        report.outcomes.extend(delete_stack(sm, name, wait=wait))
+        report.outcomes.extend(delete_stack(sm, name, wait=wait, scaling=scaling))
         if all(o.result == "already gone" for o in report.outcomes):
             raise UsageError(f"no endpoint, endpoint config or model named {name!r} in {session.region}",
                              "check the name and --region (peagle status lists peagle's endpoints)")
@@ -228,7 +250,7 @@ def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expire
         extra_models = [m for m, _ in _managed(sm, "list_models", "Models", "ModelName", "ModelArn")]
     if selected or extra_configs or extra_models:
         report.outcomes.extend(teardown(sm, endpoints=selected, configs=extra_configs, models=extra_models,
-                                        wait=wait))
+                                        wait=wait, scaling=scaling))
     report.error = _first_failure(report)
     return report
 

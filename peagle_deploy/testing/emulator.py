@@ -15,6 +15,8 @@ What it adds to moto (5.2):
   `peagle` executable with AWS_ENDPOINT_URL. Scripted behaviour lives in this process's backend, so it
   applies in both modes. `middlewares` wrap the WSGI app: that is how response streaming (which moto
   lacks) is served, see `peagle_deploy.testing.streaming`;
+- Application Auto Scaling for SageMaker variants (target checks, capacity moved into MIN..MAX, policies
+  deleted with their target, faults and gates too): see `peagle_deploy.testing.autoscaling_emulation`;
 - a real backend (`backend=ContainerBackend(...)`, see `peagle_deploy.testing.container_backend`): each
   endpoint runs its model's container for real, with its logs in the emulated CloudWatch group.
 
@@ -337,6 +339,7 @@ class SageMakerEmulator:
             mock.patch.object(sm_models.SageMakerModelBackend, "describe_endpoint", describe_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
             mock.patch.object(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, create=True),
+            *self._autoscaling_patches(call_action),
         ]
 
     def _logs_patches(self) -> list[Any]:
@@ -352,6 +355,26 @@ class SageMakerEmulator:
                             filter_pattern, True)
 
         return [mock.patch.object(LogGroup, "filter_log_events", filter_log_events)]
+
+    # Application Auto Scaling (h9) ----------------------------------------------------------------
+    def _autoscaling_patches(self, call_action: Callable[[Any], Any]) -> list[Any]:
+        """Faults, gates and delays through the same `call_action` as SageMaker's; entered after the patches
+        above, so they stack on the emulator's own DeleteEndpoint."""
+        from .autoscaling_emulation import autoscaling_patches
+
+        return autoscaling_patches(self, call_action)
+
+    def scalable_targets(self) -> dict[str, dict[str, Any]]:
+        """Every registered Application Auto Scaling target (resource id -> min, max, policy names), from moto."""
+        from moto.applicationautoscaling.models import applicationautoscaling_backends
+
+        backend = applicationautoscaling_backends[ACCOUNT][self.region]
+        found: dict[str, dict[str, Any]] = {}
+        for targets in backend.targets.values():
+            for r_id, target in targets.items():
+                found[r_id] = {"min": target.min_capacity, "max": target.max_capacity, "policies": sorted(
+                    p.policy_name for p in backend.policies.values() if p.resource_id == r_id)}
+        return found
 
     def _seed(self) -> None:
         from .jumpstart_bucket import seed_jumpstart_bucket

@@ -45,6 +45,14 @@ _SPEC = _p("s3:GetObject", "read the JumpStart spec, the model's image and artif
 _LOGS = _p("logs:FilterLogEvents", "read the container's log lines (/aws/sagemaker/Endpoints/NAME)",
            resources=(LOG_GROUPS,))
 _TAGS = _p("sagemaker:ListTags", "tell peagle's endpoints (tag peagle:managed) from everything else")
+_AAS_READ = [_p("application-autoscaling:DescribeScalableTargets", "the endpoint's autoscaling range"),
+             _p("application-autoscaling:DescribeScalingPolicies", "the endpoint's target tracking policy")]
+_AAS_REMOVE = [
+    _p("application-autoscaling:DeleteScalingPolicy", "remove the target tracking policy before the endpoint"),
+    _p("application-autoscaling:DeregisterScalableTarget", "deregister the variant before the endpoint goes"),
+]
+_ALARMS = "Application Auto Scaling manages the target tracking alarms with the caller's permissions; " \
+          "the emulator makes no CloudWatch call"
 
 COMMANDS: dict[str, list[Permission]] = {
     "deploy": [
@@ -71,6 +79,22 @@ COMMANDS: dict[str, list[Permission]] = {
         _TAGS.model_copy(update={"why": "roll back only what this deploy created (its peagle:created-at tag)"}),
         _p("sagemaker:ListEndpoints", "roll back: keep a config another endpoint uses"),
         _p("sagemaker:ListEndpointConfigs", "roll back: keep a model another config uses"),
+        _p("application-autoscaling:RegisterScalableTarget", "--autoscale: register the variant after InService"),
+        _p("application-autoscaling:PutScalingPolicy", "--autoscale: attach the target tracking policy"),
+        *[p.model_copy(update={"why": "--autoscale: roll back a registration (" + p.why + ")"})
+          for p in [*_AAS_READ, _AAS_REMOVE[1]]],
+        _AAS_REMOVE[0].model_copy(update={
+            "why": "--autoscale: roll back an attached policy (a signal right after PutScalingPolicy)",
+            "unobserved": "nothing in a deploy can fail after the policy is attached but a signal; the test's "
+                          "rollback comes from a refused PutScalingPolicy, which leaves no policy to delete"}),
+        _p("cloudwatch:PutMetricAlarm", "--autoscale: the target tracking policy's alarms", unobserved=_ALARMS),
+        _p("cloudwatch:DescribeAlarms", "--autoscale: the target tracking policy's alarms", unobserved=_ALARMS),
+        _p("cloudwatch:DeleteAlarms", "--autoscale: the alarms of a policy rolled back", unobserved=_ALARMS),
+        _p("iam:CreateServiceLinkedRole", "--autoscale, first time in an account: Application Auto Scaling's "
+                                          "role for SageMaker variants",
+           resources=("arn:aws:iam::*:role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+                      "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpointVariant",),
+           unobserved="created by Application Auto Scaling on the first registration; the emulator has no IAM"),
         _p("kms:CreateGrant", "only with --kms-key: SageMaker creates a grant on the key for the volumes",
            unobserved="called by SageMaker on the caller's behalf; the emulator has no KMS"),
         _p("kms:DescribeKey", "only with --kms-key: SageMaker checks the key",
@@ -81,6 +105,7 @@ COMMANDS: dict[str, list[Permission]] = {
         _TAGS,
         _p("sagemaker:DescribeEndpoint", "status, instance count, failure reason"),
         _LOGS.model_copy(update={"why": "NAME: what vLLM logged at start-up"}),
+        *_AAS_READ,
     ],
     "invoke": [
         _p("sagemaker:InvokeEndpoint", "send the request (InvokeEndpointWithResponseStream and InvokeEndpoint "
@@ -112,6 +137,10 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:DeleteEndpoint", "remove the endpoint"),
         _p("sagemaker:DeleteEndpointConfig", "remove its configuration"),
         _p("sagemaker:DeleteModel", "remove its model"),
+        *_AAS_READ,
+        *_AAS_REMOVE,
+        _p("cloudwatch:DescribeAlarms", "the alarms of a removed scaling policy", unobserved=_ALARMS),
+        _p("cloudwatch:DeleteAlarms", "the alarms of a removed scaling policy", unobserved=_ALARMS),
     ],
 }
 
@@ -164,6 +193,9 @@ def policy_document(commands: list[str] | None = None) -> dict[str, Any]:
                                      "Resource": list(resources) if len(resources) > 1 else resources[0]}
         if "iam:PassRole" in names:
             statement["Condition"] = {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+        if "iam:CreateServiceLinkedRole" in names:
+            statement["Condition"] = {"StringLike": {
+                "iam:AWSServiceName": "sagemaker.application-autoscaling.amazonaws.com"}}
         statements.append(statement)
     return {"Version": "2012-10-17", "Statement": statements}
 
@@ -176,9 +208,11 @@ def _sid(resources: tuple[str, ...]) -> str:
         return "JumpStartSpecs"
     if first.startswith("arn:aws:logs"):
         return "EndpointLogs"
+    if first.startswith("arn:aws:iam::*:role/aws-service-role/"):
+        return "AutoscalingServiceLinkedRole"
     if first.startswith("arn:aws:iam"):
         return "PassExecutionRole"
-    return "Peagle" + str(abs(hash(resources)) % 1000)
+    return "Peagle" + "".join(ch for ch in first.title() if ch.isalnum())[-40:]
 
 
 def markdown_tables() -> str:

@@ -45,14 +45,14 @@ _SPEC = _p("s3:GetObject", "read the JumpStart spec, the model's image and artif
 _LOGS = _p("logs:FilterLogEvents", "read the container's log lines (/aws/sagemaker/Endpoints/NAME)",
            resources=(LOG_GROUPS,))
 _TAGS = _p("sagemaker:ListTags", "tell peagle's endpoints (tag peagle:managed) from everything else")
-SCALING_ROLE = ("arn:aws:iam::*:role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
-                "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint")
-SCALING_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
-_ON_YOUR_BEHALF = "Application Auto Scaling calls it with the caller's permissions; the emulator has no IAM or alarms"
-_SCALING_READS = [
-    _p("application-autoscaling:DescribeScalableTargets", "find the endpoint's autoscaling target (--autoscale)"),
-    _p("application-autoscaling:DescribeScalingPolicies", "its target-tracking policy"),
+_AAS_READ = [_p("application-autoscaling:DescribeScalableTargets", "the endpoint's autoscaling range"),
+             _p("application-autoscaling:DescribeScalingPolicies", "the endpoint's target tracking policy")]
+_AAS_REMOVE = [
+    _p("application-autoscaling:DeleteScalingPolicy", "remove the target tracking policy before the endpoint"),
+    _p("application-autoscaling:DeregisterScalableTarget", "deregister the variant before the endpoint goes"),
 ]
+_ALARMS = "Application Auto Scaling manages the target tracking alarms with the caller's permissions; " \
+          "the emulator makes no CloudWatch call"
 
 COMMANDS: dict[str, list[Permission]] = {
     "deploy": [
@@ -79,16 +79,25 @@ COMMANDS: dict[str, list[Permission]] = {
         _TAGS.model_copy(update={"why": "roll back only what this deploy created (its peagle:created-at tag)"}),
         _p("sagemaker:ListEndpoints", "roll back: keep a config another endpoint uses"),
         _p("sagemaker:ListEndpointConfigs", "roll back: keep a model another config uses"),
-        _p("application-autoscaling:RegisterScalableTarget", "--autoscale: register the variant once InService"),
-        _p("application-autoscaling:PutScalingPolicy", "--autoscale: its target-tracking policy"),
-        _p("iam:CreateServiceLinkedRole", "--autoscale, first time in the account: Application Auto Scaling's "
-                                          "role for SageMaker endpoints (condition iam:AWSServiceName "
-                                          f"{SCALING_SERVICE})",
-           resources=(SCALING_ROLE,), unobserved="created by Application Auto Scaling at the first registration"),
-        _p("sagemaker:UpdateEndpointWeightsAndCapacities", "--autoscale: the action scaling performs on the variant",
-           unobserved=_ON_YOUR_BEHALF),
-        _p("cloudwatch:PutMetricAlarm", "--autoscale: target tracking's alarms", unobserved=_ON_YOUR_BEHALF),
-        _p("cloudwatch:DescribeAlarms", "--autoscale: target tracking's alarms", unobserved=_ON_YOUR_BEHALF),
+        _p("application-autoscaling:RegisterScalableTarget", "--autoscale: register the variant after InService"),
+        _p("application-autoscaling:PutScalingPolicy", "--autoscale: attach the target tracking policy"),
+        *[p.model_copy(update={"why": "--autoscale: roll back a registration (" + p.why + ")"})
+          for p in [*_AAS_READ, _AAS_REMOVE[1]]],
+        _AAS_REMOVE[0].model_copy(update={
+            "why": "--autoscale: roll back an attached policy (a signal right after PutScalingPolicy)",
+            "unobserved": "nothing in a deploy can fail after the policy is attached but a signal; the test's "
+                          "rollback comes from a refused PutScalingPolicy, which leaves no policy to delete"}),
+        _p("sagemaker:UpdateEndpointWeightsAndCapacities", "--autoscale: what scaling does to the variant (in "
+                                                           "SageMaker's minimum autoscaling permissions)",
+           unobserved="Application Auto Scaling calls it with the caller's permissions; the emulator has no IAM"),
+        _p("cloudwatch:PutMetricAlarm", "--autoscale: the target tracking policy's alarms", unobserved=_ALARMS),
+        _p("cloudwatch:DescribeAlarms", "--autoscale: the target tracking policy's alarms", unobserved=_ALARMS),
+        _p("cloudwatch:DeleteAlarms", "--autoscale: the alarms of a policy rolled back", unobserved=_ALARMS),
+        _p("iam:CreateServiceLinkedRole", "--autoscale, first time in an account: Application Auto Scaling's "
+                                          "role for SageMaker variants",
+           resources=("arn:aws:iam::*:role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+                      "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint",),
+           unobserved="created by Application Auto Scaling on the first registration; the emulator has no IAM"),
         _p("kms:CreateGrant", "only with --kms-key: SageMaker creates a grant on the key for the volumes",
            unobserved="called by SageMaker on the caller's behalf; the emulator has no KMS"),
         _p("kms:DescribeKey", "only with --kms-key: SageMaker checks the key",
@@ -99,7 +108,7 @@ COMMANDS: dict[str, list[Permission]] = {
         _TAGS,
         _p("sagemaker:DescribeEndpoint", "status, instance count, failure reason"),
         _LOGS.model_copy(update={"why": "NAME: what vLLM logged at start-up"}),
-        *_SCALING_READS,
+        *_AAS_READ,
     ],
     "invoke": [
         _p("sagemaker:InvokeEndpoint", "send the request (InvokeEndpointWithResponseStream and InvokeEndpoint "
@@ -120,6 +129,35 @@ COMMANDS: dict[str, list[Permission]] = {
     "logs": [
         _LOGS,
     ],
+    "update": [
+        _IDENTITY,
+        _SPEC,
+        _TAGS.model_copy(update={"why": "update only an endpoint peagle manages; its mode and K"}),
+        _p("sagemaker:DescribeEndpoint", "the live configuration; wait for Updating to end"),
+        _p("sagemaker:DescribeEndpointConfig", "the live instance type, count and model"),
+        _p("sagemaker:DescribeModel", "the live container, its environment and model data"),
+        _p("sagemaker:CreateModel", "the new model (when the container's environment changes)"),
+        _p("sagemaker:CreateEndpointConfig", "the new endpoint configuration"),
+        _p("sagemaker:UpdateEndpoint", "switch the endpoint over (blue/green, baking period, rollback alarms)"),
+        _p("sagemaker:AddTags", "retag the endpoint with its new K, mode and instances"),
+        _p("iam:PassRole", "the live model's execution role goes to the new model (condition iam:PassedToService "
+                           "sagemaker.amazonaws.com)",
+           resources=("arn:aws:iam::*:role/*",), unobserved="authorized inside CreateModel, not an API call of its own"),
+        _LOGS.model_copy(update={"why": "verify the new speculative config in vLLM's start-up lines"}),
+        _p("sagemaker:ListEndpoints", "keep a previous config another endpoint still uses"),
+        _p("sagemaker:ListEndpointConfigs", "keep a previous model another config still uses"),
+        _p("sagemaker:DeleteEndpointConfig", "remove the previous config after success (or the new one after a "
+                                             "rollback)"),
+        _p("sagemaker:DeleteModel", "remove the previous model after success (or the new one after a rollback)"),
+        _p("cloudwatch:DescribeAlarms", "--rollback-alarm: check the alarms exist before updating",
+           unobserved="only with --rollback-alarm, which the emulator test does not pass"),
+        *[p.model_copy(update={"why": "--autoscale or --instance-type on an autoscaled endpoint: " + p.why,
+                               "unobserved": "a K-only update leaves autoscaling alone; tests/test_update_units.py "
+                                             "covers the others"})
+          for p in [_p("application-autoscaling:RegisterScalableTarget", "register the variant again"),
+                    _p("application-autoscaling:PutScalingPolicy", "its target tracking policy"),
+                    *_AAS_READ, *_AAS_REMOVE]],
+    ],
     "cleanup": [
         _p("sagemaker:ListEndpoints", "--all/--expired: find peagle's endpoints"),
         _p("sagemaker:ListEndpointConfigs", "find configs no endpoint uses any more"),
@@ -131,10 +169,10 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:DeleteEndpoint", "remove the endpoint"),
         _p("sagemaker:DeleteEndpointConfig", "remove its configuration"),
         _p("sagemaker:DeleteModel", "remove its model"),
-        *_SCALING_READS,
-        _p("application-autoscaling:DeleteScalingPolicy", "remove the scaling policy before the endpoint"),
-        _p("application-autoscaling:DeregisterScalableTarget", "deregister the variant before the endpoint"),
-        _p("cloudwatch:DeleteAlarms", "target tracking's alarms go with its policy", unobserved=_ON_YOUR_BEHALF),
+        *_AAS_READ,
+        *_AAS_REMOVE,
+        _p("cloudwatch:DescribeAlarms", "the alarms of a removed scaling policy", unobserved=_ALARMS),
+        _p("cloudwatch:DeleteAlarms", "the alarms of a removed scaling policy", unobserved=_ALARMS),
     ],
 }
 
@@ -188,7 +226,8 @@ def policy_document(commands: list[str] | None = None) -> dict[str, Any]:
         if "iam:PassRole" in names:
             statement["Condition"] = {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
         if "iam:CreateServiceLinkedRole" in names:
-            statement["Condition"] = {"StringLike": {"iam:AWSServiceName": SCALING_SERVICE}}
+            statement["Condition"] = {"StringLike": {
+                "iam:AWSServiceName": "sagemaker.application-autoscaling.amazonaws.com"}}
         statements.append(statement)
     return {"Version": "2012-10-17", "Statement": statements}
 
@@ -202,10 +241,10 @@ def _sid(resources: tuple[str, ...]) -> str:
     if first.startswith("arn:aws:logs"):
         return "EndpointLogs"
     if first.startswith("arn:aws:iam::*:role/aws-service-role/"):
-        return "AutoScalingServiceLinkedRole"
+        return "AutoscalingServiceLinkedRole"
     if first.startswith("arn:aws:iam"):
         return "PassExecutionRole"
-    return "Peagle" + str(abs(hash(resources)) % 1000)
+    return "Peagle" + "".join(ch for ch in first.title() if ch.isalnum())[-40:]
 
 
 def markdown_tables() -> str:

@@ -50,6 +50,8 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("deploy", ["deploy", "qwen3-coder", "--dry-run"], None),
         ("deploy", ["deploy", "qwen3-coder", "--name", NAME, "--role", role, "--yes", *AUTOSCALE], None),
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING, "--role", role, "--yes"], "fail"),
+        ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-as", "--role", role, "--yes", *AUTOSCALE],
+         "policy-fails"),
         ("status", ["status"], None),
         ("status", ["status", NAME], None),
         ("invoke", ["invoke", NAME, "hello"], None),
@@ -59,11 +61,12 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("metrics", ["metrics", NAME, "--since", "15m"], None),
         ("logs", ["logs", NAME, "--since", "1h"], None),
         ("update", ["update", NAME, "--k", "7", "--yes"], None),
+        ("update", ["update", NAME, "--k", "5", "--yes"], "update-fails"),
         ("cleanup", ["cleanup", "--expired", "--yes"], None),
         ("cleanup", ["cleanup", NAME, "--yes"], None),
         ("cleanup", ["cleanup", "--all", "--yes"], "unmanaged"),
     ]
-    return [run for run in runs if run[0] in COMMANDS]
+    return [run for run in runs if run[0] in COMMANDS and (run[2] != "policy-fails" or AUTOSCALE)]
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +81,17 @@ def recorded(emulator_server, tmp_path_factory):
     for index, (command, argv, setup) in enumerate(_scenarios(emu.role_arn, str(tmp_path_factory.mktemp("b")))):
         if setup == "fail":
             emu.script_endpoints(final="Failed", reason="scripted failure for the IAM test")
+        if setup == "policy-fails":  # registered, then the policy refused: the rollback deregisters
+            emu.fail("PutScalingPolicy", code="ValidationException", message="injected for the IAM test")
+        if setup == "update-fails":  # SageMaker rolls back: the update removes what it created
+            emu.script_update(fail=True, reason="scripted rollback for the IAM test")
         if setup == "unmanaged":
             emu.create_endpoint_stack("not-peagles")
         caller = f"iam-{index}-{command}"
         proc = subprocess.run([PEAGLE, *argv], env={**emu.env, "AWS_SDK_UA_APP_ID": caller}, capture_output=True,
                               text=True, timeout=300)
         emu.script_endpoints()
+        emu.script_update()
         if argv[:2] == ["deploy", "qwen3-coder"] and NAME in argv:
             emu.put_log_lines(NAME, [SPEC_LINE])  # the container's stats line, for metrics and bench
         outcomes.setdefault(command, []).append((argv, proc.returncode, proc.stderr[-2000:]))
@@ -105,7 +113,8 @@ def test_documented_actions_match_the_calls_made(command, recorded):
     if command not in COMMANDS:
         pytest.skip(f"`peagle {command}` is not on this branch yet; its scenario runs once it is registered")
     calls, outcomes = recorded
-    expected_exits = {"deploy": {0, 6}}.get(command, {0})  # the scripted failing deploy exits 6
+    # the failing deploys: 6 (Failed), 2 (policy refused); the rolled-back update: 6
+    expected_exits = {"deploy": {0, 2, 6}, "update": {0, 6}}.get(command, {0})
     for argv, code, stderr in outcomes[command]:
         assert code in expected_exits, f"peagle {' '.join(argv)} exited {code}: {stderr}"
     assert command in iam_policy.COMMANDS, (

@@ -81,7 +81,8 @@ def deploy(
             instance_type=instance_type, instance_count=count, allow_any_instance=allow_any_instance,
             region=resolve_region(region), role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
             ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image,
-            env=user_env, autoscale=policy, subnets=subnet or [], security_groups=security_group or [], kms_key=kms_key,
+            env=user_env, autoscale=policy, subnets=subnet or [], security_groups=security_group or [],
+            kms_key=kms_key,
             offline=offline or dry_run and _no_credentials(profile),
         )
         if request.offline:  # needs no AWS account: not even a readable AWS_PROFILE

@@ -74,7 +74,7 @@ class TargetRef(BaseModel):
     @property
     def log_hint(self) -> str:
         if self.kind == "sagemaker":
-            return f"container logs: CloudWatch log group {self.log_group}"
+            return f"container logs: peagle logs {self.name} (CloudWatch log group {self.log_group})"
         return "check the server's own log"
 
 

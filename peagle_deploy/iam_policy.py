@@ -176,6 +176,11 @@ COMMANDS: dict[str, list[Permission]] = {
     ],
 }
 
+# `update --autoscale` registers a scaling target as deploy does: what AWS does on the caller's behalf then too
+COMMANDS["update"] += [p for p in COMMANDS["deploy"] if p.unobserved and p.action in {
+    "sagemaker:UpdateEndpointWeightsAndCapacities", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms",
+    "iam:CreateServiceLinkedRole"}]
+
 # not asked of the caller but of the execution role (--role) SageMaker runs the endpoint with
 EXECUTION_ROLE: list[Permission] = [
     _p("s3:GetObject", "the model data and the drafter (JumpStart's buckets)", resources=tuple(

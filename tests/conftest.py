@@ -20,6 +20,19 @@ def emu_server():
 
 
 @pytest.fixture
+def emu_recorded():
+    """A fresh SageMaker emulator server (this process's environment points at it) with `recorder`: a
+    WriteRecorder of the calls each process made, by its AWS_SDK_UA_APP_ID."""
+    from peagle_deploy.testing import SageMakerEmulator
+    from peagle_deploy.testing.write_recorder import WriteRecorder
+
+    recorder = WriteRecorder()
+    with SageMakerEmulator.server(middlewares=[recorder.middleware]) as emulator:
+        emulator.recorder = recorder
+        yield emulator
+
+
+@pytest.fixture
 def emu_in_process():
     """A SageMaker emulator inside this process (moto's mock_aws)."""
     from peagle_deploy.testing import SageMakerEmulator

@@ -13,8 +13,6 @@ import subprocess
 
 import pytest
 
-from peagle_deploy.testing import SageMakerEmulator
-from peagle_deploy.testing.write_recorder import WriteRecorder
 
 from .conftest import PEAGLE
 
@@ -22,11 +20,9 @@ NAME = "prod-qwen"
 
 
 @pytest.fixture
-def emu():
-    recorder = WriteRecorder()
-    with SageMakerEmulator.server(middlewares=[recorder.middleware]) as emulator:
-        emulator.recorder = recorder
-        yield emulator
+def emu(emu_recorded):
+    """A fresh emulator per test (conftest's `emu` is one per module): updates script its status."""
+    return emu_recorded
 
 
 def peagle(emu, *args):

@@ -13,7 +13,6 @@ import subprocess
 
 import pytest
 
-
 from .conftest import PEAGLE
 
 NAME = "prod-qwen"

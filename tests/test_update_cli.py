@@ -7,7 +7,6 @@ import subprocess
 
 import pytest
 
-
 from .conftest import PEAGLE
 
 

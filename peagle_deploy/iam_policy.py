@@ -45,6 +45,8 @@ _SPEC = _p("s3:GetObject", "read the JumpStart spec, the model's image and artif
 _LOGS = _p("logs:FilterLogEvents", "read the container's log lines (/aws/sagemaker/Endpoints/NAME)",
            resources=(LOG_GROUPS,))
 _TAGS = _p("sagemaker:ListTags", "tell peagle's endpoints (tag peagle:managed) from everything else")
+_PRICE = _p("pricing:GetProducts", "the SageMaker hosting price of the instance type (AWS Price List; without it "
+                                   "the price is shown as unknown)")
 _AAS_READ = [_p("application-autoscaling:DescribeScalableTargets", "the endpoint's autoscaling range"),
              _p("application-autoscaling:DescribeScalingPolicies", "the endpoint's target tracking policy")]
 _AAS_REMOVE = [
@@ -58,6 +60,7 @@ COMMANDS: dict[str, list[Permission]] = {
     "deploy": [
         _IDENTITY,
         _SPEC,
+        _PRICE,
         _p("servicequotas:ListServiceQuotas", "check the instance quota before creating anything"),
         _p("sagemaker:CreateModel", "create the model (container, model data, drafter channel)"),
         _p("sagemaker:CreateEndpointConfig", "create the endpoint configuration"),
@@ -108,6 +111,9 @@ COMMANDS: dict[str, list[Permission]] = {
         _TAGS,
         _p("sagemaker:DescribeEndpoint", "status, instance count, failure reason"),
         _LOGS.model_copy(update={"why": "NAME: what vLLM logged at start-up"}),
+        _p("sagemaker:DescribeEndpointConfig", "NAME: the served config, to check vLLM's start-up lines against"),
+        _p("sagemaker:DescribeModel", "NAME: the served SM_VLLM_SPECULATIVE_CONFIG"),
+        _PRICE.model_copy(update={"why": "the SageMaker hosting price, for the cost so far"}),
         *_AAS_READ,
     ],
     "invoke": [
@@ -117,11 +123,12 @@ COMMANDS: dict[str, list[Permission]] = {
     "bench": [
         _p("sagemaker:DescribeEndpoint", "the endpoint's config name and status"),
         _p("sagemaker:DescribeEndpointConfig", "instance type and count, for cost per million tokens"),
-        _TAGS.model_copy(update={"why": "the mode and K peagle deployed"}),
+        _p("sagemaker:DescribeModel", "the served SM_VLLM_SPECULATIVE_CONFIG: the mode and K the endpoint runs"),
+        _TAGS.model_copy(update={"why": "the mode and K label peagle tagged (checked against the served config)"}),
         _p("sagemaker:InvokeEndpoint", "the benchmark's requests"),
         _LOGS.model_copy(update={"why": "acceptance from vLLM's SpecDecoding metrics lines"}),
-        _p("pricing:GetProducts", "the instance's hourly price from the AWS Price List (optional: without it "
-                                  "bench uses peagle's shipped list price)"),
+        _PRICE.model_copy(update={"why": "the SageMaker hosting price, for $ per million tokens (without it: "
+                                         "unknown)"}),
     ],
     "metrics": [
         _LOGS.model_copy(update={"why": "vLLM's SpecDecoding metrics lines over the window"}),
@@ -132,6 +139,7 @@ COMMANDS: dict[str, list[Permission]] = {
     "update": [
         _IDENTITY,
         _SPEC,
+        _PRICE.model_copy(update={"why": "the new fleet's SageMaker hosting price (the price guard)"}),
         _TAGS.model_copy(update={"why": "update only an endpoint peagle manages; its mode and K"}),
         _p("sagemaker:DescribeEndpoint", "the live configuration; wait for Updating to end"),
         _p("sagemaker:DescribeEndpointConfig", "the live instance type, count and model"),

@@ -1,4 +1,4 @@
-"""Instance facts and list prices, from templates/instances.toml."""
+"""Instance facts (GPUs, memory), from templates/instances.toml. Prices: peagle_deploy/pricing.py."""
 
 from __future__ import annotations
 
@@ -19,13 +19,11 @@ class InstanceInfo(BaseModel):
     gpu_memory_gb: int = Field(gt=0)
     vcpus: int = Field(gt=0)
     memory_gib: int = Field(gt=0)
-    price_per_hour_usd: float = Field(gt=0)
 
 
 class InstanceTable(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    price_source: str
     instances: dict[str, InstanceInfo]
 
 
@@ -38,8 +36,3 @@ def instance_table() -> InstanceTable:
 def instance_info(instance_type: str) -> InstanceInfo | None:
     """Facts for a known instance type, None for types peagle has no data on."""
     return instance_table().instances.get(instance_type)
-
-
-def hourly_price(instance_type: str, count: int = 1) -> float | None:
-    info = instance_info(instance_type)
-    return None if info is None else round(info.price_per_hour_usd * count, 4)

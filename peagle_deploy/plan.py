@@ -28,7 +28,8 @@ from .inputs import (
     validate_name,
     validate_role_arn,
 )
-from .instances import G7E_PREFIX, hourly_price, instance_info, instance_table
+from .instances import G7E_PREFIX, instance_info, instance_table
+from .pricing import Price
 from .spec import ResolvedSpec
 from .tags import MANAGED as MANAGED_TAG  # noqa: F401 - re-exported for older imports
 from .tags import PREFIX as TAG_PREFIX  # noqa: F401
@@ -84,8 +85,10 @@ class DeploymentPlan(BaseModel):
     instance_type: str
     instance_count: int
     gpus_per_instance: int | None
-    price_per_hour_usd: float | None = Field(description="all instances together; an estimate, see price_source")
-    price_source: str
+    price_per_hour_usd: float | None = Field(description="all instances together (SageMaker hosting); None: unknown")
+    price_source: str = Field(description="where the price came from, or why it is unknown")
+    price_per_day_usd: float | None = None
+    price: Price | None = Field(None, description="the price with its source, the Pricing API query and a hint")
     image_uri: str
     image_overridden: bool
     speculative_config: str | None
@@ -106,7 +109,7 @@ class DeploymentPlan(BaseModel):
     create_endpoint_config: dict[str, Any]
     create_endpoint: dict[str, Any]
     autoscaling: AutoscalePolicy | None = None
-    max_price_per_hour_usd: float | None = Field(default=None, description="at the autoscaling maximum; an estimate")
+    max_price_per_hour_usd: float | None = Field(default=None, description="at the autoscaling maximum")
     register_scalable_target: dict[str, Any] | None = Field(
         default=None, description="Application Auto Scaling, sent after the endpoint is InService and verified")
     put_scaling_policy: dict[str, Any] | None = None
@@ -156,9 +159,13 @@ def _environment(spec: ResolvedSpec, settings: SpeculativeSettings, user_env: di
     return env
 
 
-def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
-               now: datetime | None = None) -> DeploymentPlan:
-    """Validate the request, resolve the spec and assemble the three request bodies."""
+PriceLookup = Callable[[str, str, int], Price]
+
+
+def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: datetime | None = None,
+               price_lookup: PriceLookup | None = None, profile: str | None = None) -> DeploymentPlan:
+    """Validate the request, resolve the spec and assemble the three request bodies. The price is
+    `pricing.instance_price` (the Pricing API unless offline) unless `price_lookup(type, region, count)`."""
     now = (now or datetime.now(UTC)).replace(microsecond=0)
     entry = get_model(request.model)
     settings = settings_for(request.mode, parse_k(request.k, max_k=entry.max_k, model=entry.alias),
@@ -260,8 +267,15 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
     if vpc_config is not None and request.instance_count > 1 and len(vpc_config["Subnets"]) < 2:
         notes.append("one --subnet for several instances: give subnets in two Availability Zones so SageMaker "
                      "can spread them")
-    price = hourly_price(instance_type, request.instance_count)
-    max_price = hourly_price(instance_type, policy.max_capacity) if policy else price
+    if price_lookup is None:
+        from .pricing import instance_price
+
+        def price_lookup(kind: str, region: str, count: int) -> Price:
+            return instance_price(kind, region, count=count, profile=profile, offline=request.offline)
+
+    priced = price_lookup(instance_type, request.region, request.instance_count)
+    price = priced.usd_per_hour
+    max_price = priced.for_count(policy.max_capacity).usd_per_hour if policy else price
     if policy is not None:
         notes.append(f"autoscaling {policy.describe()}: registered with Application Auto Scaling once the endpoint "
                      "is InService and verified; peagle cleanup deregisters it before deleting the endpoint")
@@ -282,7 +296,9 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None,
         instance_count=request.instance_count,
         gpus_per_instance=gpus,
         price_per_hour_usd=price,
-        price_source=instance_table().price_source if price is not None else "no price data for this instance type",
+        price_source=(priced.detail or priced.source) if price is not None else f"unknown: {priced.hint}",
+        price_per_day_usd=priced.usd_per_day,
+        price=priced,
         image_uri=container["Image"],
         image_overridden=bool(image),
         speculative_config=settings.render(),

@@ -73,6 +73,7 @@ def emulator_server():
 def emu(emulator_server):
     """The module's emulator server, emptied: no resources, faults, throttling, delays, gates, recorded calls
     or runtime script; JumpStart seeded; new endpoints InService at once."""
+    from peagle_deploy.testing.pricing_emulation import EMULATED_HOSTING_USD
     from peagle_deploy.testing.streaming import RuntimeScript
 
     emu = emulator_server
@@ -85,6 +86,7 @@ def emu(emulator_server):
     emu.calls.clear()
     emu.runtime = RuntimeScript()
     emu.script_endpoints(creating_polls=0)
+    emu.hosting_prices = dict(EMULATED_HOSTING_USD)
     yield emu
     for gate in list(emu._gates):
         gate.release()

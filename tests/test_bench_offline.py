@@ -9,7 +9,7 @@ import pytest
 
 from peagle_deploy.bench.advisor import advise, to_conditional
 from peagle_deploy.bench.compare import compare_results, read_published
-from peagle_deploy.bench.cost import instance_price, usd_per_million_tokens
+from peagle_deploy.pricing import instance_price, usd_per_million_tokens
 from peagle_deploy.bench.datasets import load_dataset, parse_jsonl
 from peagle_deploy.bench.results import BenchResult, LevelResult, Settings, TargetInfo, read_result, write_result
 from peagle_deploy.bench.stats import summarize, time_weighted_mean
@@ -125,10 +125,13 @@ def test_price_from_pricing_api_with_stubber():
         )
         price = instance_price("ml.g7e.2xlarge", "us-west-2", count=2, pricing_client=client)
     assert price.usd_per_hour == pytest.approx(8.4086) and not price.estimate
-    assert price.source.startswith("aws-pricing-api")
+    assert price.source == "aws-pricing-api" and price.usd_per_day == pytest.approx(8.4086 * 24, abs=0.01)
+    assert {f["Field"]: f["Value"] for f in price.query.Filters} == {
+        "productFamily": "ML Instance", "platoinstancetype": "Hosting", "regionCode": "us-west-2",
+        "instanceName": "ml.g7e.2xlarge"}
 
 
-def test_price_falls_back_to_the_shipped_table_on_api_error():
+def test_price_is_unknown_with_a_hint_when_the_api_refuses():
     import boto3
     from botocore.stub import Stubber
 
@@ -138,8 +141,9 @@ def test_price_falls_back_to_the_shipped_table_on_api_error():
     with Stubber(client) as stub:
         stub.add_client_error("get_products", "AccessDeniedException")
         price = instance_price("ml.g7e.2xlarge", "us-east-1", pricing_client=client)
-    assert price.usd_per_hour == pytest.approx(3.36) and price.estimate and price.source.startswith("table:")
-    assert instance_price("ml.unknown.xlarge", "us-east-1").usd_per_hour is None
+    # no SageMaker hosting figure for ml.g7e is shipped (none published with a source): unknown, never EC2's
+    assert price.usd_per_hour is None and price.source == "unknown"
+    assert "pricing:GetProducts" in price.hint and "ml.g7e.2xlarge" in price.hint
 
 
 def test_dollars_per_million_tokens():
@@ -280,3 +284,35 @@ def test_compare_rejects_a_non_result_file(tmp_path):
     bad.write_text("{}")
     res = run_cli("bench", "compare", str(bad))
     assert res.code == 2 and "schema_version" in res.stderr
+
+
+# who limited a level: the load generator (saturated) or the host (busy) ----------------------------------
+
+def test_client_verdicts_from_the_event_loops_own_cpu_and_run_queue_times():
+    from peagle_deploy.bench.runner import judge_client
+
+    start = (100.0, 5.0, 2.0, 1000, 10)  # now, CPU s, run-queue s, sleeps, preemptions (the loop's thread)
+
+    def after(cpu_s, wait_s, sleeps, preempted, window=10.0):
+        return (start[0] + window, start[1] + cpu_s, start[2] + wait_s, start[3] + sleeps, start[4] + preempted)
+
+    whole_core = judge_client(0.97, 3.0, start, after(9.7, 0.1, 5, 900))
+    assert whole_core.saturated and whole_core.why == "it used 97% of a core"
+    # a third of a core, waiting 60% of the window, preempted with work left in 3 of 4 turns: starved
+    starved = judge_client(0.33, 9.4, start, after(3.3, 6.0, 50, 150))
+    assert starved.saturated and not starved.host_busy and starved.loop_waiting == pytest.approx(0.6)
+    assert starved.why.startswith("it was starved of CPU: other processes held its CPU 60% of the window")
+    assert "taken off the CPU with work left in 75% of its turns" in starved.why
+    # the same waiting with almost no work, finished in every turn: the host is busy, the client kept up
+    idle = judge_client(0.002, 180.0, start, after(0.02, 7.0, 40, 2))
+    assert not idle.saturated and idle.host_busy
+    assert "it kept up (idle 30% of the window, 0% of a core)" in idle.why and "180 ms" in idle.why
+    # waiting nearly all the time yet doing nothing: slow to respond, never called "kept up" (no contradiction)
+    waiting = judge_client(0.001, 300.0, start, after(0.01, 9.5, 15, 5))
+    assert waiting.host_busy and not waiting.saturated and "kept up" not in waiting.why
+    assert "slow to respond, not short of CPU" in waiting.why
+    quiet = judge_client(0.2, 1.0, start, after(2.0, 0.1, 3000, 20))
+    assert (quiet.saturated, quiet.host_busy, quiet.why) == (False, False, None)
+    # no /proc/thread-self/schedstat: a late loop is reported, without blaming either side
+    unknown = judge_client(0.05, 45.0, None, None)
+    assert unknown.host_busy and not unknown.saturated and "cannot tell" in unknown.why

@@ -27,9 +27,16 @@ def peagle(emu, *args):
     return subprocess.run([PEAGLE, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
+def served(k: int, parallel: bool = True) -> dict[str, str]:
+    """The container environment a P-EAGLE (or EAGLE-3) endpoint is served with."""
+    return {"SM_VLLM_SPECULATIVE_CONFIG": json.dumps({"model": "/opt/ml/additional-model-data-sources/eagle",
+                                                      "method": "eagle3", "num_speculative_tokens": k,
+                                                      "parallel_drafting": parallel})}
+
+
 @pytest.fixture
 def endpoint(emu_server):
-    emu_server.create_endpoint_stack("pe-ep", tags=TAGS)
+    emu_server.create_endpoint_stack("pe-ep", tags=TAGS, environment=served(7))
     emu_server.runtime.tokens = [f"t{i}" for i in range(12)]
     logs = emu_server.client("logs")
     logs.create_log_group(logGroupName=GROUP)
@@ -43,15 +50,20 @@ def endpoint(emu_server):
     return emu_server
 
 
-def test_bench_endpoint_uses_tags_table_price_event_stream_and_cloudwatch(endpoint, tmp_path):
+def test_bench_endpoint_uses_served_config_api_price_event_stream_and_cloudwatch(endpoint, tmp_path):
     res = peagle(endpoint, "bench", "pe-ep", "--concurrency", "1,4", "--num-prompts", "8", "--warmup", "1",
                  "--logs-wait", "0", "--out", str(tmp_path), "--no-chart", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     result = doc["result"]
     assert result["target"]["mode"] == "p-eagle" and result["target"]["k"] == 7
-    assert result["target"]["mode_source"] == "tags" and result["target"]["instance_type"] == "ml.g7e.2xlarge"
-    assert result["price"]["usd_per_hour"] == pytest.approx(3.36) and result["price"]["source"].startswith("table:")
+    assert result["target"]["mode_source"] == "server" and result["target"]["instance_type"] == "ml.g7e.2xlarge"
+    assert result["target"]["label_mode"] == "p-eagle" and result["target"]["label_source"] == "tags"
+    assert "SM_VLLM_SPECULATIVE_CONFIG" in result["target"]["server"]["sources"][0]
+    # the emulator answers the Pricing API (its own figure): that answer is the price, with its query
+    assert result["price"]["usd_per_hour"] == pytest.approx(endpoint.hosting_prices["ml.g7e.2xlarge"])
+    assert result["price"]["source"] == "aws-pricing-api" and result["price"]["query"]["ServiceCode"] == "AmazonSageMaker"
+    assert "labels it" not in res.stderr  # the served config agrees with the tags: nothing to say
     for level in result["levels"]:
         assert level["completed"] == 8 and level["errors"] == 0
         assert level["ttft_ms"]["count"] == 8 and level["tpot_ms"]["count"] == 8
@@ -79,3 +91,17 @@ def test_bench_endpoint_whose_container_fails_exits_6_with_its_text(endpoint, tm
 def test_bench_unknown_endpoint_exits_2(emu_server, tmp_path):
     res = peagle(emu_server, "bench", "no-such-ep", "--num-prompts", "1", "--out", str(tmp_path))
     assert res.returncode == 2 and "endpoint 'no-such-ep' not found" in res.stderr
+
+
+def test_bench_endpoint_whose_tags_contradict_its_served_config_records_the_served_k(emu_server, tmp_path):
+    """Tags say K=7; the endpoint's model is served with K=3: one warning naming both, the results hold K=3."""
+    emu_server.create_endpoint_stack("pe-k3", tags=TAGS, environment=served(3))
+    res = peagle(emu_server, "bench", "pe-k3", "--concurrency", "1", "--num-prompts", "2", "--warmup", "0",
+                 "--logs-wait", "0", "--out", str(tmp_path), "--no-chart", "--json")
+    assert res.returncode == 0, res.stderr
+    target = json.loads(res.stdout)["result"]["target"]
+    assert (target["mode"], target["k"], target["k_source"]) == ("p-eagle", 3, "server")
+    assert (target["label_mode"], target["label_k"]) == ("p-eagle", 7)
+    [warning] = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert "p-eagle K=7" in warning and "p-eagle K=3" in warning and "peagle tags" in warning
+    assert [p.name.startswith("bench-p-eagle-K3-") for p in tmp_path.glob("*.json")] == [True]

@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 
-import pytest
 
 from .cli_runner import run_cli
 
@@ -54,7 +53,8 @@ def test_default_plan_has_p_eagle_k3_and_drafter_channel():
                       "num_speculative_tokens": 3, "parallel_drafting": True}
     assert [c["ChannelName"] for c in container["AdditionalModelDataSources"]] == ["eagle"]
     assert plan["instance_type"] == "ml.g7e.2xlarge" and plan["gpus_per_instance"] == 1
-    assert plan["price_per_hour_usd"] == 3.36
+    # no credentials, no sourced SageMaker hosting price for ml.g7e shipped: unknown, never an EC2 figure
+    assert plan["price_per_hour_usd"] is None and plan["price"]["source"] == "unknown"
 
 
 def test_mode_off_drops_config_and_channel():
@@ -106,7 +106,7 @@ def test_options_shape_the_plan():
     assert container["Environment"]["SM_VLLM_MAX_MODEL_LEN"] == "16384"
     assert container["ModelDataSource"]["S3DataSource"]["ModelAccessConfig"] == {"AcceptEula": True}
     assert plan["create_endpoint_config"]["ProductionVariants"][0]["InitialInstanceCount"] == 2
-    assert plan["price_per_hour_usd"] == pytest.approx(6.72)
+    assert plan["price_per_hour_usd"] is None and plan["price"]["instance_count"] == 2
     assert plan["missing"] == []
 
 

@@ -59,11 +59,22 @@ def test_tag_limit_counts_peagles_own_tags():
 
 
 def test_plan_notes_a_price_above_the_guard():
-    plan = build_plan(PlanRequest(model="qwen3-coder", instance_type="ml.g7e.12xlarge", instance_count=13),
-                      resolver=resolver_for())
+    from tests.test_plan import listed_price
+
+    plan = build_plan(PlanRequest(model="qwen3-coder", instance_type="ml.g7e.12xlarge", instance_count=16),
+                      resolver=resolver_for(), price_lookup=listed_price)
     assert any("price guard" in note for note in plan.notes)
     assert not any("price guard" in note for note in build_plan(PlanRequest(model="qwen3-coder"),
-                                                                resolver=resolver_for()).notes)
+                                                                resolver=resolver_for(), price_lookup=listed_price).notes)
+
+
+def test_an_unknown_price_cannot_be_held_to_max_price_per_hour():
+    """Without a price there is nothing to compare --max-price-per-hour with: refused, one line with the fix."""
+    with pytest.raises(UsageError, match=r"--max-price-per-hour 50 cannot be checked: the SageMaker hosting price is "
+                                         r"unknown \(no AWS credentials to ask the Pricing API\)") as refused:
+        inputs.check_price(None, 50, interactive=False, explicit=True,
+                           unknown_why="no AWS credentials to ask the Pricing API")
+    assert "pricing:GetProducts" in refused.value.hint
 
 
 def test_repeated_keys_are_refused_not_overwritten():
@@ -81,6 +92,7 @@ def test_price_guard_is_passed_by_naming_the_price_and_the_deploy_carries_jumpst
     """Through the installed executable against the emulator: refused with --yes alone, created when the
     script names a price at least the estimate; CreateModel got the prepacked artifact and the TP degree."""
     import json
+    import math
     import subprocess
     import sys
     from pathlib import Path
@@ -95,9 +107,11 @@ def test_price_guard_is_passed_by_naming_the_price_and_the_deploy_carries_jumpst
         run = lambda *extra: subprocess.run([exe, *args, "--role", emu.role_arn, *extra], env=env,  # noqa: E731
                                             capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
         refused = run()
-        assert refused.returncode == 2 and "--max-price-per-hour 133" in refused.stderr
+        # 4 x the emulated Pricing API's hourly figure for ml.g7e.48xlarge
+        price = 4 * emu.hosting_prices["ml.g7e.48xlarge"]
+        assert refused.returncode == 2 and f"--max-price-per-hour {math.ceil(price)}" in refused.stderr
         assert emu.client("sagemaker").list_models()["Models"] == []
-        created = run("--max-price-per-hour", "140")
+        created = run("--max-price-per-hour", str(math.ceil(price) + 5))
         assert created.returncode == 0, created.stderr
         model = emu.client("sagemaker").describe_model(ModelName="guarded")
         assert "/artifacts/inference-prepack/" in model["PrimaryContainer"]["ModelDataSource"]["S3DataSource"]["S3Uri"]

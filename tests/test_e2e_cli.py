@@ -24,7 +24,9 @@ def test_deploy_status_cleanup_leaves_unmanaged_alone(emu):
     assert deployed.returncode == 0, deployed.stderr
     result = json.loads(deployed.stdout)
     assert result["deployed"]["status"] == "InService"
-    assert all(check["ok"] for check in result["deployed"]["verification"])
+    states = {check["name"]: check["state"] for check in result["deployed"]["verification"]}
+    assert [name for name, state in states.items() if state != "verified"] == ["vLLM start-up"]
+    assert states["vLLM start-up"] == "not verified" and result["verification"] == "not verified"
     assert result["plan"]["resolution_source"] == "sdk"  # the spec came from the emulated JumpStart bucket
 
     status = peagle(emu, "status", "--json")

@@ -42,6 +42,7 @@ def test_deploy_invoke_metrics_status_cleanup_against_the_running_container(tmp_
         assert deployed.returncode == 0, deployed.stderr
         checks = {c["name"]: c for c in json.loads(deployed.stdout)["deployed"]["verification"]}
         startup = checks["vLLM start-up"]
+        assert startup["state"] == "verified" and startup["ok"]  # vLLM's own log says K=4, P-EAGLE
         assert startup["detail"] == "vLLM 0.32.0, model runner V2, speculative p-eagle, K=4"
         assert startup["warnings"] == []
         [pid] = [backend._containers["real-be"].process.pid]
@@ -58,7 +59,7 @@ def test_deploy_invoke_metrics_status_cleanup_against_the_running_container(tmp_
         assert acceptance["mean_acceptance_length"] == 5.0 and acceptance["per_position"] == [1.0] * 4
 
         status = run(emu, "status", "real-be")
-        assert "real-be: vLLM 0.32.0, model runner V2, speculative p-eagle, K=4" in status.stdout
+        assert "real-be: vLLM start-up verified (vLLM 0.32.0, model runner V2, speculative p-eagle, K=4)" in status.stdout
 
         events = emu.client("logs").filter_log_events(logGroupName="/aws/sagemaker/Endpoints/real-be")["events"]
         [exec_line] = [e["message"] for e in events if e["message"].startswith("peagle-container: exec vllm serve")]
@@ -77,7 +78,7 @@ def test_runner_fallback_in_the_container_log_ends_the_deploy_with_the_warning(t
     with SageMakerEmulator.server(backend=backend) as emu:
         deployed = run(emu, "deploy", "qwen3-coder", "--name", "fallback", "--role", emu.role_arn, "--yes")
         assert deployed.returncode == 0, deployed.stderr
-        assert "verified vLLM start-up: ok (vLLM 0.25.1, model runner V1 (fallback), speculative p-eagle, K=3)" \
+        assert "vLLM start-up: verified (vLLM 0.25.1, model runner V1 (fallback), speculative p-eagle, K=3)" \
             in deployed.stdout
         stderr = " ".join(deployed.stderr.split())  # (the console may wrap a long warning)
         assert stderr.endswith("benchmark P-EAGLE against EAGLE-3 on this version before choosing (deploy --mode "
@@ -136,6 +137,8 @@ def test_log_read_failure_is_never_an_endpoint_failure():
         plan = build_plan(PlanRequest(model="qwen3-coder", role=emu.role_arn))
         result = lifecycle.deploy(plan, AwsSession(emu.region), sleep=lambda s: None)
     check = result.verification[-1]
-    assert result.status == "InService" and check.name == "vLLM start-up" and check.ok
-    assert check.detail == (f"could not read /aws/sagemaker/Endpoints/{plan.endpoint_name}: "
-                            "ResourceNotFoundException")
+    assert result.status == "InService" and check.name == "vLLM start-up"
+    assert check.state == "not verified" and not check.ok  # nothing was checked: never "ok"
+    assert check.detail == (f"the log group /aws/sagemaker/Endpoints/{plan.endpoint_name} does not exist (yet): "
+                            "the container has written no log line there")
+    assert check.how_to_check.startswith(f"peagle logs {plan.endpoint_name} --region us-east-1 --since 1h")

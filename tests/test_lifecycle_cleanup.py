@@ -40,7 +40,10 @@ def test_status_lists_only_managed_endpoints_with_cost(emu):
     assert (row.name, row.status, row.mode, row.k, row.instance_type) == ("mine", "InService", "p-eagle", 7,
                                                                          "ml.g7e.2xlarge")
     assert 29 * 60 < row.age_s < 32 * 60 and 85 * 60 < row.expires_in_s < 91 * 60
-    assert row.cost_so_far_usd == pytest.approx(3.36 * row.age_s / 3600, abs=0.01)
+    # the price is the Pricing API's answer (here the emulator's figure), with its source
+    hourly = emu.hosting_prices["ml.g7e.2xlarge"]
+    assert row.price.source == "aws-pricing-api" and row.price_per_hour_usd == hourly
+    assert row.cost_so_far_usd == pytest.approx(hourly * row.age_s / 3600, abs=0.01)
     with pytest.raises(PeagleError, match="not created by peagle"):
         lifecycle.status(AwsSession(emu.region), "theirs")
 

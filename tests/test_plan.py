@@ -12,9 +12,20 @@ from .plan_inputs import resolver_for
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 
 
+def listed_price(kind, region, count, each=6.5):
+    """A price as pricing.instance_price returns one from the Pricing API (plans here make no AWS call)."""
+    from peagle_deploy.pricing import Price
+
+    known = kind.startswith("ml.g7e.")
+    return Price(instance_type=kind, instance_count=count, region=region, usd_per_hour=each * count if known else None,
+                 usd_per_hour_each=each if known else None, usd_per_day=each * count * 24 if known else None,
+                 source="aws-pricing-api" if known else "unknown", estimate=not known, detail="stub")
+
+
 def plan_for(**kwargs):
     resolver = kwargs.pop("resolver", None) or resolver_for()
-    return build_plan(PlanRequest(**{"model": "qwen3-coder", **kwargs}), resolver=resolver, now=NOW)
+    return build_plan(PlanRequest(**{"model": "qwen3-coder", **kwargs}), resolver=resolver, now=NOW,
+                      price_lookup=listed_price)
 
 
 def container(plan):
@@ -120,7 +131,7 @@ def test_variant_uses_spec_timeouts_and_instance():
     assert variant["ModelDataDownloadTimeoutInSeconds"] == 3600
     assert plan.gpus_per_instance == 2
     assert container(plan)["Environment"]["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "2"
-    assert plan.price_per_hour_usd == pytest.approx(2 * 8.29)
+    assert plan.price_per_hour_usd == pytest.approx(2 * 6.5) and plan.price_per_day_usd == pytest.approx(2 * 6.5 * 24)
 
 
 def test_gated_model_needs_eula_and_records_acceptance():

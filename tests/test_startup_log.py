@@ -120,7 +120,7 @@ def test_cloudwatch_read_failure_is_a_note_never_an_error():
     error = ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "FilterLogEvents")
     slept = []
     info = read_cloudwatch(_Logs(_Paginator([], error)), "ep", expected=P_EAGLE, sleep=slept.append)
-    assert not info.found and info.note == "could not read /aws/sagemaker/Endpoints/ep: AccessDeniedException"
+    assert not info.found and info.note == "no permission to read /aws/sagemaker/Endpoints/ep (logs:FilterLogEvents)"
     assert slept == [5.0, 5.0]  # bounded: three attempts
 
 

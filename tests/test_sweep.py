@@ -40,9 +40,24 @@ def standin(emu_server):
     return SweepStandIn(emu_server).install()
 
 
-def test_dry_run_plans_seven_endpoints_against_the_budget(no_aws):
-    res = subprocess.run([PEAGLE, "sweep", "qwen3-coder", "--dry-run", "--budget", "40", "--json"],
-                         capture_output=True, text=True, timeout=120)
+def test_dry_run_without_credentials_plans_seven_endpoints_at_an_unknown_price(no_aws):
+    res = subprocess.run([PEAGLE, "sweep", "qwen3-coder", "--dry-run", "--json"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)["plan"]
+    assert [c["label"] for c in plan["configurations"]] == LABELS
+    assert all(c["price_per_hour_usd"] is None for c in plan["configurations"])
+    [note] = [n for n in plan["notes"] if n.startswith("ml.g7e.2xlarge: price unknown")]
+    assert "pricing:GetProducts" in note and "counts no dollars" in note
+    # a budget cannot be held to an unknown price: refused (exit 2), one line, nothing planned as if free
+    budget = subprocess.run([PEAGLE, "sweep", "qwen3-coder", "--dry-run", "--budget", "40"], capture_output=True,
+                            text=True, timeout=120)
+    assert budget.returncode == 2 and "price of ml.g7e.2xlarge is unknown" in budget.stderr
+    assert "--budget cannot be checked" in budget.stderr and len(budget.stderr.strip().splitlines()) == 1
+
+
+def test_dry_run_plans_seven_endpoints_against_the_budget(emu_server):
+    res = peagle(emu_server, "sweep", "qwen3-coder", "--dry-run", "--budget", "40", "--json")
     assert res.returncode == 0, res.stderr
     plan = json.loads(res.stdout)["plan"]
     assert [c["label"] for c in plan["configurations"]] == LABELS

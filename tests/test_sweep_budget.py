@@ -39,6 +39,7 @@ def test_spend_is_instance_hours_and_the_sweep_stops_before_exceeding_the_budget
         serve(name, body)
 
     emu_server.runtime.on_request = on_request
+    emu_server.hosting_prices["ml.g7e.2xlarge"] = 3.36  # what the emulated Pricing API answers
     request = SweepRequest(model="qwen3-coder", configurations=configurations(["off", "p-eagle"], [3, 7]),
                            concurrency=[1], num_prompts=1, warmup=0, budget_usd=6.8, role=emu_server.role_arn,
                            logs_wait_s=0, provision_s=60, teardown_s=60, sweep_id="swtest-0001")
@@ -54,7 +55,7 @@ def test_spend_is_instance_hours_and_the_sweep_stops_before_exceeding_the_budget
         sweep.run(1)
     statuses = {label: c.status for label, c in sf.state.configs.items()}
     assert statuses == {"off": "done", "p-eagle K=3": "done", "p-eagle K=7": "stopped"}
-    # two endpoints, one hour each at $3.36/h (ml.g7e.2xlarge): what was used, not what was estimated
+    # two endpoints, one hour each at $3.36/h (the Pricing API's answer): what was used, not what was estimated
     assert sf.state.configs["off"].spent_usd == pytest.approx(3.36)
     assert sweep.spent_usd() == pytest.approx(6.72) and sweep.spent_usd() <= request.budget_usd
     assert not any(n.endswith("-p-eagle-k7") for n in standin.served)

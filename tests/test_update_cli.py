@@ -40,10 +40,14 @@ def test_update_k_3_to_7_live_without_downtime(emu):
     emu.script_update(updating_polls=1)
     done = peagle(emu, "update", "prod", "--k", "7", "--bake", "0s", "--yes", "--json")
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)["updated"]
+    doc = json.loads(done.stdout)
+    result = doc["updated"]
     new = result["serving"]["endpoint_config"]
     assert (result["previous"]["k"], result["serving"]["k"]) == (3, 7)
-    assert all(check["ok"] for check in result["verification"])
+    # every check that could run agreed; the emulator has no container log, so vLLM's start-up is not verified
+    states = {check["name"]: check["state"] for check in result["verification"]}
+    assert set(states.values()) == {"verified", "not verified"} and states["vLLM start-up"] == "not verified"
+    assert doc["verification"] == "not verified"
     assert live_k(emu) == 7
     assert emu.resource_names() == {"endpoints": ["prod"], "configs": [new], "models": [new]}
     assert "prod: Updating" in done.stderr  # progress was visible

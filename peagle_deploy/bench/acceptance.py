@@ -169,6 +169,7 @@ class SpecCounters(BaseModel):
     accepted_per_position: dict[int, float] = {}
     generation_tokens: float | None = None
     present: bool = False
+    vllm: bool = False  # the page has vLLM metrics at all (no spec-decode series then means speculation off)
 
     def minus(self, before: SpecCounters) -> SpecCounters:
         """after.minus(before): the counts of the run between two scrapes."""
@@ -186,6 +187,7 @@ class SpecCounters(BaseModel):
             },
             generation_tokens=gen,
             present=self.present,
+            vllm=self.vllm,
         )
 
     def plus(self, other: SpecCounters) -> SpecCounters:
@@ -202,6 +204,7 @@ class SpecCounters(BaseModel):
                                    for p in sorted(positions)},
             generation_tokens=gen,
             present=self.present or other.present,
+            vllm=self.vllm or other.vllm,
         )
 
     def acceptance(self, source: str) -> Acceptance:
@@ -236,6 +239,7 @@ def parse_prometheus(text: str) -> SpecCounters:
         ) from None
     for family in families:
         for sample in family.samples:
+            counters.vllm = counters.vllm or sample.name.startswith("vllm:")
             name = sample.name.removesuffix("_total")
             if sample.name.endswith("_created"):
                 continue

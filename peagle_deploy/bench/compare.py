@@ -185,7 +185,7 @@ def points_from_results(results: Iterable[BenchResult]) -> list[Point]:
                     benchmark=r.settings.dataset,
                     concurrency=level.concurrency,
                     mode=r.target.mode,
-                    k=r.target.k,
+                    k=measured_k(r),
                     otps=level.output_tokens_per_s,
                 )
             )
@@ -219,6 +219,7 @@ def _group_warnings(runs: list[BenchResult], model: str | None, instance: str | 
     if any(r.target.mode is None for r in runs):
         warnings.append("some runs have no mode (pass --mode/--k to peagle bench for URL targets): they appear "
                         "under their target name and take no part in P-EAGLE vs EAGLE-3")
+    warnings.extend(w for r in runs if (w := label_check(r)))
     seen: dict[tuple[str, int], int] = {}
     for r in runs:
         for level in r.levels:
@@ -229,6 +230,27 @@ def _group_warnings(runs: list[BenchResult], model: str | None, instance: str | 
         warnings.append(f"{', '.join(repeated)} measured more than once at the same concurrency: "
                         "the latest run is shown")
     return warnings
+
+
+def measured_k(r: BenchResult) -> int | None:
+    """K as the run's own measurements show it: the server's K, else the number of draft positions its
+    acceptance counted (results files written before peagle read the server's K), else the label's."""
+    acc = r.acceptance
+    if r.target.k_source != "server" and acc is not None and acc.k and r.target.mode not in (None, "off"):
+        return acc.k
+    return r.target.k
+
+
+def label_check(r: BenchResult) -> str | None:
+    """A run whose label its own server contradicted, or whose acceptance counted another number of draft
+    positions than its label's K."""
+    if r.target.label_disagrees:
+        return f"{r.target.name}: {r.target.label_disagrees}; shown as {r.label()}"
+    k = measured_k(r)
+    if r.target.k and k != r.target.k:
+        return (f"{r.target.name}: labelled {r.label()} ({r.target.mode_source or 'label'}) but its acceptance "
+                f"({r.acceptance.source}) counted {k} draft positions: shown as {r.target.mode} K={k}")
+    return None
 
 
 def compare_results(results: list[BenchResult]) -> list[CompareTable]:

@@ -42,7 +42,7 @@ def level_rows(level: LevelResult) -> list[str]:
         errors,
         _ms(level.ttfc_ms, "mean"),
         _f(level.tokens_per_chunk, 2),
-        "SATURATED" if level.client_saturated else "ok",
+        "SATURATED" if level.client_saturated else "host busy" if level.host_busy else "ok",
     ]
 
 
@@ -92,16 +92,36 @@ def acceptance_lines(acc: Acceptance) -> list[str]:
     return lines
 
 
+def server_text(t) -> str:
+    """Where the mode and K of a run came from: the server (and which source), or a label."""
+    if t.server is not None and t.server.known and "server" in (t.mode_source, t.k_source):
+        label = f"; labelled {t.label_mode}" + (f" K={t.label_k}" if t.label_k else "") if t.label_mode else ""
+        unchecked = f"; mode from {t.mode_source}" if t.mode_source not in ("server", None) else ""
+        return f"read from {t.server.source_text()}{unchecked}{label}"
+    return f"from {t.mode_source or 'unknown'}, not checked against the server"
+
+
+def price_text(price) -> str:
+    """A results file's price in one line; files from before pricing.py carry only usd_per_hour and source."""
+    if price.usd_per_hour is None:
+        return price.describe()
+    if price.detail is None:
+        return f"${price.usd_per_hour:.2f}/h ({price.source})"
+    return price.describe()
+
+
 def markdown_summary(result: BenchResult) -> str:
     t, s = result.target, result.settings
     out = [f"# peagle bench: {result.label()}", ""]
     out.append(f"- target: {t.kind} `{t.name}`" + (f", model {t.model}" if t.model else ""))
-    if t.mode:
-        out.append(f"- speculative decoding: {result.label()} (from {t.mode_source or 'unknown'})")
+    if t.mode or t.k:
+        out.append(f"- speculative decoding: {result.label()} ({server_text(t)})")
+    if t.label_disagrees:
+        out.append(f"- label contradicted: {t.label_disagrees}")
     if t.instance_type:
         out.append(f"- instance: {t.instance_count or 1} x {t.instance_type}")
-    if result.price and result.price.usd_per_hour is not None:
-        out.append(f"- price: ${result.price.usd_per_hour:.2f}/h ({result.price.source})")
+    if result.price is not None:
+        out.append(f"- price: {price_text(result.price)}")
     bound = f"{s.duration_s:g} s per level" if s.duration_s else f"{s.num_prompts} prompts per level"
     if s.duration_s and s.num_prompts:
         bound = f"{s.duration_s:g} s or {s.num_prompts} prompts per level"
@@ -124,7 +144,8 @@ def markdown_summary(result: BenchResult) -> str:
         " TTFC: to the first content token; ITL: gap between streamed chunks (per chunk, as vllm bench serve);"
         " TPOT: (E2E - TTFT) / (output tokens - 1) per request (per token); tok/chunk: output tokens per chunk"
         " (> 1 under speculative decoding); held: mean requests in flight / concurrency; client: SATURATED when"
-        " the load generator, not the target, was the limit."
+        " the load generator, not the target, was the limit (a whole core used, or its event loop never idle);"
+        " host busy when other processes made it wait for a CPU while it still kept up."
     )
     return "\n".join(out) + "\n"
 
@@ -147,8 +168,8 @@ def render_result(console: Console, result: BenchResult, files: list[str]) -> No
         console.print(table)
     if not result.complete:
         console.print(f"INCOMPLETE: {result.stopped}", markup=False)
-    if result.price and result.price.usd_per_hour is not None:
-        console.print(f"price ${result.price.usd_per_hour:.2f}/h: {result.price.source}", markup=False)
+    if result.price is not None:
+        console.print(f"price: {price_text(result.price)}", markup=False, soft_wrap=True)
     if result.acceptance is not None:
         for line in acceptance_lines(result.acceptance):
             console.print(line, markup=False)

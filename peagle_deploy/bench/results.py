@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import UsageError
 from .acceptance import Acceptance
-from .cost import Price
+from ..pricing import Price
+from .server_facts import ServerFacts
 from .stats import Summary
 
 SCHEMA_VERSION = 1
@@ -22,9 +23,15 @@ class TargetInfo(BaseModel):
     kind: str  # "sagemaker", "container" or "openai"
     name: str  # endpoint name or URL
     model: str | None = None
-    mode: str | None = None  # p-eagle | eagle3 | off, from the endpoint's peagle:mode tag or --mode
-    k: int | None = None  # from the peagle:k tag or --k
-    mode_source: str | None = None  # "tags" or "flags"
+    mode: str | None = None  # p-eagle | eagle3 | off: the server's, else the label's (see mode_source)
+    k: int | None = None  # the server's K, else the label's (see k_source)
+    mode_source: str | None = None  # "server", "flags", "tags" or "url-label"
+    k_source: str | None = None
+    label_mode: str | None = Field(None, description="what --mode, --url MODE:K= or the peagle:mode tag said")
+    label_k: int | None = None
+    label_source: str | None = None  # "flags", "tags" or "url-label"
+    server: ServerFacts | None = Field(None, description="what the server showed it runs, and where it was read")
+    label_disagrees: str | None = Field(None, description="the label against the server's values, in one line")
     instance_type: str | None = None
     instance_count: int | None = None
 
@@ -70,7 +77,18 @@ class LevelResult(BaseModel):
     usd_per_million_output_tokens: float | None = None
     client_cpu: float | None = Field(None, description="CPU time of the load generator / window (1.0 = one core)")
     loop_lag_ms: Summary = Field(Summary(), description="event-loop lag of the load generator over the window")
-    client_saturated: bool = Field(False, description="the load generator, not the target, limited this level")
+    client_saturated: bool = Field(False, description="the load generator, not the target, limited this level: it "
+                                   "used a whole core, or its event loop was never idle (starved of CPU)")
+    loop_busy: float | None = Field(None, description="share of the window the event loop ran or waited for a CPU "
+                                                      "(/proc/thread-self/schedstat); 1 - idle")
+    loop_waiting: float | None = Field(None, description="share of the window it waited for a CPU other processes held")
+    host_busy: bool = Field(False, description="other processes delayed the load generator, which still kept up: "
+                                               "the throughput is the server's, latencies carry the wait")
+    client_note: str | None = Field(None, description="why the level is marked saturated or host busy")
+    loop_sleeps_per_s: float | None = Field(None, description="times per second the event loop went idle "
+                                                              "(voluntary context switches)")
+    loop_preemptions_per_s: float | None = Field(None, description="times per second it was taken off the CPU with "
+                                                                   "work left (involuntary context switches)")
 
 
 class BenchResult(BaseModel):
@@ -90,9 +108,10 @@ class BenchResult(BaseModel):
     stopped: str | None = Field(None, description="why the run stopped before its last level, if it did")
 
     def label(self) -> str:
-        """'p-eagle K=7', 'eagle3 K=3', 'off', or the target name when the mode is unknown."""
+        """'p-eagle K=7', 'eagle3 K=3', 'off', 'speculative K=3' (the server showed K, not the method), or
+        the target name when nothing is known."""
         if self.target.mode is None:
-            return self.target.name
+            return f"speculative K={self.target.k}" if self.target.k else self.target.name
         if self.target.mode == "off" or not self.target.k:
             return self.target.mode
         return f"{self.target.mode} K={self.target.k}"

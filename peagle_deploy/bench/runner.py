@@ -8,6 +8,7 @@ Ctrl-C) still returns and writes the levels it measured, with `complete: false` 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -18,14 +19,19 @@ from ..errors import EndpointFailed, Interrupted, PeagleError, UsageError, WaitT
 from ..output import Output
 from ..runtime.target_ref import TargetRef, parse_target
 from .acceptance import Acceptance, SpecCounters
-from .cost import PRICING_REGION, Price, instance_price, usd_per_million_tokens
+from ..pricing import Price, instance_price, usd_per_million_tokens
 from .datasets import Dataset
 from .loadgen import LevelMeasurement, LevelProgress, LevelStopped, run_level
 from .results import BenchResult, LevelResult, Settings, TargetInfo, write_result
 
 VLLM_LOG_INTERVAL_S = 10.0  # vLLM logs its SpecDecoding line about every 10 s
-SATURATED_CPU = 0.85  # of one core
-SATURATED_LAG_MS = 20.0  # mean event-loop lag
+SATURATED_CPU = 0.85  # of one core: the load generator used a whole core
+# starved: its event loop ran or waited for a CPU at least half the window, was taken off the CPU with work left
+# in at least 15% of its turns (it could not catch up), and had real work (1% of a core or more)
+STARVED_BUSY, STARVED_PREEMPTED, STARVED_CPU = 0.5, 0.15, 0.01
+HOST_WAIT = 0.05  # of the window: other processes kept it waiting for a CPU
+HOST_LAG_MS = 20.0  # mean event-loop lag that is worth a line even when the load generator kept up
+KEPT_UP_IDLE = 0.15  # idle at least this share of the window: it caught up between events
 
 
 @dataclass
@@ -39,8 +45,10 @@ class BenchPlan:
     duration: float | None = None
     num_prompts: int | None = None
     out_dir: Path | None = None
-    mode: str | None = None
+    mode: str | None = None  # a label: the server's own values win (bench/server_facts.py)
     k: int | None = None
+    label_source: str = "flags"  # or "url-label" (a sweep's --url MODE:K=URL)
+    label_name: str = "--mode/--k"
     instance_type: str | None = None
     instance_count: int = 1
     model: str | None = None
@@ -82,10 +90,82 @@ def check_out_dir(out_dir: Path) -> None:
                          "pass a folder you can write to") from None
 
 
-def _level_result(m: LevelMeasurement, price: Price | None) -> LevelResult:
+LoopTimes = tuple[float, float, float, int, int]
+
+
+def loop_thread_times() -> LoopTimes | None:
+    """(now, CPU seconds, run-queue seconds, sleeps, preemptions) of the calling thread (the event loop's):
+    /proc/thread-self/schedstat gives its on-CPU time and the time it was runnable but waiting for a CPU;
+    getrusage its voluntary context switches (it went to sleep: nothing to do) and involuntary ones (taken
+    off the CPU with work left). None off Linux."""
+    import resource
+
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            on_cpu, waiting = f.read().split()[:2]
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return time.monotonic(), int(on_cpu) / 1e9, int(waiting) / 1e9, usage.ru_nvcsw, usage.ru_nivcsw
+
+
+@dataclass
+class ClientVerdict:
+    """Whether the load generator limited a level (saturated), or the host delayed it (host_busy), and why."""
+
+    saturated: bool
+    host_busy: bool
+    why: str | None
+    loop_busy: float | None = None  # share of the window its event loop ran or waited for a CPU (1 - idle)
+    loop_waiting: float | None = None  # share of the window it waited for a CPU that other processes held
+    sleeps_per_s: float | None = None  # the loop went idle (voluntary switches)
+    preemptions_per_s: float | None = None  # taken off the CPU with work left (involuntary switches)
+
+
+def judge_client(cpu: float | None, lag_mean_ms: float | None, before: LoopTimes | None,
+                 after: LoopTimes | None) -> ClientVerdict:
+    """Saturated: the load generator used a whole core, or it was starved: its event loop was busy or waiting
+    for a CPU most of the window and was often taken off the CPU with work left, so it fell behind the data.
+    Host busy: other processes made it wait for a CPU (or its loop ran late) while it kept up, finishing its
+    work in its turns: the throughput is the server's, only its latencies carry the wait."""
+    cpu = cpu or 0.0
+    lag = lag_mean_ms or 0.0
+    busy = waiting = sleeps = preempted = None
+    if before is not None and after is not None and after[0] > before[0]:
+        window = after[0] - before[0]
+        ran, waiting = (after[1] - before[1]) / window, (after[2] - before[2]) / window
+        busy = min(1.0, ran + waiting)
+        sleeps, preempted = (after[3] - before[3]) / window, (after[4] - before[4]) / window
+    fields = {"loop_busy": busy, "loop_waiting": waiting, "sleeps_per_s": sleeps, "preemptions_per_s": preempted}
+    cut = preempted / (preempted + sleeps) if preempted is not None and sleeps is not None and preempted + sleeps else 0.0
+    if cpu >= SATURATED_CPU:
+        return ClientVerdict(saturated=True, host_busy=False, why=f"it used {cpu:.0%} of a core", **fields)
+    if busy is not None and busy >= STARVED_BUSY and cut >= STARVED_PREEMPTED and cpu >= STARVED_CPU:
+        why = (f"it was starved of CPU: other processes held its CPU {waiting:.0%} of the window, its event loop was "
+               f"never idle for long ({busy:.0%} of the window running or waiting to run, {cpu:.0%} of a core) and "
+               f"was taken off the CPU with work left in {cut:.0%} of its turns")
+        return ClientVerdict(saturated=True, host_busy=False, why=why, **fields)
+    if (waiting is not None and waiting >= HOST_WAIT) or lag >= HOST_LAG_MS:
+        if busy is None:
+            why = (f"event-loop lag {lag:.0f} ms mean; without /proc/thread-self/schedstat peagle cannot tell "
+                   f"whether other processes caused it (the load generator used {cpu:.0%} of a core)")
+        elif 1 - busy >= KEPT_UP_IDLE:
+            why = (f"other processes kept the load generator waiting for a CPU {waiting:.0%} of the window "
+                   f"(event-loop lag {lag:.0f} ms mean); it kept up (idle {1 - busy:.0%} of the window, {cpu:.0%} of "
+                   f"a core), so the throughput is the server's, and latencies may include up to about {lag:.0f} ms "
+                   "of that wait")
+        else:
+            why = (f"other processes kept the load generator waiting for a CPU {waiting:.0%} of the window "
+                   f"(event-loop lag {lag:.0f} ms mean); it did little work ({cpu:.0%} of a core) and finished it in its "
+                   "turns, so it was slow to respond, not short of CPU for its work: latencies carry that wait")
+        return ClientVerdict(saturated=False, host_busy=True, why=why, **fields)
+    return ClientVerdict(saturated=False, host_busy=False, why=None, **fields)
+
+
+def _level_result(m: LevelMeasurement, price: Price | None, verdict: ClientVerdict | None = None) -> LevelResult:
     usd = usd_per_million_tokens(price.usd_per_hour if price else None, m.output_tokens_per_s)
     lag = m.loop_lag_ms
-    saturated = (m.client_cpu or 0) >= SATURATED_CPU or (lag is not None and (lag.mean or 0) >= SATURATED_LAG_MS)
+    verdict = verdict or judge_client(m.client_cpu, lag.mean if lag is not None else None, None, None)
     return LevelResult(
         concurrency=m.concurrency,
         window_s=round(m.window_s, 4),
@@ -109,7 +189,13 @@ def _level_result(m: LevelMeasurement, price: Price | None) -> LevelResult:
         usd_per_million_output_tokens=None if usd is None else round(usd, 4),
         client_cpu=None if m.client_cpu is None else round(m.client_cpu, 3),
         loop_lag_ms=lag,
-        client_saturated=saturated,
+        client_saturated=verdict.saturated,
+        loop_busy=None if verdict.loop_busy is None else round(verdict.loop_busy, 3),
+        loop_waiting=None if verdict.loop_waiting is None else round(verdict.loop_waiting, 3),
+        host_busy=verdict.host_busy,
+        client_note=verdict.why,
+        loop_sleeps_per_s=None if verdict.sleeps_per_s is None else round(verdict.sleeps_per_s, 1),
+        loop_preemptions_per_s=None if verdict.preemptions_per_s is None else round(verdict.preemptions_per_s, 1),
     )
 
 
@@ -160,7 +246,7 @@ class _Progress:
         self._progress.update(self._task, completed=done, info=info)
 
     def finish(self, level: LevelResult) -> None:
-        note = ", CLIENT SATURATED" if level.client_saturated else ""
+        note = ", CLIENT SATURATED" if level.client_saturated else ", host busy" if level.host_busy else ""
         info = (f"{level.output_tokens_per_s:,.0f} tok/s, held {level.concurrency_held:.0%}, "
                 f"{level.errors} errors{note}")
         if self._plain is not None:
@@ -181,30 +267,39 @@ def resolve_target(plan: BenchPlan, ref: TargetRef, out: Output) -> tuple[Target
         info = TargetInfo(kind=ref.kind, name=ref.name)
     info.model = plan.model or info.model
     if plan.mode is not None:
-        if info.mode_source == "tags" and (info.mode, info.k) != (plan.mode, plan.k):
-            out.warn(
-                f"--mode/--k {plan.mode}/{plan.k} differ from the endpoint's tags {info.mode}/{info.k}; using the flags"
-            )
-        info.mode, info.k, info.mode_source = plan.mode, plan.k, "flags"
+        if info.label_source == "tags" and (info.label_mode, info.label_k) != (plan.mode, plan.k):
+            out.note(f"{plan.label_name} {plan.mode}/{plan.k} differ from the endpoint's peagle tags "
+                     f"{info.label_mode}/{info.label_k}; the flags are the label")
+        info.label_mode, info.label_k, info.label_source = plan.mode, plan.k, plan.label_source
     if plan.instance_type:
         info.instance_type, info.instance_count = plan.instance_type, plan.instance_count
+    if ref.kind == "sagemaker":
+        apply_server_facts(info, plan, out)
     return info, session
 
 
+def apply_server_facts(info: TargetInfo, plan: BenchPlan, out: Output) -> None:
+    """The server's mode and K where it shows them, the label elsewhere; one warning line when they disagree."""
+    from .server_facts import reconcile
+
+    name = plan.label_name if info.label_source != "tags" else "the endpoint's peagle tags"
+    r = reconcile(info.label_mode, info.label_k, info.server, label_source=info.label_source, label_name=name)
+    info.mode, info.k, info.mode_source, info.k_source = r.mode, r.k, r.mode_source, r.k_source
+    info.label_disagrees = r.disagreement
+    if r.disagreement:
+        out.warn(f"{r.disagreement}; the results record the server's values")
+    for note in (info.server.notes if info.server else []):
+        out.note(f"server facts: {note}")
+
+
 def resolve_price(info: TargetInfo, plan: BenchPlan, session: Any) -> Price | None:
+    """The SageMaker hosting price of the target's instances (pricing.py), for $ per million tokens."""
     if not info.instance_type:
         return None
-    pricing = None
-    from ..aws import AwsSession, credentials_available, resolve_region
+    from ..aws import resolve_region
 
-    if credentials_available(plan.profile, plan.region):
-        try:
-            pricing = AwsSession(PRICING_REGION, plan.profile, max_attempts=2, connect_timeout=5,
-                                 read_timeout=15).client("pricing")
-        except Exception:  # noqa: BLE001 - fall back to the shipped table
-            pricing = None
     region = session.region if session is not None else resolve_region(plan.region)
-    return instance_price(info.instance_type, region, count=info.instance_count or 1, pricing_client=pricing)
+    return instance_price(info.instance_type, region, count=info.instance_count or 1, profile=plan.profile)
 
 
 def make_sender(ref: TargetRef, info: TargetInfo, plan: BenchPlan, session: Any) -> Any:
@@ -263,9 +358,13 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
     from .prometheus import scrape_async
 
     if ref.is_url:
+        from .server_facts import read_url_facts
+
         await check_reachable(ref)
         if ref.kind == "openai" and not info.model:
             info.model = await _openai_model(ref)
+        info.server = await read_url_facts(ref)
+        apply_server_facts(info, plan, out)
     out.info(f"dataset: {plan.dataset.describe()}")
     prom_url = ref.metrics_url
     sender = make_sender(ref, info, plan, session)
@@ -276,8 +375,10 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                 warmup = conc if plan.warmup is None else plan.warmup
                 progress.start(conc, warmup + plan.num_prompts if plan.num_prompts is not None else plan.duration)
                 scrapes: dict[str, asyncio.Task] = {}
+                edges: dict[str, LoopTimes | None] = {}
 
                 def on_window(edge: str) -> asyncio.Task | None:
+                    edges[edge] = loop_thread_times()  # the event loop's own CPU and run-queue time
                     if prom_url and measured.acceptance_note is None:
                         scrapes[edge] = asyncio.get_running_loop().create_task(scrape_async(prom_url))
                         return scrapes[edge]  # the window opens once this reading is in
@@ -286,16 +387,18 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                 m = await run_level(sender, plan.dataset.prompts, conc, warmup=warmup, duration=plan.duration,
                                     num_prompts=plan.num_prompts, on_progress=lambda p: progress.update(p, plan.duration),
                                     on_window=on_window, idle_limit=idle_limit)
-                level = _level_result(m, price)
+                lag_mean = m.loop_lag_ms.mean if m.loop_lag_ms is not None else None
+                level = _level_result(m, price, judge_client(m.client_cpu, lag_mean, edges.get("open"),
+                                                             edges.get("close")))
                 progress.finish(level)
                 measured.levels.append(level)
                 measured.windows.append((datetime.fromtimestamp(m.wall_start, timezone.utc),
                                          datetime.fromtimestamp(m.wall_end, timezone.utc)))
                 if level.client_saturated:
-                    cpu, lag = level.client_cpu or 0, level.loop_lag_ms.mean or 0
-                    why = "it used a whole core" if cpu >= SATURATED_CPU else "the machine is busy"
-                    out.warn(f"concurrency {conc}: the load generator could not keep up ({why}: CPU {cpu:.0%} of a "
-                             f"core, event-loop lag {lag:.0f} ms): throughput and latencies include that")
+                    out.warn(f"concurrency {conc}: the load generator could not keep up ({level.client_note}): "
+                             "throughput and latencies include its own delays")
+                elif level.host_busy:
+                    out.note(f"concurrency {conc}: host busy: {level.client_note}")
                 if level.completed == 0:
                     raise _no_request_completed(level, ref)
                 if "open" in scrapes and "close" in scrapes:

@@ -9,7 +9,8 @@ from .results import TargetInfo
 
 
 def describe_endpoint(sagemaker: Any, name: str) -> TargetInfo:
-    """Instance type and count from the endpoint config; mode/K/model from peagle's tags, if any."""
+    """Instance type, count and speculative config from the served config; a mode/K label and the model
+    from peagle's tags, if any."""
     from ..aws import error_code, translate_error
 
     try:
@@ -27,14 +28,17 @@ def describe_endpoint(sagemaker: Any, name: str) -> TargetInfo:
             "wait for it ('peagle deploy' waits) or bench another endpoint",
         )
     info = TargetInfo(kind="sagemaker", name=name)
+    from ..served_config import read_served_config
+    from .server_facts import ServerFacts, from_speculation
+
     try:
-        config = sagemaker.describe_endpoint_config(EndpointConfigName=ep["EndpointConfigName"])
-        variant = (config.get("ProductionVariants") or [{}])[0]
-        info.instance_type = variant.get("InstanceType")
-        info.instance_count = variant.get("InitialInstanceCount")
-    except Exception as exc:  # noqa: BLE001 - the config may be gone; the bench still runs
+        served = read_served_config(sagemaker, name, described=ep)
+        info.instance_type, info.instance_count = served.instance_type, served.instance_count
+        info.server = from_speculation(served.speculation, served.source)
+    except Exception as exc:  # noqa: BLE001 - a read failure is not an endpoint failure; the bench still runs
         if not error_code(exc):
             raise
+        info.server = ServerFacts(notes=[f"could not read the served config of {name} ({error_code(exc)})"])
     try:
         tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=ep["EndpointArn"]).get("Tags", [])}
     except Exception as exc:  # noqa: BLE001
@@ -44,9 +48,7 @@ def describe_endpoint(sagemaker: Any, name: str) -> TargetInfo:
     from ..tags import PeagleTags  # the one reader of peagle's tags
 
     peagle_tags = PeagleTags.from_aws(tags)
-    if peagle_tags.mode:
-        info.mode = peagle_tags.mode
-        info.k = peagle_tags.k
-        info.mode_source = "tags"
+    if peagle_tags.mode:  # a label: the runner weighs it against the served config
+        info.label_mode, info.label_k, info.label_source = peagle_tags.mode, peagle_tags.k, "tags"
     info.model = peagle_tags.model
     return info

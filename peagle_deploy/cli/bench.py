@@ -211,7 +211,8 @@ def bench_advise(
     conditional: Annotated[
         bool, typer.Option("--conditional", help="--rates are conditional (default: cumulative, as vLLM logs them).")
     ] = False,
-    mode: Annotated[str, typer.Option("--mode", help="p-eagle (one drafter pass) or eagle3 (K passes).")] = "p-eagle",
+    mode: Annotated[str | None, typer.Option("--mode", help="p-eagle (one drafter pass) or eagle3 (K passes); "
+                                                   "default: the mode of RESULT, else p-eagle.")] = None,
     max_k: Annotated[
         int | None,
         typer.Option("--max-k", min=1, max=32, help="Largest K to consider (default: the measured positions)."),
@@ -251,19 +252,31 @@ def bench_advise(
         else:
             from ..bench.results import read_result
 
-            acc = read_result(result).acceptance
+            run_result = read_result(result)
+            acc = run_result.acceptance
             if acc is None or not acc.per_position:
                 raise UsageError(
                     f"{result} has no per-position acceptance", "benchmark a speculative endpoint, or pass --rates"
                 )
             values, kind = acc.per_position, "cumulative"
+            from ..bench.compare import label_check
+
+            if (problem := label_check(run_result)) is not None:
+                out.warn(problem)
+            ran = run_result.target.mode
+            if mode is not None and ran in ("p-eagle", "eagle3") and mode != ran:
+                out.warn(f"--mode {mode}, but {result} measured {ran} ({run_result.target.mode_source}): the "
+                         f"estimate assumes {mode}")
+            chosen_mode = mode or (ran if ran in ("p-eagle", "eagle3") else None)
+        if rates is not None:
+            chosen_mode = mode
         comparison = None
         if measured:
             from ..bench.advisor import comparison_from_results
             from ..bench.results import read_result as read_run
 
             comparison = comparison_from_results([read_run(p) for p in measured])
-        advice = advise(values, kind=kind, mode=mode, max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost,
+        advice = advise(values, kind=kind, mode=chosen_mode or "p-eagle", max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost,
                         measured=comparison)
 
         def human(console):

@@ -46,7 +46,8 @@ def deploy(
     show_secrets: Annotated[bool, typer.Option(
         "--show-secrets", help="Print secret-looking --env values (HF_TOKEN, *_KEY, ...) instead of ***.")] = False,
     max_price_per_hour: Annotated[float | None, typer.Option(
-        help="Accept a plan estimated above this many USD/h without a prompt (default guard: 100).")] = None,
+        help="Accept a plan priced above this many USD/h without a prompt (default guard: 100); refused when "
+             "the price is unknown.")] = None,
     subnet: Annotated[list[str] | None, typer.Option(
         "--subnet", help="VPC subnet id for the model's network (repeatable; needs --security-group).")] = None,
     security_group: Annotated[list[str] | None, typer.Option(
@@ -89,9 +90,9 @@ def deploy(
             from ..aws import hide_broken_profile
 
             with hide_broken_profile():
-                plan = build_plan(request)
+                plan = build_plan(request, profile=profile)
         else:
-            plan = build_plan(request)
+            plan = build_plan(request, profile=profile)
         shown = plan
         if not show_secrets:  # masked in every output of this process, human and --json
             from ..output import mask_plan_env
@@ -102,7 +103,8 @@ def deploy(
             out.result({"dry_run": True, "plan": shown}, lambda console: render_plan(console, shown))
             return
         _deploy_for_real(out, plan, shown, profile=profile, wait=wait, timeout=timeout, yes=yes,
-                         keep_on_failure=keep_on_failure, price_limit=price_limit)
+                         keep_on_failure=keep_on_failure, price_limit=price_limit,
+                         price_explicit=max_price_per_hour is not None)
 
     run(json_output, body)
 
@@ -114,7 +116,8 @@ def _no_credentials(profile: str | None) -> bool:
     return not credentials_available(profile)
 
 
-def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_failure, price_limit) -> None:
+def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_failure, price_limit,
+                     price_explicit=False) -> None:
     import sys
 
     from ..aws import AwsSession
@@ -132,7 +135,8 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
     interactive = sys.stdin is not None and sys.stdin.isatty()
     # with autoscaling the guard applies to the most it can scale to
     price_prompt = check_price(plan.max_price_per_hour_usd if plan.autoscaling else plan.price_per_hour_usd,
-                               price_limit, interactive=interactive)
+                               price_limit, interactive=interactive, explicit=price_explicit,
+                               unknown_why=plan.price.detail if plan.price is not None else None)
     session = AwsSession(plan.region, profile)
     with SignalGuard("nothing was created"):  # SIGTERM/SIGHUP like Ctrl-C from here on (exit 130)
         session.check_credentials()  # no AWS access (exit 3) is said before the plan is shown and confirmed
@@ -141,7 +145,8 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
     if plan.resolution_source == "shipped":
         out.warn(f"the spec was resolved from peagle's shipped copy ({plan.resolution_detail}); "
                  "values marked unverified may not match JumpStart")
-    price = "unknown price" if plan.price_per_hour_usd is None else f"about ${plan.price_per_hour_usd:,.2f}/h (estimate)"
+    price = "at an unknown price" if plan.price_per_hour_usd is None else \
+        f"{plan.price.short() if plan.price else f'${plan.price_per_hour_usd:,.2f}/h'} ({plan.price_source})"
     if plan.autoscaling is not None:
         top = "an unknown price" if plan.max_price_per_hour_usd is None else f"${plan.max_price_per_hour_usd:,.2f}/h"
         price += f", autoscaling up to {plan.autoscaling.max_capacity} instances ({top})"
@@ -157,20 +162,22 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
                             keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note)
 
     def human(console):
-        from rich.markup import escape
-
         console.print(f"[bold]{result.endpoint_name}[/bold] is {result.status} after {int(result.elapsed_s)}s")
-        for check in result.verification:
-            mark = "[green]ok[/green]" if check.ok else "[red]FAILED[/red]"
-            detail = f" ({escape(check.detail)})" if check.detail else ""
-            console.print(f"  verified {check.name}: {mark}{detail}", soft_wrap=True)
+        if result.verification:
+            console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
+        render_checks(console, result.verification)
         if result.autoscaling is not None:
             console.print(f"  autoscaling: {result.autoscaling.policy.describe()}", soft_wrap=True)
         if result.status != "InService":
             console.print(f"  follow it with: peagle status {result.endpoint_name} --region {result.region}")
         console.print(f"  remove it with: peagle cleanup {result.endpoint_name} --region {result.region} --yes")
 
-    out.result({"deployed": result, "plan": shown}, human)
+    from ..lifecycle.verify import overall, render_checks
+
+    document = {"deployed": result, "plan": shown}
+    if result.verification:
+        document["verification"] = overall(result.verification)
+    out.result(document, human)
     for check in result.verification:
         for warning in check.warnings:
             out.warn(warning)

@@ -69,13 +69,14 @@ def start(
                 started = runner.start(container, name=name, port=port, timeout_s=timeout, on_progress=progress)
         for warning in started.startup.warnings:
             out.warn(warning)
+        check = _startup_check(started.server, started.startup)
 
         def human(console):
             server = started.server
             console.print(f"[bold]{server.name}[/bold] answers on {server.url} after {int(started.elapsed_s)}s "
                           f"({server.mode}" + (f", K={server.k})" if server.k else ")"), soft_wrap=True)
             console.print(f"  environment: {container.source}", markup=False, soft_wrap=True)
-            console.print(f"  vLLM start-up: {started.startup.summary()}", markup=False, soft_wrap=True)
+            console.print(f"  vLLM start-up: {check.line()}", markup=False, soft_wrap=True)
             console.print(f"  log: {server.log_path}", markup=False, soft_wrap=True)
             console.print(f"  try: peagle invoke {server.url} \"Write a Python quicksort\"", markup=False, soft_wrap=True)
             console.print(f"       peagle bench run {server.url} --mode {server.mode}"
@@ -83,7 +84,8 @@ def start(
             console.print(f"       peagle metrics {server.url} --window 0s", markup=False, soft_wrap=True)
             console.print(f"  stop: peagle local stop --name {server.name}", markup=False, soft_wrap=True)
 
-        out.result({"local": started.server, "startup": started.startup, "elapsed_s": started.elapsed_s}, human)
+        out.result({"local": started.server, "startup": started.startup, "startup_check": check,
+                    "elapsed_s": started.elapsed_s}, human)
 
     run(json_output, body)
 
@@ -153,11 +155,13 @@ def status(name: Annotated[str | None, typer.Option("--name", help="One server (
                 console.print(f"{row.server.name}: {row.server.url} {health} ({row.server.mode}"
                               + (f", K={row.server.k})" if row.server.k else ")"), markup=False, soft_wrap=True)
                 if row.startup is not None:
-                    console.print(f"  vLLM start-up: {row.startup.summary()}", markup=False, soft_wrap=True)
+                    console.print(f"  vLLM start-up: {_startup_check(row.server, row.startup).line()}",
+                                  markup=False, soft_wrap=True)
                 if row.failure:
                     console.print(f"  last error: {row.failure}", markup=False, soft_wrap=True)
 
-        out.result({"servers": rows}, human)
+        out.result({"servers": [{**row.model_dump(mode="json"), "startup_check": _startup_check(
+            row.server, row.startup).model_dump(mode="json") if row.startup else None} for row in rows]}, human)
 
     run(json_output, body)
 
@@ -180,3 +184,15 @@ def logs(name: NameOpt = "default",
         out.result({"name": name, "lines": found}, human)
 
     run(json_output, body)
+
+
+def _startup_check(server, startup):
+    """vLLM's logged speculative config against the one the server was started with (three outcomes)."""
+    import json
+
+    from ..lifecycle.verify import startup_check
+
+    expected = json.loads(server.speculative_config) if server.speculative_config else None
+    how = (f"docker logs {server.container_id[:12]}" if server.container_id else
+           f"peagle local logs --name {server.name} --lines 100000") + " | grep -iE 'speculative_config|non-default args'"
+    return startup_check(startup, expected, how_to_check=how)

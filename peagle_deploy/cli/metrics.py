@@ -48,8 +48,9 @@ def metrics(
             if start or end or since:
                 raise UsageError("--start/--end/--since read CloudWatch Logs of an endpoint; a URL's counters "
                                  "cannot be read back in time", "use --window 60s to measure the next 60 seconds")
-            acc = _url_window(ref, window or "10s", out)
+            acc, server = _url_window(ref, window or "10s", out)
         else:
+            server = None
             if window is not None:
                 raise UsageError("--window measures a URL's counters", "for an endpoint use --since or --start/--end")
             from ..aws import AwsSession
@@ -69,12 +70,16 @@ def metrics(
         def human(console):
             from ..bench.report import acceptance_lines, render_advice
 
+            if server is not None:
+                console.print(f"Server: {server.describe()} (read from {server.source_text()})", markup=False)
             for line in acceptance_lines(acc):
                 console.print(line, markup=False)
             if advice is not None:
                 render_advice(console, advice)
 
         data = {"acceptance": acc}
+        if server is not None:
+            data["server"] = server
         if advice is not None:
             data["advice"] = advice
         out.result(data, human)
@@ -91,17 +96,20 @@ def _url_window(ref, window: str, out, sleep=None):
     from ..durations import parse_duration
 
     seconds = parse_duration(window, flag="--window", minimum=timedelta(0)).total_seconds()  # 0s: totals
+    from ..bench.server_facts import from_counters
+
     url = ref.metrics_url
     first = scrape(url)
+    server = from_counters(first, url)  # what it runs: its per-position series (K), or none (off)
     if seconds <= 0:
         acc = first.acceptance(source=f"prometheus:{url}")
         acc.note = ((acc.note + "; ") if acc.note else "") + "totals since the server started (--window 0s)"
         out.info(f"window: since the server started ({url}, one scrape)")
-        return acc
+        return acc, server
     began = datetime.now(timezone.utc)
     out.info(f"measuring {url} for {seconds:g}s (two scrapes)")
     (sleep or time.sleep)(seconds)
     acc = scrape(url).minus(first).acceptance(source=f"prometheus:{url}")
     acc.window_start, acc.window_end = began, datetime.now(timezone.utc)
     out.info(f"window: {acc.window_start:%H:%M:%S} to {acc.window_end:%H:%M:%S} UTC ({seconds:g}s between two scrapes)")
-    return acc
+    return acc, server

@@ -40,7 +40,8 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         ("model data", plan.model_data_uri + (" (prepacked)" if plan.model_data_prepacked else "")),
         ("drafter channel", _drafter(plan)),
         ("image", plan.image_uri + (" (--image)" if plan.image_overridden else "")),
-        ("price", f"{_money(plan.price_per_hour_usd)} ({plan.price_source})"),
+        ("price", plan.price.describe() if plan.price is not None else
+         f"{_money(plan.price_per_hour_usd)} ({plan.price_source})"),
         *([("autoscaling", f"{plan.autoscaling.describe()}; up to {_money(plan.max_price_per_hour_usd)}")]
           if plan.autoscaling else []),
         ("expires", plan.expires_at.isoformat() if plan.expires_at else "never (set --ttl)"),

@@ -18,7 +18,8 @@ HEADERS = ("endpoint", "status", "model", "mode", "K", "instances", "age", "expi
 
 
 def cells(row: Any) -> list[str]:
-    cost = "-" if row.cost_so_far_usd is None else f"${row.cost_so_far_usd:,.2f} (est.)"
+    unknown = getattr(row, "price", None) is not None and row.price.usd_per_hour is None
+    cost = "price unknown" if unknown else "-" if row.cost_so_far_usd is None else f"${row.cost_so_far_usd:,.2f} (est.)"
     status = row.status + (f": {row.failure_reason}" if row.failure_reason else "")
     return [row.name, status, row.model or "-", row.mode or "-", "-" if row.k is None else str(row.k),
             f"{row.instance_count or '?'} x {row.instance_type or '?'}", human_duration(row.age_s),
@@ -37,11 +38,27 @@ def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints"
         console.print("no peagle endpoints in this region", markup=False)
         return
     print_table(console, HEADERS, [cells(r) for r in rows], title=title)
+    _price_lines(console, rows)
     for r in rows:
-        if getattr(r, "vllm", None) is not None:
+        if getattr(r, "startup_check", None) is not None:
+            console.print(f"{r.name}: vLLM start-up {r.startup_check.line()}", markup=False, soft_wrap=True)
+        elif getattr(r, "vllm", None) is not None:
             console.print(f"{r.name}: {r.vllm.summary()}", markup=False, soft_wrap=True)
         if _scaling_worth_a_line(r):
             console.print(f"{r.name}: {r.autoscaling.summary()}", markup=False, soft_wrap=True)
+
+
+def _price_lines(console: Any, rows: Sequence[Any]) -> None:
+    """One endpoint: its price and source. Several: only why a price is unknown (once per instance type)."""
+    priced = [r for r in rows if getattr(r, "price", None) is not None]
+    if len(rows) == 1 and priced:
+        console.print(f"{rows[0].name}: price {priced[0].price.describe()}", markup=False, soft_wrap=True)
+        return
+    seen = set()
+    for r in priced:
+        if r.price.usd_per_hour is None and r.price.instance_type not in seen:
+            seen.add(r.price.instance_type)
+            console.print(f"price of {r.price.instance_type}: {r.price.describe()}", markup=False, soft_wrap=True)
 
 
 def _scaling_worth_a_line(row: Any) -> bool:

@@ -34,6 +34,7 @@ def sweep(
     logs_wait: Annotated[float, typer.Option(min=0, help="Seconds to wait for acceptance lines in CloudWatch.")] = 60.0,
     timeout: Annotated[int, typer.Option(min=1, help="Seconds to wait for each endpoint to be InService.")] = 3600,
     url: Annotated[list[str] | None, typer.Option("--url", help="MODE:K=URL of a server you run (off=URL); repeat, one per configuration; no AWS.")] = None,
+    trust_labels: Annotated[bool, typer.Option("--trust-labels", help="Measure a --url server even when its /metrics contradict its MODE:K label (refused otherwise).")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan (endpoints, time, dollars vs --budget) and stop.")] = False,
     state: Annotated[Path | None, typer.Option(help="State file (default: OUT/sweep-state.json).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the sweep of this state file (removes what a killed run left).")] = None,
@@ -57,7 +58,7 @@ def sweep(
             raise UsageError("peagle sweep needs MODEL (or --resume STATE)", "pass e.g. peagle sweep qwen3-coder")
         request = _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget,
                            parallel, instance_type, role, accept_eula, ttl, provision_estimate, logs_wait, timeout,
-                           url, region, profile)
+                           url, region, profile, trust_labels)
         _start(out, request, dry_run=dry_run, state_path=state or out_dir / "sweep-state.json", out_dir=out_dir,
                yes=yes)
 
@@ -65,7 +66,8 @@ def sweep(
 
 
 def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget, parallel,
-             instance_type, role, accept_eula, ttl, provision_estimate, logs_wait, timeout, url, region, profile):
+             instance_type, role, accept_eula, ttl, provision_estimate, logs_wait, timeout, url, region, profile,
+             trust_labels=False):
     from ..aws import resolve_region
     from ..bench.datasets import load_dataset
     from ..bench.runner import parse_concurrency
@@ -86,6 +88,7 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
         parallel=parallel, instance_type=instance_type, region=resolve_region(region), profile=profile, role=role,
         accept_eula=accept_eula, ttl_s=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX).total_seconds() if ttl else None,
         provision_s=provision_estimate, logs_wait_s=logs_wait, timeout_s=timeout, sweep_id=new_sweep_id(),
+        trust_labels=trust_labels,
     )
 
 
@@ -109,6 +112,10 @@ def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool)
     if dry_run:
         out.result({"dry_run": True, "plan": plan}, lambda console: render_plan(console, plan))
         return
+    if request.uses_urls:  # a server that contradicts its label is refused before anything is measured
+        from ..sweep.runner import check_url_labels
+
+        check_url_labels(request.configurations, out, trust_labels=request.trust_labels)
     if not plan.within_budget:
         raise UsageError(f"the sweep is estimated at ${plan.estimated_usd:,.2f}, over --budget "
                          f"${request.budget_usd:,.2f}", "raise --budget, or sweep fewer modes, K or levels "
@@ -192,9 +199,10 @@ def render_plan(console, plan) -> None:
     for col in ("configuration", "endpoint", "instance", "$/h", "est. time", "est. $"):
         table.add_column(col, overflow="fold")
     for c in plan.configurations:
-        price = "-" if c.price_per_hour_usd is None else f"{c.price_per_hour_usd:,.2f}"
+        unknown = c.price_per_hour_usd is None and c.instance_type
+        price = "unknown" if unknown else "-" if c.price_per_hour_usd is None else f"{c.price_per_hour_usd:,.2f}"
         table.add_row(c.label, c.endpoint, c.instance_type or "-", price, format_duration(c.estimated_s),
-                      f"{c.estimated_usd:,.2f}")
+                      "?" if unknown else f"{c.estimated_usd:,.2f}")
     console.print(table)
     budget = "no --budget" if plan.budget_usd is None else f"--budget ${plan.budget_usd:,.2f}"
     verdict = "within" if plan.within_budget else "OVER"

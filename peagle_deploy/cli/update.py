@@ -32,7 +32,8 @@ def update(
     target_invocations: Annotated[float | None, typer.Option(
         help="Autoscaling target instead: invocations per instance per minute.")] = None,
     max_price_per_hour: Annotated[float | None, typer.Option(
-        help="Accept a new fleet estimated above this many USD/h without a prompt (default guard: 100).")] = None,
+        help="Accept a new fleet priced above this many USD/h without a prompt (default guard: 100); refused "
+             "when the price is unknown.")] = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     timeout: Annotated[int, typer.Option(help="Seconds to wait for the update to finish.")] = 3600,
@@ -81,7 +82,9 @@ def update(
         import sys
 
         interactive = sys.stdin is not None and sys.stdin.isatty()
-        price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive)
+        price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive,
+                                   explicit=max_price_per_hour is not None,
+                                   unknown_why=plan.price.detail if plan.price is not None else None)
         if not out.json_mode:
             render_update(out.err_console, plan, title="peagle update: about to change", bodies=False)
         if price_prompt:
@@ -95,22 +98,20 @@ def update(
 
             result = run_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note)
 
-        def human(console):
-            from rich.markup import escape
+        from ..lifecycle.verify import overall, render_checks
 
+        def human(console):
             console.print(f"[bold]{result.endpoint_name}[/bold] serves {result.serving.label(with_instances=True)} "
                           f"({result.serving.endpoint_config}) after {int(result.elapsed_s)}s; "
                           f"it served {result.previous.label(with_instances=True)}", soft_wrap=True)
-            for check in result.verification:
-                mark = "[green]ok[/green]" if check.ok else "[red]FAILED[/red]"
-                detail = f" ({escape(check.detail)})" if check.detail else ""
-                console.print(f"  verified {check.name}: {mark}{detail}", soft_wrap=True)
+            console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
+            render_checks(console, result.verification)
             for outcome in result.removed:
                 label = "endpoint config" if outcome.kind == "endpoint_config" else "model"
                 reason = f": {outcome.reason}" if outcome.reason else ""
                 console.print(f"  previous {label} {outcome.name}: {outcome.result}{reason}", soft_wrap=True)
 
-        out.result({"updated": result}, human)
+        out.result({"updated": result, "verification": overall(result.verification)}, human)
         for check in result.verification:
             for warning in check.warnings:
                 out.warn(warning)
@@ -128,7 +129,8 @@ def render_update(console, plan, *, title: str = "peagle update --dry-run: nothi
 
     from ..output import print_key_values
 
-    price = "unknown" if plan.price_per_hour_usd is None else f"${plan.price_per_hour_usd:,.2f}/h (estimate)"
+    price = plan.price.describe() if plan.price is not None else (
+        "unknown" if plan.price_per_hour_usd is None else f"${plan.price_per_hour_usd:,.2f}/h")
     rows = [
         ("endpoint", plan.endpoint_name),
         ("region", plan.region),

@@ -161,6 +161,7 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
         scaling = session.client(AUTOSCALING_SERVICE) if plan.autoscaling else None
         rollback = _Rollback(sm, plan, sleep, scaling)
         start = clock()
+        created_ms = int(time.time() * 1000)  # start-up lines before this are an earlier endpoint's of that name
         try:
             for kind, create, call in _CREATES:
                 try:
@@ -178,7 +179,7 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
             described = wait_in_service(sm, plan.endpoint_name, timeout_s=timeout_s, sleep=sleep, clock=clock,
                                         on_progress=on_progress)
             checks = verify(sm, plan, session.client("logs"), sleep=sleep,
-                            read=lambda call: read_retrying(call, sleep=sleep))
+                            read=lambda call: read_retrying(call, sleep=sleep), logs_since_ms=created_ms)
             require(checks)
             applied = None
             if plan.autoscaling is not None:

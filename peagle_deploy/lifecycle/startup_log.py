@@ -186,7 +186,7 @@ def read_cloudwatch(logs: Any, endpoint_name: str, *, expected: dict[str, Any] |
         try:
             lines = _read_group(logs, group, start_ms, max_pages)
         except Exception as exc:  # noqa: BLE001 - a read failure is never an endpoint failure
-            info.note = f"could not read {group}: {_describe_error(exc)}"
+            info.note = _read_failure(group, exc)
             if _describe_error(exc) == "ResourceNotFoundException":
                 break  # SageMaker creates the group when the container starts: none at all will not appear
         else:
@@ -212,6 +212,16 @@ def _read_group(logs: Any, group: str, start_ms: int | None, max_pages: int) -> 
         if number + 1 >= max_pages:
             break
     return lines
+
+
+def _read_failure(group: str, exc: BaseException) -> str:
+    """Why a log group could not be read, in words (never a bare exception name)."""
+    code = _describe_error(exc)
+    if code == "ResourceNotFoundException":
+        return f"the log group {group} does not exist (yet): the container has written no log line there"
+    if code in ("AccessDeniedException", "AccessDenied"):
+        return f"no permission to read {group} (logs:FilterLogEvents)"
+    return f"could not read {group} ({code})"
 
 
 def _describe_error(exc: BaseException) -> str:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..autoscale import AutoscalePolicy, resource_id
 from ..errors import EndpointFailed, PeagleError, UsageError
 from ..plan import TP_ENV, VARIANT_NAME, DeploymentPlan, PlanRequest, build_plan
+from ..pricing import Price
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k, settings_for
 from ..tags import PeagleTags
 from .apply import _add_hint, _as_peagle_error
@@ -109,6 +110,7 @@ class UpdatePlan(BaseModel):
     target: Serving
     speculative_config: str | None
     price_per_hour_usd: float | None = Field(description="the new fleet; during the update both fleets run")
+    price: Price | None = Field(None, description="the new fleet's SageMaker hosting price and its source")
     bake_s: int
     rollback_alarms: list[str]
     create_model: dict[str, Any] | None = Field(description="None: the container does not change, the model is kept")
@@ -353,7 +355,7 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
     return UpdatePlan(
         endpoint_name=request.name, endpoint_arn=live.endpoint["EndpointArn"], region=request.region,
         created_at=now, current=current, target=target, speculative_config=settings.render(),
-        price_per_hour_usd=plan.price_per_hour_usd, bake_s=int(request.bake.total_seconds()),
+        price_per_hour_usd=plan.price_per_hour_usd, price=plan.price, bake_s=int(request.bake.total_seconds()),
         rollback_alarms=list(request.rollback_alarms), create_model=create_model, create_endpoint_config=config,
         update_endpoint={"EndpointName": request.name, "EndpointConfigName": name, "DeploymentConfig": deployment},
         endpoint_tags=endpoint_tags, delete_after_success=deletes, autoscale_before=tags.autoscale,
@@ -453,6 +455,7 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
                                       exit_code=left[0].exit_code)
                 note(f"autoscaling of {plan.endpoint_name} removed for the instance type change")
             with guard.critical("UpdateEndpoint"):
+                updated_ms = int(time.time() * 1000)  # the new fleet's start-up lines come after this
                 sm.update_endpoint(**plan.update_endpoint)
         except BaseException as exc:  # noqa: BLE001 - includes signals: the endpoint was not touched
             error = _as_peagle_error(exc)
@@ -487,7 +490,8 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
             _add_hint(error, f"container logs: peagle logs {plan.endpoint_name} --region {plan.region}")
             raise error
         try:
-            checks = verify(sm, plan.verify_plan, session.client("logs"), sleep=sleep, read=read)
+            checks = verify(sm, plan.verify_plan, session.client("logs"), sleep=sleep, read=read,
+                            logs_since_ms=updated_ms)
             require(checks)
             sm.add_tags(ResourceArn=plan.endpoint_arn,
                         Tags=[{"Key": k, "Value": v} for k, v in plan.endpoint_tags.items()])

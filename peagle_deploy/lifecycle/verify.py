@@ -10,22 +10,49 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from ..errors import EndpointFailed
 from ..plan import DeploymentPlan
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR
 
 
+VERIFIED, FAILED, NOT_VERIFIED = "verified", "failed", "not verified"
+State = Literal["verified", "failed", "not verified"]
+
+
 class Check(BaseModel):
+    """One check, with three outcomes: it ran and agreed (verified), it ran and disagreed (failed), or it could
+    not run (not verified: `detail` says why, `how_to_check` how to check by hand). Only `verified` is ok."""
+
     name: str
-    ok: bool
+    state: State
     expected: Any = None
     actual: Any = None
     detail: str | None = None
+    how_to_check: str | None = None
     warnings: list[str] = []
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ok(self) -> bool:
+        return self.state == VERIFIED
+
+    @classmethod
+    def compare(cls, name: str, agrees: bool, **fields: Any) -> Check:
+        return cls(name=name, state=VERIFIED if agrees else FAILED, **fields)
+
+    def line(self) -> str:
+        """'verified', 'FAILED (...)' or 'not verified (why; check by hand: ...)', for one terminal line."""
+        if self.state == VERIFIED:
+            return "verified" + (f" ({self.detail})" if self.detail else "")
+        if self.state == FAILED:
+            return "FAILED" + (f" ({self.detail})" if self.detail else
+                               f" (expected {self.expected!r}, found {self.actual!r})")
+        parts = [p for p in (self.detail, f"check by hand: {self.how_to_check}" if self.how_to_check else None) if p]
+        return "not verified" + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def _json_or_text(value: str | None) -> Any:
@@ -37,19 +64,60 @@ def _json_or_text(value: str | None) -> Any:
         return value
 
 
-def vllm_startup(logs: Any, plan: DeploymentPlan, *, sleep: Callable[[float], None] = time.sleep) -> Check:
-    """What vLLM logged at start (CloudWatch): version, runner, parsed config. Informational: never fails."""
+def startup_check(info: Any, expected: dict[str, Any] | None, *, how_to_check: str) -> Check:
+    """The speculative config vLLM says it parsed at start-up against the one it was given (None: off).
+    Verified or failed only when vLLM's own lines say it; otherwise not verified, with why."""
+    from ..served_config import speculation_from_config
+
+    actual = info.model_dump(exclude={"warnings"})
+    sent = speculation_from_config(expected)
+    fields = {"name": "vLLM start-up", "expected": expected, "actual": actual, "warnings": info.warnings}
+    if info.speculation_off or info.speculative:
+        logged = info.speculative or {}
+        if expected is None or info.speculation_off:
+            differ = [] if (expected is None) == bool(info.speculation_off) else ["speculation"]
+        else:  # only what vLLM logged is compared (its engine line has no parallel_drafting)
+            keys = ("method", "num_speculative_tokens", "parallel_drafting")
+            differ = [key for key in keys if key in logged and key in expected and logged[key] != expected[key]]
+        if differ:
+            ran = speculation_from_config(logged or None)
+            if info.speculation_off:
+                what = "without speculative decoding"
+            elif expected is None:
+                what = f"with speculative decoding ({ran.describe()})"
+            else:
+                what = "with " + ", ".join(f"{key}={logged[key]!r}" for key in differ) + f" ({ran.describe()})"
+            return Check(state=FAILED, detail=f"vLLM started {what}, not {sent.describe()} ({info.source})",
+                         **fields)
+        return Check(state=VERIFIED, detail=info.summary(), **fields)
+    if info.found:
+        why = f"vLLM logged its start ({info.summary()}) but not the speculative config it parsed"
+    else:
+        why = info.note or "no vLLM start-up lines found"
+    return Check(state=NOT_VERIFIED, detail=why, how_to_check=how_to_check, **fields)
+
+
+def by_hand(endpoint: str, region: str | None = None) -> str:
+    where = f" --region {region}" if region else ""
+    return (f"peagle logs {endpoint}{where} --since 1h | grep -iE 'speculative_config|non-default args' "
+            "once the container has started")
+
+
+def vllm_startup(logs: Any, plan: DeploymentPlan, *, sleep: Callable[[float], None] = time.sleep,
+                 since_ms: int | None = None) -> Check:
+    """What vLLM logged at start (CloudWatch, lines from `since_ms` on): its parsed speculative config against
+    the plan's. Logs lag or may be missing: that is 'not verified', never 'ok'."""
     from .startup_log import read_cloudwatch
 
     expected = json.loads(plan.speculative_config) if plan.speculative_config else None
-    info = read_cloudwatch(logs, plan.endpoint_name, expected=expected, sleep=sleep)
-    return Check(name="vLLM start-up", ok=True, expected=expected, actual=info.model_dump(exclude={"warnings"}),
-                 detail=info.summary(), warnings=info.warnings)
+    info = read_cloudwatch(logs, plan.endpoint_name, expected=expected, sleep=sleep, start_ms=since_ms)
+    return startup_check(info, expected, how_to_check=by_hand(plan.endpoint_name, plan.region))
 
 
 def verify(sm: Any, plan: DeploymentPlan, logs: Any = None, *, sleep: Callable[[float], None] = time.sleep,
-           read: Callable[[Callable[[], Any]], Any] = lambda call: call()) -> list[Check]:
-    """`read` wraps each describe (deploy passes `wait.read_retrying`: a transient error is asked again)."""
+           read: Callable[[Callable[[], Any]], Any] = lambda call: call(), logs_since_ms: int | None = None) -> list[Check]:
+    """`read` wraps each describe (deploy passes `wait.read_retrying`: a transient error is asked again);
+    `logs_since_ms`: start-up lines older than this belong to an earlier fleet and are not read."""
     model = read(lambda: sm.describe_model(ModelName=plan.create_model["ModelName"]))
     container = model.get("PrimaryContainer", {})
     env = container.get("Environment", {})
@@ -60,16 +128,16 @@ def verify(sm: Any, plan: DeploymentPlan, logs: Any = None, *, sleep: Callable[[
         EndpointConfigName=plan.create_endpoint_config["EndpointConfigName"]))
     variants = config.get("ProductionVariants", [])
     checks = [
-        Check(name="speculative config", ok=_json_or_text(env.get(ENV_VAR)) == _json_or_text(plan.speculative_config),
-              expected=plan.speculative_config, actual=env.get(ENV_VAR)),
-        Check(name="drafter channel", ok=(drafter["S3DataSource"]["S3Uri"] if drafter else None) == expected_uri,
-              expected=expected_uri, actual=drafter["S3DataSource"]["S3Uri"] if drafter else None),
-        Check(name="instance type", ok=[v.get("InstanceType") for v in variants] == [plan.instance_type],
-              expected=plan.instance_type, actual=[v.get("InstanceType") for v in variants]),
+        Check.compare("speculative config", _json_or_text(env.get(ENV_VAR)) == _json_or_text(plan.speculative_config),
+                      expected=plan.speculative_config, actual=env.get(ENV_VAR)),
+        Check.compare("drafter channel", (drafter["S3DataSource"]["S3Uri"] if drafter else None) == expected_uri,
+                      expected=expected_uri, actual=drafter["S3DataSource"]["S3Uri"] if drafter else None),
+        Check.compare("instance type", [v.get("InstanceType") for v in variants] == [plan.instance_type],
+                      expected=plan.instance_type, actual=[v.get("InstanceType") for v in variants]),
     ]
     checks.extend(network_checks(plan, model, config))
     if logs is not None:
-        checks.append(vllm_startup(logs, plan, sleep=sleep))
+        checks.append(vllm_startup(logs, plan, sleep=sleep, since_ms=logs_since_ms))
     return checks
 
 
@@ -80,15 +148,35 @@ def network_checks(plan: DeploymentPlan, model: dict[str, Any], config: dict[str
         held = model.get("VpcConfig") or {}
         expected = {key: sorted(values) for key, values in plan.vpc_config.items()}
         actual = {key: sorted(held.get(key) or []) for key in expected}
-        checks.append(Check(name="VPC config", ok=actual == expected, expected=expected, actual=held or None))
+        checks.append(Check.compare("VPC config", actual == expected, expected=expected, actual=held or None))
     if plan.kms_key_id:
-        checks.append(Check(name="volume KMS key", ok=config.get("KmsKeyId") == plan.kms_key_id,
-                            expected=plan.kms_key_id, actual=config.get("KmsKeyId")))
+        checks.append(Check.compare("volume KMS key", config.get("KmsKeyId") == plan.kms_key_id,
+                                    expected=plan.kms_key_id, actual=config.get("KmsKeyId")))
     return checks
 
 
 def require(checks: list[Check]) -> None:
-    failed = [c for c in checks if not c.ok]
+    """A check that ran and disagreed fails the deploy; one that could not run does not (it says so)."""
+    failed = [c for c in checks if c.state == FAILED]
     if failed:
-        what = "; ".join(f"{c.name}: expected {c.expected!r}, found {c.actual!r}" for c in failed)
+        what = "; ".join(c.detail or f"{c.name}: expected {c.expected!r}, found {c.actual!r}" for c in failed)
         raise EndpointFailed(f"verification failed: {what}", "the endpoint does not run what was planned")
+
+
+def overall(checks: list[Check]) -> str:
+    """The verification as one state: failed if any check failed, verified only if every check was."""
+    if any(c.state == FAILED for c in checks):
+        return FAILED
+    return VERIFIED if checks and all(c.state == VERIFIED for c in checks) else NOT_VERIFIED
+
+
+def render_checks(console: Any, checks: list[Check]) -> None:
+    """One line per check: verified (green), FAILED (red), not verified with why and how (yellow)."""
+    from rich.markup import escape
+
+    style = {VERIFIED: "green", FAILED: "red", NOT_VERIFIED: "yellow"}
+    for check in checks:
+        state, _, rest = check.line().partition(" (")
+        detail = f" ({escape(rest)}" if rest else ""
+        console.print(f"  {check.name}: [{style[check.state]}]{state}[/{style[check.state]}]{detail}",
+                      soft_wrap=True)

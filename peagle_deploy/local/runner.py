@@ -245,3 +245,20 @@ def log_lines(name: str, lines: int) -> list[str]:
     if server.container_id:
         return docker_mod.logs(server.container_id)[-lines:]
     return tail(Path(server.log_path))[-lines:]
+
+
+def server_at(url: str) -> state.LocalServer | None:
+    """The running `peagle local` server that answers at `url` (same port on loopback), if any."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or parts.port is None:
+        return None
+    for name in state.names():
+        try:
+            server = state.load(name)
+        except UsageError:
+            continue
+        if server is not None and server.port == parts.port and _is_running(server):
+            return server
+    return None

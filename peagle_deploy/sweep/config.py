@@ -56,6 +56,7 @@ class SweepRequest(BaseModel):
     logs_wait_s: float = 60.0
     timeout_s: float = 3600.0
     sweep_id: str = ""
+    trust_labels: bool = Field(False, description="measure a --url server even when it contradicts its label")
 
     @property
     def uses_urls(self) -> bool:

@@ -1,8 +1,8 @@
 """The plan of a sweep before anything is created: each endpoint, its instance, time and dollars.
 
 Time per configuration = provisioning + (bench window + per-level overhead) x levels + log wait +
-teardown; dollars = that time x the instance's price per hour (bench/cost's table or the Pricing
-API). A URL configuration costs what its --instance-type costs over the bench alone, or nothing.
+teardown; dollars = that time x the instance's SageMaker hosting price per hour (pricing.py: the
+Pricing API, else peagle's hosting table). An unknown price counts no dollars, and refuses a --budget. A URL configuration costs what its --instance-type costs over the bench alone, or nothing.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: b
         instance_type=request.instance_type, region=request.region, role=request.role,
         accept_eula=request.accept_eula, tags=PeagleTags(sweep_id=request.sweep_id).to_aws(),
         ttl=timedelta(seconds=ttl_s) if ttl_s else None, offline=offline,
-    ), resolver=resolver)
+    ), resolver=resolver, profile=request.profile)
 
 
 def endpoint_ttl_s(request: SweepRequest, config_estimate_s: float) -> float:
@@ -104,7 +104,7 @@ def endpoint_ttl_s(request: SweepRequest, config_estimate_s: float) -> float:
 
 def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict[str, Any]]:
     """The sweep plan and, for SageMaker sweeps, each configuration's DeploymentPlan by label."""
-    from ..instances import hourly_price
+    from ..pricing import instance_price
 
     bench_s = bench_seconds(request)
     rows: list[ConfigPlan] = []
@@ -113,7 +113,11 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
     resolver = _cached_resolver()
     for config in request.configurations:
         if config.url:
-            price = hourly_price(request.instance_type) if request.instance_type else None
+            priced = instance_price(request.instance_type, request.region, profile=request.profile,
+                                    offline=offline) if request.instance_type else None
+            price = priced.usd_per_hour if priced is not None else None
+            if priced is not None and price is None:
+                notes.append(f"{request.instance_type}: price {priced.describe()}")
             seconds = bench_s
             rows.append(ConfigPlan(label=config.label, mode=config.mode, k=config.k, endpoint=config.url,
                                    instance_type=request.instance_type, price_per_hour_usd=price, provision_s=0,
@@ -126,13 +130,20 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
         deployments[config.label] = deployment
         price = deployment.price_per_hour_usd
         if price is None:
-            raise UsageError(f"no price is known for {deployment.instance_type}, so the budget cannot be checked",
-                             "pick an ml.g7e --instance-type peagle has a price for")
+            why = deployment.price.detail if deployment.price is not None else "no price"
+            if request.budget_usd is not None:
+                raise UsageError(f"the SageMaker hosting price of {deployment.instance_type} is unknown ({why}), so "
+                                 "--budget cannot be checked", "give AWS credentials that allow pricing:GetProducts "
+                                 "(docs/configuration.md#prices)")
+            note = (f"{deployment.instance_type}: price {deployment.price.describe() if deployment.price else 'unknown'}"
+                    "; the estimate counts no dollars for it")
+            if note not in notes:
+                notes.append(note)
         rows.append(ConfigPlan(label=config.label, mode=config.mode, k=config.k, endpoint=deployment.endpoint_name,
                                instance_type=deployment.instance_type, instance_count=deployment.instance_count,
                                price_per_hour_usd=price, provision_s=request.provision_s, bench_s=bench_s,
                                teardown_s=request.teardown_s, estimated_s=seconds,
-                               estimated_usd=round(price * seconds / 3600, 4)))
+                               estimated_usd=round((price or 0) * seconds / 3600, 4)))
     total = round(sum(r.estimated_usd for r in rows), 4)
     if request.num_prompts is not None:
         notes.append(f"--num-prompts bounds each level by requests, not time: the estimate assumes "

@@ -33,6 +33,8 @@ class ConfigRow(BaseModel):
     acceptance_rate: float | None = None
     per_position_acceptance: list[float] = Field(default_factory=list, description="cumulative, as vLLM logs")
     result_file: str | None = None
+    server: str | None = Field(None, description="what the server showed it runs (mode, K), when it showed it")
+    label_disagrees: str | None = Field(None, description="the label against the server (--trust-labels)")
 
 
 class LevelRatios(BaseModel):
@@ -85,6 +87,9 @@ def build_report(state: SweepState, results: dict[str, BenchResult]) -> SweepRep
                         price_per_hour_usd=cs.price_per_hour_usd, spent_usd=round(cs.spent_usd, 6),
                         result_file=cs.result_file)
         if r is not None:
+            if r.target.server is not None and r.target.server.known:
+                row.server = r.target.server.describe()
+            row.label_disagrees = r.target.label_disagrees
             row.output_tokens_per_s = {lv.concurrency: lv.output_tokens_per_s for lv in r.levels}
             row.usd_per_million_output_tokens = {lv.concurrency: lv.usd_per_million_output_tokens for lv in r.levels}
             if r.acceptance is not None:
@@ -143,7 +148,8 @@ def _recommend(rows: list[ConfigRow], ratios: list[LevelRatios], comparison) -> 
             advice = advise(deepest.per_position_acceptance, mode=for_mode, measured=comparison
                             if comparison is not None and comparison.levels else None)
             k = advice.recommended_k
-            reasoning.append(f"Acceptance measured at {deepest.label} (mean acceptance length "
+            served = f", where the server ran {deepest.server}" if deepest.label_disagrees else ""
+            reasoning.append(f"Acceptance measured at {deepest.label}{served} (mean acceptance length "
                              f"{deepest.mean_acceptance_length or 0:.2f}) feeds the K advisor:")
             reasoning += advice.explanation
         except UsageError as exc:
@@ -199,6 +205,10 @@ def markdown(report: SweepReport) -> str:
     out += _md_table(["concurrency", *labels],
                      [[str(c)] + [_f(by_label[lb].usd_per_million_output_tokens.get(c), 2) for lb in labels]
                       for c in report.concurrency])
+    contradicted = [r.label_disagrees for r in report.configurations if r.label_disagrees]
+    if contradicted:
+        out += ["", "## Labels the servers contradict (measured with --trust-labels)", "",
+                *(f"- {line}" for line in contradicted)]
     rec = report.recommendation
     out += ["", "## Recommendation", ""]
     what = [f"mode {rec.mode}" if rec.mode else None, f"K={rec.k}" if rec.k else None]
@@ -242,6 +252,9 @@ def render(console, report: SweepReport) -> None:
         ratios.add_row(str(r.concurrency), _x(r.best_peagle_vs_best_eagle3), _x(r.best_peagle_vs_baseline),
                        r.fastest or "-")
     console.print(ratios)
+    for r in report.configurations:
+        if r.label_disagrees:
+            console.print(f"warning: {r.label_disagrees}", markup=False, soft_wrap=True)
     rec = report.recommendation
     console.print(f"recommended: mode {rec.mode or '-'}, K {rec.k or '-'}", markup=False)
     for line in rec.reasoning:

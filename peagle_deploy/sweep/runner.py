@@ -143,7 +143,9 @@ class Sweep:
         plan = BenchPlan(target=target, dataset=load_dataset(r.dataset), concurrency=r.concurrency,
                          max_tokens=r.max_tokens, warmup=r.warmup, duration=r.duration_s if r.num_prompts is None
                          else None, num_prompts=r.num_prompts, out_dir=self.out_dir / "runs", mode=config.mode,
-                         k=config.k, region=r.region, profile=r.profile,
+                         k=config.k, label_source="url-label" if config.url else "flags",
+                         label_name=f"--url {config.mode}{'' if config.k is None else f':{config.k}'}" if config.url
+                         else f"configuration {label}", region=r.region, profile=r.profile,
                          instance_type=r.instance_type if config.url else None, logs_wait=r.logs_wait_s,
                          chart=False)
         quiet = Output(True, stdout=io.StringIO(), stderr=io.StringIO())
@@ -263,6 +265,35 @@ class Sweep:
         return removed
 
 
+def check_url_labels(configs: list[Configuration], out: Output, *, trust_labels: bool) -> None:
+    """Before anything is measured: each --url server's own mode and K against its label. A contradiction
+    is refused (exit 2, one line naming both values) unless --trust-labels; a server that shows nothing
+    is measured under its label, said in a note."""
+    import asyncio
+
+    from ..bench.server_facts import read_url_facts, reconcile, suggested_label
+    from ..errors import UsageError
+    from ..runtime.target_ref import parse_target
+
+    for config in configs:
+        if not config.url:
+            continue
+        facts = asyncio.run(read_url_facts(parse_target(config.url)))
+        name = f"--url {config.mode}{'' if config.k is None else f':{config.k}'}"
+        found = reconcile(config.mode, config.k, facts, label_source="url-label", label_name=name).disagreement
+        if found is None:
+            if not facts.known:
+                out.note(f"{name}: the server shows no mode or K ({'; '.join(facts.notes) or 'nothing read'}); "
+                         "measured under its label")
+            continue
+        if not trust_labels:
+            better = suggested_label(config.mode, facts)
+            fix = f"label it --url {better}={config.url}" if better else "fix its --url label"
+            raise UsageError(found, f"{fix}, or pass --trust-labels to measure it anyway (the results record the "
+                                    "server's values)")
+        out.warn(f"{found}; measured anyway (--trust-labels)")
+
+
 def check_lanes(session: Any, instance_type: str, instance_count: int, parallel: int) -> tuple[int, str]:
     """How many endpoints may run at once: --parallel, never beyond what the account's quota leaves."""
     from ..lifecycle.quota import instances_in_use, quota_name, read_quota
@@ -297,4 +328,4 @@ def _signals_ignored() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-__all__ = ["LIVE", "BudgetStop", "Sweep", "check_lanes", "plan_sweep"]
+__all__ = ["LIVE", "BudgetStop", "Sweep", "check_lanes", "check_url_labels", "plan_sweep"]

@@ -10,6 +10,8 @@ What it adds to moto (5.2):
 - duplicate names refused as SageMaker does ("Cannot create already existing endpoint ..."): moto
   silently overwrites them, which would hide name races from users' CI;
 - a Service Quotas answer for `<instance type> for endpoint usage` (moto has none for SageMaker);
+- the AWS Pricing API's GetProducts for SageMaker instances (moto has none), with the emulator's own
+  round figures (`hosting_prices`), see `peagle_deploy.testing.pricing_emulation`;
 - the JumpStart spec bucket `jumpstart-cache-prod-<region>`, seeded from the specs peagle ships;
 - server mode: moto's WSGI app on 127.0.0.1 (port 0) in a thread, for tests that run the real
   `peagle` executable with AWS_ENDPOINT_URL. Scripted behaviour lives in this process's backend, so it
@@ -130,6 +132,9 @@ class SageMakerEmulator:
         from .streaming import RuntimeScript
 
         self.runtime = RuntimeScript()  # how endpoints answer `invoke` (server mode)
+        from .pricing_emulation import EMULATED_HOSTING_USD
+
+        self.hosting_prices = dict(EMULATED_HOSTING_USD)  # what GetProducts answers (the emulator's own figures)
 
     # configuration ------------------------------------------------------------------------------
     def script_endpoints(self, creating_polls: int = 0, final: str = "InService", reason: str | None = None) -> None:
@@ -180,14 +185,16 @@ class SageMakerEmulator:
         return None if endpoint is None else endpoint.endpoint_status
 
     def create_endpoint_stack(self, name: str, *, tags: list[dict[str, str]] | None = None,
-                              instance_type: str = "ml.g7e.2xlarge") -> None:
+                              instance_type: str = "ml.g7e.2xlarge", environment: dict[str, str] | None = None) -> None:
         """A model, endpoint config and endpoint named `name`, as another tool (or a person) would create
-        them: without peagle's tags unless given. Tests use it to prove cleanup leaves such things alone."""
+        them: without peagle's tags unless given. Tests use it to prove cleanup leaves such things alone.
+        `environment`: the container's (e.g. SM_VLLM_SPECULATIVE_CONFIG, what the endpoint is served with)."""
         sm = self.client("sagemaker")
         tag_list = list(tags or [])
-        sm.create_model(ModelName=name, ExecutionRoleArn=self.role_arn,
-                        PrimaryContainer={"Image": f"{ACCOUNT}.dkr.ecr.{self.region}.amazonaws.com/other:1"},
-                        Tags=tag_list)
+        container = {"Image": f"{ACCOUNT}.dkr.ecr.{self.region}.amazonaws.com/other:1"}
+        if environment:
+            container["Environment"] = dict(environment)
+        sm.create_model(ModelName=name, ExecutionRoleArn=self.role_arn, PrimaryContainer=container, Tags=tag_list)
         sm.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[{
             "VariantName": "AllTraffic", "ModelName": name, "InstanceType": instance_type,
             "InitialInstanceCount": 1}], Tags=tag_list)
@@ -384,6 +391,7 @@ class SageMakerEmulator:
             mock.patch.object(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, create=True),
             mock.patch.object(SageMakerResponse, "update_endpoint", update_endpoint, create=True),
             *self._autoscaling_patches(call_action),
+            _pricing_stubber(self),  # in-process mode: the Pricing API (server mode: pricing_middleware)
         ]
 
     # UpdateEndpoint (moto has none) -------------------------------------------------------------
@@ -511,7 +519,10 @@ class SageMakerEmulator:
 
         emulator = cls(region, backend)
         app: Any = DomainDispatcherApplication(create_backend_app)
-        for middleware in [runtime_middleware, *([backend.middleware] if backend else []), *(middlewares or [])]:
+        from .pricing_emulation import pricing_middleware
+
+        for middleware in [runtime_middleware, pricing_middleware, *([backend.middleware] if backend else []),
+                           *(middlewares or [])]:
             app = middleware(app, emulator)
         server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -533,6 +544,12 @@ class SageMakerEmulator:
             if seed_jumpstart:
                 emulator._seed()
             yield emulator
+
+
+def _pricing_stubber(emulator: SageMakerEmulator) -> Any:
+    from .pricing_emulation import stubber_patch
+
+    return stubber_patch(emulator)
 
 
 def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], str]:

@@ -5,7 +5,7 @@ against real vLLM, tests/real_vllm). Streams vLLM-format SSE chunks (`streaming.
 may be a whole delta (reasoning, tool calls). `mode` injects failures: "error" (HTTP 500 with a
 vLLM-style error body), "stall" (stop sending mid-stream for `stall_s`), "truncate" (close without
 [DONE]), "inband_error" (an `{"object": "error"}` event after the first chunk). `/metrics` serves
-vLLM's spec-decode counters, growing by `accepted_per_request` per request served.
+vLLM's spec-decode counters, growing by `accepted_per_request` per request served (none: speculation off).
 
     with FakeVllm(tokens=["a", "b"]) as server:
         PeagleClient(server.url).chat(...)
@@ -49,9 +49,14 @@ class FakeVllm:
         return f"http://127.0.0.1:{self._server.server_port}"
 
     def metrics_text(self) -> str:
+        """vLLM's page: a gauge always; the spec-decode counters (one per-position series per draft position,
+        present from the start) only with speculation on (`accepted_per_request` empty: off)."""
         n = len(self.requests)
         k = len(self.accepted_per_request)
-        lines = [f"vllm:spec_decode_num_drafts_total{{engine=\"0\"}} {4.0 * n}",
+        gauge = 'vllm:num_requests_running{engine="0",model_name="fake-model"} 0.0'
+        if not k:
+            return gauge + "\n"
+        lines = [gauge, f"vllm:spec_decode_num_drafts_total{{engine=\"0\"}} {4.0 * n}",
                  f"vllm:spec_decode_num_draft_tokens_total{{engine=\"0\"}} {4.0 * n * k}",
                  f"vllm:spec_decode_num_accepted_tokens_total{{engine=\"0\"}} {float(sum(self.accepted_per_request) * n)}"]
         lines += [f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine=\"0\",position=\"{i}\"}} {float(a * n)}"

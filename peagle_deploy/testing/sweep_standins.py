@@ -145,7 +145,7 @@ def url_standins(specs: list[tuple[str, int | None]], model: SpecModel | None = 
         urls = []
         for mode, k in specs:
             gap = spec_model.seconds(mode, k, tokens) / tokens
-            accepted = tuple(round(4 * p) for p in spec_model.per_position(k)) if k else (0,)
+            accepted = tuple(round(4 * p) for p in spec_model.per_position(k)) if k else ()
             server = stack.enter_context(FakeVllm([f" t{i}" for i in range(tokens)], gap_s=gap,
                                                   accepted_per_request=accepted))
             urls.append(f"{mode}={server.url}" if mode == "off" else f"{mode}:{k}={server.url}")

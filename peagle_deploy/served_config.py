@@ -1,0 +1,104 @@
+"""What a SageMaker endpoint is configured to serve, read back from AWS (never from peagle's tags).
+
+DescribeEndpoint names the endpoint config it runs; DescribeEndpointConfig names the model and the
+instances; DescribeModel holds the container environment, whose `SM_VLLM_SPECULATIVE_CONFIG` says the
+mode and K (absent: no speculation). `speculation_from_config` also reads the config vLLM logged at
+start-up, so every source of "what runs" speaks the same words: p-eagle, eagle3, off.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .speculative import ENV_VAR
+
+
+class Speculation(BaseModel):
+    """One server's speculative decoding: mode p-eagle / eagle3 / off (or another vLLM method), K."""
+
+    mode: str | None = Field(description="p-eagle, eagle3, off, another vLLM method; None: could not be read")
+    k: int | None = None
+    method: str | None = None
+    parallel_drafting: bool | None = None
+    note: str | None = None
+
+    def describe(self) -> str:
+        if self.mode is None:
+            return self.note or "unknown"
+        return self.mode if self.mode == "off" or self.k is None else f"{self.mode} K={self.k}"
+
+
+def speculation_from_config(config: dict[str, Any] | None) -> Speculation:
+    """A parsed speculative config (the env value, or what vLLM logged) -> mode and K. None: off."""
+    if not config:
+        return Speculation(mode="off")
+    method = config.get("method")
+    k = config.get("num_speculative_tokens")
+    parallel = config.get("parallel_drafting")
+    k = int(k) if isinstance(k, int) or (isinstance(k, str) and k.isdigit()) else None
+    if method == "eagle3":
+        mode = "p-eagle" if parallel is True else "eagle3"
+    else:
+        mode = str(method) if method else None
+    return Speculation(mode=mode, k=k, method=method, parallel_drafting=parallel if isinstance(parallel, bool) else None,
+                       note=None if mode else "the speculative config names no method")
+
+
+def speculation_from_env(env: dict[str, str] | None) -> Speculation:
+    """From a container environment: SM_VLLM_SPECULATIVE_CONFIG (JSON), absent meaning off."""
+    value = (env or {}).get(ENV_VAR)
+    if value is None:
+        return Speculation(mode="off")
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return Speculation(mode=None, note=f"{ENV_VAR} is not JSON: {value[:80]!r}")
+    if not isinstance(parsed, dict):
+        return Speculation(mode=None, note=f"{ENV_VAR} is not a JSON object")
+    return speculation_from_config(parsed)
+
+
+class ServedConfig(BaseModel):
+    """The endpoint config an endpoint runs now, its model and what that model's container is told."""
+
+    endpoint: str
+    endpoint_config: str | None = None
+    model: str | None = None
+    instance_type: str | None = None
+    instance_count: int | None = None
+    speculation: Speculation = Field(default_factory=lambda: Speculation(mode=None, note="not read"))
+    source: str = ""
+
+
+def read_served_config(sm: Any, endpoint: str, described: dict[str, Any] | None = None) -> ServedConfig:
+    """Three reads (DescribeEndpoint unless given, DescribeEndpointConfig, DescribeModel). A read that fails
+    leaves the rest unknown (said in `speculation.note`); AWS errors other than a missing resource raise."""
+    from .aws import error_code, is_not_found
+
+    described = described if described is not None else sm.describe_endpoint(EndpointName=endpoint)
+    config_name = described.get("EndpointConfigName")
+    served = ServedConfig(endpoint=endpoint, endpoint_config=config_name,
+                          source=f"served config of {endpoint} ({config_name}: {ENV_VAR})")
+    try:
+        config = sm.describe_endpoint_config(EndpointConfigName=config_name)
+    except Exception as exc:
+        if not (is_not_found(exc) or error_code(exc) in ("ValidationException", "ValidationError")):
+            raise
+        served.speculation = Speculation(mode=None, note=f"the endpoint config {config_name} is gone")
+        return served
+    variant = (config.get("ProductionVariants") or [{}])[0]
+    served.model = variant.get("ModelName")
+    served.instance_type = variant.get("InstanceType")
+    served.instance_count = variant.get("InitialInstanceCount")
+    try:
+        model = sm.describe_model(ModelName=served.model)
+    except Exception as exc:
+        if not (is_not_found(exc) or error_code(exc) in ("ValidationException", "ValidationError")):
+            raise
+        served.speculation = Speculation(mode=None, note=f"the model {served.model} is gone")
+        return served
+    served.speculation = speculation_from_env((model.get("PrimaryContainer") or {}).get("Environment"))
+    return served

@@ -27,7 +27,7 @@ class Speculation(BaseModel):
 
     def describe(self) -> str:
         if self.mode is None:
-            return self.note or "unknown"
+            return f"speculative K={self.k}" if self.k else (self.note or "unknown")
         return self.mode if self.mode == "off" or self.k is None else f"{self.mode} K={self.k}"
 
 
@@ -39,12 +39,16 @@ def speculation_from_config(config: dict[str, Any] | None) -> Speculation:
     k = config.get("num_speculative_tokens")
     parallel = config.get("parallel_drafting")
     k = int(k) if isinstance(k, int) or (isinstance(k, str) and k.isdigit()) else None
-    if method == "eagle3":
+    note = None
+    if method == "eagle3" and "parallel_drafting" not in config:  # vLLM's engine line does not say which
+        mode, note = None, "eagle3 method; parallel drafting not stated, so P-EAGLE or EAGLE-3"
+    elif method == "eagle3":
         mode = "p-eagle" if parallel is True else "eagle3"
     else:
         mode = str(method) if method else None
+        note = None if mode else "the speculative config names no method"
     return Speculation(mode=mode, k=k, method=method, parallel_drafting=parallel if isinstance(parallel, bool) else None,
-                       note=None if mode else "the speculative config names no method")
+                       note=note)
 
 
 def speculation_from_env(env: dict[str, str] | None) -> Speculation:

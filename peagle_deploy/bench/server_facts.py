@@ -64,6 +64,8 @@ class ServerFacts(BaseModel):
 
 def from_speculation(spec: Speculation, source: str) -> ServerFacts:
     """From a served config or a start-up log (both name the method and K)."""
+    if spec.mode is None and spec.k is not None:  # speculation on with K, the method not stated
+        return ServerFacts(speculative=True, k=spec.k, sources=[source], notes=[f"{source}: {spec.note}"])
     if spec.mode is None:
         return ServerFacts(notes=[f"{source}: {spec.note or 'unreadable'}"])
     if spec.mode == "off":

@@ -32,6 +32,7 @@ DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p
 # docs/update.md really updates prod-endpoint: no other document uses it (bench and invoke need InService)
 ENDPOINTS = ("peagle-qwen3-coder-p-eagle-k3-261122-120000", "my-endpoint", "prod-endpoint")
 URLS = ("http://localhost:8080", "http://127.0.0.1:8080", "http://gpu-box:8000", "http://127.0.0.1:8000")
+OFF_URLS = ("http://baseline-box:8080",)  # a server without speculation (sweep's off=URL): its own stand-in
 FILES = {
     "request.json": '{"messages": [{"role": "user", "content": "Write a Python quicksort"}], "max_tokens": 32}\n',
     "my-traffic.jsonl": '{"prompt": "Write a Python quicksort"}\n{"prompt": "Explain P-EAGLE in one line"}\n',
@@ -140,7 +141,7 @@ def outcomes(emulator_server, tmp_path_factory):
     for name in ("HF_MODEL_ID", "SM_VLLM_MODEL", "SM_VLLM_SPECULATIVE_CONFIG"):
         env.pop(name, None)
 
-    with FakeVllm() as server:
+    with FakeVllm() as server, FakeVllm(accepted_per_request=()) as off_server:
         def run_doc(doc: str) -> dict[str, subprocess.CompletedProcess]:
             folder = tmp_path_factory.mktemp(re.sub(r"\W", "_", doc))
             for name, content in FILES.items():
@@ -153,6 +154,8 @@ def outcomes(emulator_server, tmp_path_factory):
                 shell = _shorten(command)
                 for url in URLS:
                     shell = shell.replace(url, server.url)
+                for url in OFF_URLS:
+                    shell = shell.replace(url, off_server.url)
                 results[(doc, command)] = _bash(shell, folder, env)
             return results
 

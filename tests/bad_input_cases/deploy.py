@@ -48,7 +48,8 @@ CASES = [
                                              "101"], exit=2, stderr=r"above peagle's limit of 100"),
     dict(id="price-guard-with-yes", argv=["deploy", "gpt-oss-120b", "--instance-type", "ml.g7e.48xlarge",
                                           "--instance-count", "4", "--role", ROLE, "--yes"], exit=2,
-         stderr=r"this plan costs about \$132\.56/h, above the \$100\.00/h price guard: .*--max-price-per-hour 133"),
+         # 4 x $48/h, the emulated Pricing API's figure for ml.g7e.48xlarge (testing/pricing_emulation.py)
+         stderr=r"this plan costs about \$192\.00/h, above the \$100\.00/h price guard: .*--max-price-per-hour 192"),
     dict(id="price-guard-low-limit", argv=["deploy", "qwen3-coder", "--role", ROLE, "--yes",
                                            "--max-price-per-hour", "1"], exit=2,
          stderr=r"above the \$1\.00/h price guard"),

@@ -15,7 +15,11 @@ Each figure is the child's own CPU time (user + sys, from wait4) and its wall ti
 pair by pair and reported as median, min and max. `--importtime` also prints the modules with the largest
 cumulative import time for each peagle command (python -X importtime).
 
-    .venv/bin/python benchmarks/bench_startup.py [--pairs 15] [--only help,status,dry-run] [--importtime] [--json]
+    .venv/bin/python benchmarks/bench_startup.py [--pairs 15] [--only help,status,dry-run] [--importtime]
+        [--instructions] [--tree PATH] [--json]
+
+`--instructions` also counts each command's instructions once under valgrind's callgrind (slow, but the
+same count however loaded the machine is); `--tree` times another checkout's peagle (before and after).
 
 Results are in docs/performance.md, "CLI start-up".
 """
@@ -132,7 +136,20 @@ def run_once(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     return usage.ru_utime + usage.ru_stime, wall, proc.returncode
 
 
-def pairs(a: list[str], b: list[str], env: dict[str, str], n: int) -> dict:
+def instructions(cmd: list[str], env: dict[str, str]) -> int | None:
+    """Instructions one run of `cmd` executes (valgrind's callgrind: the same count whatever the load)."""
+    import re
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        return None
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    return int(found.group(1)) if found else None
+
+
+def pairs(a: list[str], b: list[str], env: dict[str, str], n: int, count: bool = False) -> dict:
     run_once(a, env), run_once(b, env)  # warm-up: page cache, .pyc files
     rows = []
     for _ in range(n):
@@ -143,7 +160,13 @@ def pairs(a: list[str], b: list[str], env: dict[str, str], n: int) -> dict:
     def spread(values: list[float]) -> dict:
         return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
+    counted = {}
+    if count:
+        ia, ib = instructions(a, env), instructions(b, env)
+        counted = {"a_instructions": ia, "b_instructions": ib,
+                   "instructions_ratio": ia / ib if ia and ib else None}
     return {
+        **counted,
         "a_cpu_s": spread([ra[0] for ra, _ in rows]), "b_cpu_s": spread([rb[0] for _, rb in rows]),
         "a_wall_s": spread([ra[1] for ra, _ in rows]), "b_wall_s": spread([rb[1] for _, rb in rows]),
         "cpu_ratio": spread([ra[0] / rb[0] for ra, rb in rows]),
@@ -192,24 +215,30 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=15)
     parser.add_argument("--only", default="help,status,dry-run")
     parser.add_argument("--importtime", action="store_true")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each command's instructions once (valgrind callgrind; slow, load-independent)")
+    parser.add_argument("--tree", type=Path, default=ROOT,
+                        help="the peagle checkout to time (e.g. one extracted with git archive); default this one")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     wanted = args.only.split(",")
+    tree = str(args.tree.resolve())
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    base_env["PYTHONPATH"] = str(ROOT)
+    base_env["PYTHONPATH"] = tree
     report: dict = {"load_avg_1m_before": os.getloadavg()[0], "python": sys.version.split()[0], "results": {}}
     with tempfile.TemporaryDirectory(prefix="peagle-startup-") as tmp:
         if "help" in wanted:
             baseline = Path(tmp) / "typer_same_commands.py"
             baseline.write_text(typer_baseline_source())
             report["results"]["help"] = pairs([*PEAGLE, "--help"], [sys.executable, str(baseline), "--help"],
-                                              base_env, args.pairs)
+                                              base_env, args.pairs, args.instructions)
             report["results"]["help"]["heavy_modules"] = heavy_modules(["--help"], base_env)
         if "dry-run" in wanted:
             env = {**base_env, "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
                    "AWS_EC2_METADATA_DISABLED": "true"}
             report["results"]["dry-run"] = pairs([*PEAGLE, "deploy", "qwen3-coder", "--dry-run"],
-                                                 [sys.executable, "-c", DRY_RUN_BASELINE], env, args.pairs)
+                                                 [sys.executable, "-c", DRY_RUN_BASELINE], env, args.pairs,
+                                                 args.instructions)
         if "status" in wanted:
             from peagle_deploy.testing import SageMakerEmulator
             from peagle_deploy.testing.write_recorder import WriteRecorder
@@ -217,7 +246,7 @@ def main() -> int:
             recorder = WriteRecorder()
             with SageMakerEmulator.server(middlewares=[recorder.middleware], set_env=False) as emu:
                 seed_endpoints(emu)
-                env = {**emu.env, "PYTHONPATH": str(ROOT)}
+                env = {**emu.env, "PYTHONPATH": tree}
                 script = Path(tmp) / "status_boto3.py"
                 script.write_text(STATUS_BASELINE)
                 peagle_status = [*PEAGLE, "status", "--json"]
@@ -225,7 +254,7 @@ def main() -> int:
                 subprocess.run([sys.executable, str(script)], env={**env, "AWS_SDK_UA_APP_ID": "boto3"},
                                capture_output=True)
                 calls = {who: [op for caller, op in recorder.calls if caller == who] for who in ("peagle", "boto3")}
-                result = pairs(peagle_status, [sys.executable, str(script)], env, args.pairs)
+                result = pairs(peagle_status, [sys.executable, str(script)], env, args.pairs, args.instructions)
                 result["api_calls"] = calls["peagle"]
                 result["same_calls"] = sorted(calls["peagle"]) == sorted(calls["boto3"])
                 report["results"]["status"] = result
@@ -243,6 +272,9 @@ def main() -> int:
         print(f"{name:8s} peagle CPU {r['a_cpu_s']['median'] * 1000:6.0f} ms, baseline {r['b_cpu_s']['median'] * 1000:6.0f}"
               f" ms; CPU ratio median {c['median']:.2f} (min {c['min']:.2f}, max {c['max']:.2f}); wall ratio median "
               f"{w['median']:.2f} (min {w['min']:.2f}, max {w['max']:.2f}); exit codes {r['exit_codes']}")
+        if r.get("instructions_ratio"):
+            print(f"         instructions (callgrind, one run each): {r['a_instructions']:,} / {r['b_instructions']:,}"
+                  f" = {r['instructions_ratio']:.2f}")
         if "heavy_modules" in r:
             print(f"         heavy modules imported by peagle --help: {r['heavy_modules'] or 'none'}")
         if "same_calls" in r:

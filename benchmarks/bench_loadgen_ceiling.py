@@ -23,7 +23,9 @@ says it sent in that window (its own counter, read at the window's edges), so th
 the same truth. Efficiency = another client's CPU per token / peagle's (1.0: peagle costs no more).
 `--pairs N` runs the three clients N times in turn (the order rotating each round) and prints the median
 and the range of the per-round ratios: on a shared machine only ratios measured in one round mean much.
-`--profile FILE` writes a cProfile of peagle's client (pstats) for the last round.
+`--profile FILE` writes a cProfile of peagle's client (pstats) for the last round. `--prototype` adds a
+fourth client: peagle's load generator over benchmarks/proto_buffered_sender.py (asyncio BufferedProtocol
++ httptools; measured, not adopted: it has no TLS, proxies or aiohttp's error classes).
 
 (--max-batch 1 makes the server write one event per write, as a GPU server emits one token per step;
 0 lets it write every event that is due together, so the schedule, not its CPU, sets the pace.)
@@ -102,7 +104,9 @@ async def server_tokens(port: int) -> float:
     return counters.generation_tokens
 
 
-async def run_loadgen(port: int, concurrency: int, duration: float, max_tokens: int) -> dict:
+async def run_loadgen(port: int, concurrency: int, duration: float, max_tokens: int,
+                      prototype: bool = False) -> dict:
+    """peagle's load generator; with `prototype`, over benchmarks/proto_buffered_sender.py instead of aiohttp."""
     from peagle_deploy.bench.http_sender import HttpChatSender
     from peagle_deploy.bench.loadgen import run_level
 
@@ -115,7 +119,14 @@ async def run_loadgen(port: int, concurrency: int, duration: float, max_tokens: 
         cpu[edge] = time.process_time()
         edges[edge] = asyncio.get_running_loop().create_task(server_tokens(port))
 
-    async with HttpChatSender(f"http://127.0.0.1:{port}/invocations", max_tokens=max_tokens) as sender:
+    if prototype:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from proto_buffered_sender import BufferedChatSender
+
+        transport = BufferedChatSender("127.0.0.1", port, max_tokens=max_tokens)
+    else:
+        transport = HttpChatSender(f"http://127.0.0.1:{port}/invocations", max_tokens=max_tokens)
+    async with transport as sender:
         m = await run_level(sender, prompts, concurrency, warmup=concurrency, duration=duration, on_window=on_window)
     sent = (await edges["close"]) - (await edges["open"])
     return {
@@ -301,6 +312,8 @@ def run_round(port: int, args: argparse.Namespace, order: list[str], profile: st
             out[name] = asyncio.run(run_minimal(port, args.concurrency, args.duration, args.tokens))
         elif name == "aiohttp":
             out[name] = asyncio.run(run_aiohttp_bare(port, args.concurrency, args.duration, args.tokens))
+        elif name == "prototype":
+            out[name] = asyncio.run(run_loadgen(port, args.concurrency, args.duration, args.tokens, prototype=True))
         elif profile:
             import cProfile
 
@@ -316,6 +329,8 @@ def run_round(port: int, args: argparse.Namespace, order: list[str], profile: st
         "efficiency_vs_aiohttp": bare["cpu_us_per_token"] / loadgen["cpu_us_per_token"],
         "aiohttp_vs_minimal": minimal["cpu_us_per_token"] / bare["cpu_us_per_token"],
     }
+    if "prototype" in out:
+        out["ratios"]["prototype_efficiency_vs_minimal"] = minimal["cpu_us_per_token"] / out["prototype"]["cpu_us_per_token"]
     out["order"] = order
     out["load_avg_1m"] = os.getloadavg()[0]
     return out
@@ -330,6 +345,8 @@ def main() -> int:
     parser.add_argument("--max-batch", type=int, default=0, help="server: events per write (0: all due)")
     parser.add_argument("--pairs", type=int, default=1, help="rounds of the three clients, order rotating")
     parser.add_argument("--profile", help="write a cProfile (pstats) of peagle's client, last round")
+    parser.add_argument("--prototype", action="store_true",
+                        help="also peagle's load generator over the BufferedProtocol + httptools prototype")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--sagemaker-frames", action="store_true",
                         help="instead: the SageMaker transport's ceiling (botocore event-stream decoding, no network)")
@@ -345,11 +362,11 @@ def main() -> int:
     info = machine()
     proc, port = start_server(args.tokens_per_s, args.tokens, args.max_batch)
     pin(1)
-    clients = ["minimal", "aiohttp", "loadgen"]
+    clients = ["minimal", "aiohttp", "loadgen", *(["prototype"] if args.prototype else [])]
     rounds = []
     try:
         for i in range(args.pairs):
-            order = clients[i % 3:] + clients[:i % 3]
+            order = clients[i % len(clients):] + clients[:i % len(clients)]
             rounds.append(run_round(port, args, order, args.profile if i == args.pairs - 1 else None))
             if not args.json:
                 r = rounds[-1]

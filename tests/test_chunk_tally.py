@@ -67,7 +67,6 @@ ODD_MIDDLES = {
     "id line": [b"id: 7\n" + chunk({"content": "i"})],
     "reasoning": [chunk({"reasoning_content": "hmm"}), chunk({"reasoning": "so"})],
     "tool call": [chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})],
-    "empty text": [chunk({"content": ""})],
     "role again": [chunk({"role": "assistant", "content": ""})],
     "usage on a chunk": [chunk({"content": "u"}, usage={"prompt_tokens": 3, "completion_tokens": 9})],
     "two choices": [event({**BASE, "choices": [
@@ -104,20 +103,34 @@ def test_splits_in_many_pieces_and_one_read(compact, crlf):
             assert tally([data[:cut], data[cut:cut + step], data[cut + step:]]) == want, (cut, step)
 
 
-def test_reads_after_the_first_chunk_take_the_one_pass_junction_path(monkeypatch):
-    """Once learned, a read of many content chunks is counted by the junction path alone: the older count
-    path only ever sees the events at the read's edges."""
+def test_a_read_of_many_chunks_is_counted_in_place_and_only_its_edges_are_decoded(monkeypatch):
+    """The fast path counts the middle of a read without decoding it or copying it; the JSON decoder only
+    sees the events at the read's edges (role, finish, usage, [DONE]); one sink.add per read."""
     data = stream()
-    first = data.index(b"\n\n", data.index(b'"content":"def"')) + 2  # the role chunk and one content chunk
     rec = RequestRecord(index=0, warmup=False)
     t = ChunkTally(rec)
-    t.feed(data[:first], 0.0)
-    assert t.junction is not None and t.junction.startswith(b'"},"logprobs":null')
-    seen: list[int] = []
-    original = sse._plain_chunks
-    monkeypatch.setattr(sse, "_plain_chunks", lambda events, *a, **k: seen.append(len(events)) or original(events, *a, **k))
-    t.feed(data[first:], 1.0)
+    decoded: list[int] = []
+    original = ChunkTally._exact
+    monkeypatch.setattr(ChunkTally, "_exact", lambda self, events, now: decoded.append(len(events))
+                        or original(self, events, now))
+    half = len(data) // 2
+    half = data.index(b"\n\n", half) + 2
+    t.feed(data[:half], 0.0)
+    t.feed(data[half:], 1.0)
     t.finish(2.0)
     assert (rec.chunks, rec.usage_tokens) == oracle(data)
-    assert max(seen) < 300  # single events only; the read is 3 KB
-    assert rec.gaps is not None and len(rec.gaps) == 1  # one sink.add per read
+    assert len(decoded) == 4 and max(decoded) < 300  # role, finish, usage, [DONE]: single events only
+    assert rec.gaps is not None and len(rec.gaps) == 1  # two reads: one sink.add each
+
+
+def test_an_empty_content_chunk_at_a_reads_edge_is_no_token_and_tokens_stay_exact_in_its_middle():
+    """vLLM sends empty content only in the role and finish chunks, at a stream's ends. A mid-stream one is
+    decoded exactly where it starts or ends a read; between content chunks of one read it is counted as a
+    chunk (looking for it would cost another scan of every read), and the tokens still come from usage."""
+    empty = chunk({"content": ""})
+    data = stream([empty])
+    at = data.index(empty)
+    want_chunks, want_usage = oracle(data)
+    assert tally([data[:at], data[at:]]) == (want_chunks, want_usage)  # starts a read: decoded
+    assert tally([data[:at + len(empty)], data[at + len(empty):]]) == (want_chunks, want_usage)  # ends one
+    assert tally([data]) == (want_chunks + 1, want_usage)  # inside one read: one chunk more, usage exact

@@ -133,65 +133,27 @@ class ChunkSink(Protocol):
 class ChunkTally:
     """The load generator's reader: bytes in (split anywhere), token chunks out to `sink.add`.
 
-    One timestamp and one `sink.add` per network read. Three paths, fastest first, all exact:
-
-    1. The junction path: one pass per read. vLLM's content chunks of one stream differ only in their
-       text: every one is `<prefix>TEXT<suffix>` on one line, the prefix (`data: {"id":...,"delta":
-       {"content":"`) and the suffix (`"},"logprobs":null,"finish_reason":null}]}`) the same throughout.
-       Both are learned from the stream's first plain content chunk; then `bytes.replace` swaps every
-       junction `<suffix>\n\n<prefix>` of the read for one NUL byte, in one pass, leaving only the texts
-       (JSON strings hold neither raw newlines nor NULs). Between the first and the last junction there
-       are then exactly (junctions - 1) events, each one line with a non-empty text, when no newline, no
-       empty text, no second `"delta"` (a second choice) and no NUL but the markers is left there: a
-       comment, an `event:` line, an error, a role, finish, usage, reasoning or tool-call event or any
-       other suffix breaks a junction and leaves its newlines behind, which sends the read down path 2 or 3. The events before the
-       first junction and after the last (the role chunk, the finish, usage and [DONE], a partial event)
-       go through path 2.
-    2. The count path, for a read of whole events: when every event is a plain content chunk, n content
-       deltas and 2n - 2 newlines (`_plain_chunks`); the role/finish/usage/[DONE] events at either end
-       are peeled off and decoded one by one.
-    3. The exact path: SseDecoder and the chunk rule (`delta_kind`), event by event: the same decoder and
-       rule `peagle invoke` uses.
+    One timestamp and one `sink.add` per network read. Fast path: when every complete event in the read
+    is a plain content chunk (`"delta":{"content":"<non-empty>"` in vLLM's compact JSON or json.dumps
+    spacing) they are counted with `bytes.count` (`_plain_chunks`), without decoding JSON and without
+    copying the read: the counts take the read's bounds. Inside a content string quotes are escaped, so
+    the pattern cannot match there. Anything else (role, finish, usage, [DONE], errors, reasoning or
+    tool-call deltas, comments, multi-line events) goes through SseDecoder and the chunk rule, event by
+    event: the same decoder and rule `peagle invoke` uses.
     """
 
-    __slots__ = ("sink", "buf", "decoder", "junction", "_n", "_content")
+    __slots__ = ("sink", "buf", "decoder", "_n", "_content")
 
     def __init__(self, sink: ChunkSink):
         self.sink = sink
         self.buf = bytearray()
         self.decoder = SseDecoder()
-        self.junction: bytes | None = None  # <suffix>\n\n<prefix>, once learned
         self._n = 0
         self._content = False
 
     def feed(self, data: bytes, now: float) -> None:
-        junction = self.junction
-        if junction is not None and len(data) >= 2 * len(junction):
-            rest = data.replace(junction, b"\0")  # the one pass over the read; `rest` holds the texts
-            k = (len(data) - len(rest)) // (len(junction) - 1)
-            if k:
-                first, last = rest.find(b"\0"), rest.rfind(b"\0")
-                between = rest[first:last + 1]
-                if b"\n" not in between and b"\0\0" not in between and b'"delta"' not in between \
-                        and rest.count(b"\0") == k:
-                    cut = junction.index(b"\n\n")
-                    self._general(rest[:first] + junction[:cut + 2], now)  # up to the first junction
-                    self._n += k - 1
-                    self._content = True
-                    self._general(junction[cut + 2:] + rest[last + 1:], now)  # from the last junction on
-                    self._flush(now)
-                    return
-        self._general(data, now)
-        self._flush(now)
-
-    def _flush(self, now: float) -> None:
-        if self._n:
-            self.sink.add(self._n, now, self._content)
-            self._n, self._content = 0, False
-
-    def _general(self, data: bytes, now: float) -> None:
-        if not self.buf and data[-2:] == b"\n\n":  # the usual read: whole LF-framed events
-            complete = data[:-2]
+        if not self.buf and data[-2:] == b"\n\n":  # the usual read: whole LF-framed events, counted in place
+            complete, hi = data, len(data) - 2
         else:
             buf = self.buf
             buf += data
@@ -203,55 +165,41 @@ class ChunkTally:
             if cut < 0:
                 self.buf = buf
                 return
-            complete = bytes(buf[:cut])
+            complete, hi = bytes(buf[:cut]), cut
             self.buf = buf[cut + 2:]
         # Other events (role, finish, usage, [DONE]) sit at the start and the end of a stream: peel them
-        # off both ends (small events, cheap) and decode them one by one; then scan the middle once.
-        lo, hi = 0, len(complete)
+        # off both ends (small events, cheap) and decode them one by one; then count the middle in place.
+        lo = 0
         tail: list[bytes] = []
         while lo < hi:
             at = complete.rfind(b"\n\n", lo, hi)
-            event = complete[at + 2 if at >= 0 else lo:hi]
-            if _plain_chunks(event) == 1:
-                if self.junction is None:
-                    self._learn(event)
+            start = at + 2 if at >= 0 else lo
+            if _plain_chunks(complete, start, hi) == 1:
                 break
-            tail.append(event)
+            tail.append(complete[start:hi])
             hi = at if at >= 0 else lo
         while lo < hi:
             at = complete.find(b"\n\n", lo, hi)
-            event = complete[lo:at if at >= 0 else hi]
-            if _plain_chunks(event) == 1:
+            end = at if at >= 0 else hi
+            if _plain_chunks(complete, lo, end) == 1:
                 break
-            self._exact(event, now)
+            self._exact(complete[lo:end], now)
             lo = at + 2 if at >= 0 else hi
         if lo < hi:
-            middle = complete if (lo, hi) == (0, len(complete)) else complete[lo:hi]
-            n = _plain_chunks(middle)
+            n = _plain_chunks(complete, lo, hi, edges_peeled=True)
             if n:
                 self._n += n
                 self._content = True
             else:
-                self._exact(middle, now)
+                self._exact(complete[lo:hi], now)
         for event in reversed(tail):
             self._exact(event, now)
+        self._flush(now)
 
-    def _learn(self, event: bytes) -> None:
-        """The junction of this stream's content chunks, from one of them (a whole `data:` line)."""
-        needle = _CONTENT if _CONTENT in event else _CONTENT_SPACED
-        start = event.find(needle) + len(needle)
-        end = start
-        while True:  # the text ends at the first quote that no backslash escapes
-            end = event.find(b'"', end)
-            if end < 0:
-                return
-            escapes = len(event[start:end]) - len(event[start:end].rstrip(b"\\"))
-            if escapes % 2 == 0:
-                break
-            end += 1
-        junction = event[end:] + b"\n\n" + event[:start]
-        if b"\0" not in junction and b"\r" not in junction and b"\n" not in event:
-            self.junction = junction
+    def _flush(self, now: float) -> None:
+        if self._n:
+            self.sink.add(self._n, now, self._content)
+            self._n, self._content = 0, False
 
     def _exact(self, events: bytes, now: float) -> None:
         for event in self.decoder.feed(events + b"\n\n"):
@@ -283,27 +231,29 @@ class ChunkTally:
             raise StreamIncomplete("the stream ended without data: [DONE]")
 
 
-_CONTENT = b'"delta":{"content":"'
-_CONTENT_SPACED = b'"delta": {"content": "'
-
-
-def _plain_chunks(events: bytes) -> int:
-    """n if `events` (whole events, LF-framed, without the final blank line) are exactly n plain content
-    chunks, else 0. A content delta (`"delta":{"content":"`, raw quotes: it cannot occur inside a JSON
-    string) occurs at most once per event (bench asks for one choice), so the n events need at least
-    2n - 2 newlines, exactly 2n - 2 only when every event is a single line with a content delta: an
-    error, role, finish, usage-only, reasoning or tool-call event, a comment or an `event:` line makes the
-    counts differ (newlines cannot occur inside JSON strings either). Counting one byte is about twice
-    as fast as counting `data:` lines. A content chunk that also carries `usage` (`"usage": null` on
-    every chunk, as OpenAI's API sends) still counts as one chunk; the final usage event has no content
-    delta and is decoded exactly, so the request's usage is read from it. An empty content delta anywhere
-    (vLLM sends one only in the role and finish chunks, at the ends) sends the events to the exact path."""
+def _plain_chunks(events: bytes, lo: int = 0, hi: int | None = None, edges_peeled: bool = False) -> int:
+    """n if `events[lo:hi]` (whole events, LF-framed, without the final blank line) are exactly n plain
+    content chunks, else 0; counted in place (no slice is copied). A content delta (`"delta":{"content":"`,
+    raw quotes: it cannot occur inside a JSON string) occurs at most once per event (bench asks for one
+    choice), so the n events need at least 2n - 2 newlines, exactly 2n - 2 only when every event is a
+    single line with a content delta: an error, role, finish, usage-only, reasoning or tool-call event, a
+    comment or an `event:` line makes the counts differ (newlines cannot occur inside JSON strings
+    either). Counting one byte is about twice as fast as counting `data:` lines. A content chunk that also
+    carries `usage` (`"usage": null` on every chunk, as OpenAI's API sends) still counts as one chunk; the
+    final usage event has no content delta and is decoded exactly, so the request's usage is read from it.
+    `edges_peeled`: the role and finish chunks (the empty-content ones) were peeled off the ends, so the
+    scan for an empty content delta is skipped: vLLM sends none mid-stream. (A server that did would have
+    such a chunk counted as a token chunk when it arrives between content chunks in one read; the tokens
+    stay exact where the server reports usage, which bench always asks for. Looking for it costs another
+    scan of the read, as much as counting the deltas: measured in docs/performance.md.)"""
+    hi = len(events) if hi is None else hi
     count = events.count
-    n = count(b'"delta":{"content":"')
+    n = count(b'"delta":{"content":"', lo, hi)
     if n:
         empty = b'"delta":{"content":""'
     else:
-        n, empty = count(b'"delta": {"content": "'), b'"delta": {"content": ""'
-    if n and count(b"\n") == 2 * n - 2 and events[:5] == b"data:" and empty not in events:
+        n, empty = count(b'"delta": {"content": "', lo, hi), b'"delta": {"content": ""'
+    if n and events.startswith(b"data:", lo) and count(b"\n", lo, hi) == 2 * n - 2 \
+            and (edges_peeled or events.find(empty, lo, hi) < 0):
         return n
     return 0

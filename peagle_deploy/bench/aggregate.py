@@ -16,7 +16,7 @@ bound, then an HDR histogram). The figures are the ones the level always had (do
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .stats import LatencyHistogram, LatencySamples
 
@@ -139,14 +139,3 @@ class LevelAggregate:
             wall_end=wall_close,
         )
 
-
-def request_line(r: RequestRecord, level_start: float, concurrency: int) -> dict[str, Any]:
-    """One finished request as a JSON-ready dict (the optional per-request detail file)."""
-    def rel(t: float | None) -> float | None:
-        return None if t is None else round(t - level_start, 6)
-
-    return {"concurrency": concurrency, "index": r.index, "warmup": r.warmup, "start_s": rel(r.start),
-            "end_s": rel(r.end), "ttft_s": None if r.first is None else round(r.first - r.start, 6),
-            "ttfc_s": None if r.first_content is None else round(r.first_content - r.start, 6),
-            "chunks": r.chunks, "usage_tokens": r.usage_tokens, "cut": r.cut, "error": r.error,
-            "error_text": r.error_text}

@@ -12,9 +12,8 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from .aggregate import request_line
 from .loadgen import RequestRecord
 
 
@@ -41,3 +40,15 @@ class RequestLog:
         self._file.close()
         self._file = None
         os.replace(self._tmp, self.path)
+
+
+def request_line(r: RequestRecord, level_start: float, concurrency: int) -> dict[str, Any]:
+    """One finished request as a JSON-ready dict (the optional per-request detail file)."""
+    def rel(t: float | None) -> float | None:
+        return None if t is None else round(t - level_start, 6)
+
+    return {"concurrency": concurrency, "index": r.index, "warmup": r.warmup, "start_s": rel(r.start),
+            "end_s": rel(r.end), "ttft_s": None if r.first is None else round(r.first - r.start, 6),
+            "ttfc_s": None if r.first_content is None else round(r.first_content - r.start, 6),
+            "chunks": r.chunks, "usage_tokens": r.usage_tokens, "cut": r.cut, "error": r.error,
+            "error_text": r.error_text}

@@ -25,19 +25,27 @@ class RequestLog:
         self.level_start = 0.0
         self.concurrency = 0
         self.lines = 0
+        self.failure: str | None = None  # why writing stopped (a full disk): the run goes on without it
 
     def level(self, concurrency: int, start: float) -> None:
         self.concurrency, self.level_start = concurrency, start
 
     def __call__(self, record: RequestRecord) -> None:
-        if self._file is not None:
-            self._file.write(json.dumps(request_line(record, self.level_start, self.concurrency)) + "\n")
+        if self._file is not None and self.failure is None:
+            try:
+                self._file.write(json.dumps(request_line(record, self.level_start, self.concurrency)) + "\n")
+            except OSError as exc:
+                self.failure = f"{exc.strerror or exc} after {self.lines} lines"
+                return
             self.lines += 1
 
     def close(self) -> None:
         if self._file is None:
             return
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError as exc:
+            self.failure = self.failure or f"{exc.strerror or exc} after {self.lines} lines"
         self._file = None
         os.replace(self._tmp, self.path)
 

@@ -371,6 +371,9 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
     finally:
         if measured.request_log is not None:
             measured.request_log.close()
+            if measured.request_log.failure:
+                out.warn(f"--save-requests {measured.request_log.path}: writing stopped "
+                         f"({measured.request_log.failure}); the results are complete")
     acceptance = None if isinstance(failure, Interrupted) else _acceptance(ref, session, measured, plan, out)
     result = BenchResult(
         tool_version=__version__,

@@ -126,10 +126,13 @@ DRY_RUN_BASELINE = ("import sagemaker.core.jumpstart.accessors, sagemaker.core.j
                     "sagemaker.core.image_uris, sagemaker.core.model_uris, sagemaker.core.environment_variables")
 
 
+NEUTRAL_DIR = tempfile.gettempdir()  # children start here: `python -c` puts the working directory first on sys.path
+
+
 def run_once(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     """(CPU seconds, wall seconds, exit code) of one whole process."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=NEUTRAL_DIR)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -144,7 +147,7 @@ def instructions(cmd: list[str], env: dict[str, str]) -> int | None:
     if shutil.which("valgrind") is None:
         return None
     out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=NEUTRAL_DIR)
     found = re.search(r"Collected : (\d+)", out.stderr)
     return int(found.group(1)) if found else None
 
@@ -177,7 +180,8 @@ def pairs(a: list[str], b: list[str], env: dict[str, str], n: int, count: bool =
 
 def importtime(cmd: list[str], env: dict[str, str], top: int = 12) -> list[tuple[str, float]]:
     """The modules with the largest cumulative import time (ms) when `cmd` runs under -X importtime."""
-    out = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], capture_output=True, text=True, env=env)
+    out = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], capture_output=True, text=True, env=env,
+                         cwd=NEUTRAL_DIR)
     rows = []
     for line in out.stderr.splitlines():
         parts = line[len("import time:"):].split("|") if line.startswith("import time:") else []
@@ -197,7 +201,8 @@ def heavy_modules(cmd: list[str], env: dict[str, str]) -> list[str]:
              "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
              "heavy = ('boto3', 'botocore', 'sagemaker', 'pydantic', 'aiohttp', 'pandas', 'numpy', 'rich.table')\n"
              "print(' '.join(sorted({m.split('.')[0] for m in sys.modules if m.startswith(heavy)})), file=sys.stderr)")
-    out = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, env=env)
+    out = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True, env=env,
+                         cwd=NEUTRAL_DIR)
     return out.stderr.strip().splitlines()[-1].split() if out.stderr.strip() else []
 
 
@@ -250,9 +255,10 @@ def main() -> int:
                 script = Path(tmp) / "status_boto3.py"
                 script.write_text(STATUS_BASELINE)
                 peagle_status = [*PEAGLE, "status", "--json"]
-                subprocess.run(peagle_status, env={**env, "AWS_SDK_UA_APP_ID": "peagle"}, capture_output=True)
+                subprocess.run(peagle_status, env={**env, "AWS_SDK_UA_APP_ID": "peagle"}, capture_output=True,
+                               cwd=NEUTRAL_DIR)
                 subprocess.run([sys.executable, str(script)], env={**env, "AWS_SDK_UA_APP_ID": "boto3"},
-                               capture_output=True)
+                               capture_output=True, cwd=NEUTRAL_DIR)
                 calls = {who: [op for caller, op in recorder.calls if caller == who] for who in ("peagle", "boto3")}
                 result = pairs(peagle_status, [sys.executable, str(script)], env, args.pairs, args.instructions)
                 result["api_calls"] = calls["peagle"]

@@ -18,7 +18,7 @@ from .. import __version__
 
 # Every command: name -> (its module in peagle_deploy.cli, the line `peagle --help` shows for it). `peagle
 # --help` lists these without importing any command module, and running a command imports its own module
-# only (its `register(app)` adds it). A new command is one row here; tests/test_startup.py checks every row
+# only (its `register(app)` adds it). A new command is one row here; tests/test_cli_lazy_commands.py checks every row
 # against the module's real command and that every module with a `register` has its rows.
 COMMANDS: dict[str, tuple[str, str]] = {
     "models": ("models", "List the four supported models: alias, JumpStart id, default instance, K, drafter, gating."),

@@ -32,24 +32,19 @@ from .redaction import redact, safe_name
 
 PRIVATE_FILE = 0o600
 PRIVATE_DIR = 0o700
-_umask: int | None = None
 
 
 def _current_umask() -> int:
     """The process umask, read without changing it where Linux tells it (os.umask's get-by-set races threads)."""
-    global _umask
-    if _umask is None:
-        try:
-            for line in Path("/proc/self/status").read_text().splitlines():
-                if line.startswith("Umask:"):
-                    _umask = int(line.split()[1], 8)
-                    break
-        except (OSError, ValueError):
-            pass
-        if _umask is None:
-            _umask = os.umask(0o022)
-            os.umask(_umask)
-    return _umask
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _public_mode() -> int:

@@ -62,6 +62,8 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 ]
 # query parameters: ?name=value / &name=value, masked when the name looks secret
 _QUERY = re.compile(r"([?&;])([A-Za-z0-9_.\-]+)=([^&\s\"'#<>\x00]*)")
+# what help and error text write in place of a value: KEY=VALUE, HF_TOKEN=<token>, API_KEY=$API_KEY, ***
+_PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z_]*|<[^>]*>|\$\{?\w+\}?|\*+|\.\.\.)[:.,;)]*$")
 # environment-style assignments of secret-looking UPPER_CASE names: HF_TOKEN=x, "API_KEY": "x", 'DB_PASSWORD': 'x'
 _ENV_ASSIGN = re.compile(r"(\b([A-Z][A-Z0-9_]*)[\"']?\s*(?:=|:\s)\s*[\"']?)([^\s\"',}\x00]+)")
 
@@ -163,7 +165,8 @@ def _mask_query(match: re.Match[str]) -> str:
 
 
 def _mask_assignment(match: re.Match[str]) -> str:
-    if match.group(3) == MASK or not (looks_secret(match.group(2)) or match.group(2) in _SECRET_KEYS):
+    value = match.group(3)
+    if _PLACEHOLDER.match(value) or not (looks_secret(match.group(2)) or match.group(2) in _SECRET_KEYS):
         return match.group(0)
     return match.group(1) + MASK
 

@@ -153,13 +153,19 @@ def make_dir(path: Path, *, private: bool = False) -> Path:
     return path
 
 
+def probe(directory: Path) -> None:
+    """mkdir -p `directory` and create and remove a temporary in it (exclusively: no planted name is touched);
+    OSError when it cannot take a file."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".peagle-write-test-", dir=directory)
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def probe_writable(directory: Path, *, flag: str) -> None:
-    """Fail before the work when `directory` cannot take a file (a temporary, created exclusively, removed)."""
+    """Fail (exit 2, one line) before the work when `directory` cannot take a file."""
     try:
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".peagle-write-test-", dir=directory)
-        os.close(fd)
-        os.unlink(tmp)
+        probe(directory)
     except OSError as exc:
         raise UsageError(f"{flag} {directory} is not a writable folder ({exc.strerror or exc})",
                          "pass a folder you can write to") from None

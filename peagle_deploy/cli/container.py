@@ -123,11 +123,15 @@ def dockerfile(
             raise UsageError(f"--output {output} is a file, not a directory", "choose a directory for --output")
         if output.is_dir() and any(output.iterdir()) and not force:
             raise UsageError(f"--output {output} is not empty", "choose another --output or pass --force")
-        from ..safe_write import probe_writable, refuse_links, replace_file, write_text
+        from ..safe_write import probe, refuse_links, replace_file, write_text
 
         refuse_links(output, ["Dockerfile", ".dockerignore", *([wheel.name] if wheel is not None else [])],
                      flag="--output")
-        probe_writable(output, flag="--output")
+        try:
+            probe(output)
+        except OSError as exc:
+            raise UsageError(f"cannot write to --output {output}: {exc.strerror or exc}",
+                             "choose a directory you can write") from None
         source = templates_dir() / "container"
         text = (source / "Dockerfile").read_text(encoding="utf-8")
         if base:

@@ -1,9 +1,10 @@
 """`peagle bench --save-requests FILE`: every finished request as one JSON line, streamed to disk.
 
 Per-request detail never stays in memory (bench.aggregate folds each request into the level's figures);
-whoever wants it gets it here, as `vllm bench serve --save-detailed` does. The file is private (0600),
-written under a temporary name beside it and renamed into place when the run ends, so a reader never
-sees a half-written file under the final name.
+whoever wants it gets it here, as `vllm bench serve --save-detailed` does. As every peagle writer
+(safe_write): the file is private (0600), written under a temporary name beside it and renamed into
+place when the run ends (a link planted at the name is replaced, never followed), its name and its
+lines (the servers' error texts) are redacted.
 """
 
 from __future__ import annotations
@@ -14,13 +15,17 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
+from ..redaction import redact
 from .loadgen import RequestRecord
 
 
 class RequestLog:
     def __init__(self, path: Path):
-        self.path = path
+        from ..safe_write import PRIVATE_FILE, checked_path
+
+        self.path = path = checked_path(path)
         fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or Path("."))
+        os.fchmod(fd, PRIVATE_FILE)
         self._file: IO[str] | None = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 16)
         self.level_start = 0.0
         self.concurrency = 0
@@ -33,7 +38,8 @@ class RequestLog:
     def __call__(self, record: RequestRecord) -> None:
         if self._file is not None and self.failure is None:
             try:
-                self._file.write(json.dumps(request_line(record, self.level_start, self.concurrency)) + "\n")
+                line = json.dumps(request_line(record, self.level_start, self.concurrency))
+                self._file.write((redact(line) if record.error_text else line) + "\n")
             except OSError as exc:
                 self.failure = f"{exc.strerror or exc} after {self.lines} lines"
                 return
@@ -43,6 +49,8 @@ class RequestLog:
         if self._file is None:
             return
         try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
             self._file.close()
         except OSError as exc:
             self.failure = self.failure or f"{exc.strerror or exc} after {self.lines} lines"

@@ -160,17 +160,16 @@ def _store(key: tuple[str, str, str], usd: float | None) -> float:
         return now
     _memo[key] = (usd, now)
     if usd is not None:
+        from .errors import PeagleError
+        from .safe_write import make_dir, write_text
+
         path = _cache_path()
         try:
             data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
             data["|".join(key)] = {"usd": usd, "read_at": now}
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle)
-            os.replace(temporary, path)
-        except (OSError, ValueError):
+            make_dir(path.parent, private=True)
+            write_text(path, json.dumps(data), private=True)  # the one safe writer: whole, 0600, never via a link
+        except (OSError, ValueError, PeagleError):
             pass  # a cache that cannot be written only costs another query next time
     return now
 

@@ -199,7 +199,8 @@ async def read_url_facts(ref: Any) -> ServerFacts:
     facts = ServerFacts()
     if ref.metrics_url:
         try:
-            facts = from_counters(await scrape_async(ref.metrics_url), ref.metrics_url)
+            facts = from_counters(await scrape_async(ref.metrics_url, headers=getattr(ref, "headers", None)),
+                                  ref.metrics_url)
         except PeagleError as exc:
             facts.notes.append(f"{ref.metrics_url}: {exc.one_line()}")
     local = local_server_facts(ref.root) if ref.root else None

@@ -99,7 +99,7 @@ def _url_window(ref, window: str, out, sleep=None):
     from ..bench.server_facts import from_counters
 
     url = ref.metrics_url
-    first = scrape(url)
+    first = scrape(url, headers=ref.headers)
     server = from_counters(first, url)  # what it runs: its per-position series (K), or none (off)
     if seconds <= 0:
         acc = first.acceptance(source=f"prometheus:{url}")
@@ -109,7 +109,7 @@ def _url_window(ref, window: str, out, sleep=None):
     began = datetime.now(timezone.utc)
     out.info(f"measuring {url} for {seconds:g}s (two scrapes)")
     (sleep or time.sleep)(seconds)
-    acc = scrape(url).minus(first).acceptance(source=f"prometheus:{url}")
+    acc = scrape(url, headers=ref.headers).minus(first).acceptance(source=f"prometheus:{url}")
     acc.window_start, acc.window_end = began, datetime.now(timezone.utc)
     out.info(f"window: {acc.window_start:%H:%M:%S} to {acc.window_end:%H:%M:%S} UTC ({seconds:g}s between two scrapes)")
     return acc, server

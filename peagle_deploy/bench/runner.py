@@ -118,6 +118,11 @@ class ClientVerdict:
     preemptions_per_s: float | None = None  # taken off the CPU with work left (involuntary switches)
 
 
+def _share(x: float) -> str:
+    """'0.1%', '6.0%', '77%': small shares keep a decimal (an idle generator is not '0% of a core')."""
+    return f"{x:.1%}" if x < 0.1 else f"{x:.0%}"
+
+
 def judge_client(cpu: float | None, lag_mean_ms: float | None, before: LoopTimes | None,
                  after: LoopTimes | None) -> ClientVerdict:
     """Saturated: the load generator used a whole core, or it was starved: its event loop was busy or waiting
@@ -135,24 +140,24 @@ def judge_client(cpu: float | None, lag_mean_ms: float | None, before: LoopTimes
     fields = {"loop_busy": busy, "loop_waiting": waiting, "sleeps_per_s": sleeps, "preemptions_per_s": preempted}
     cut = preempted / (preempted + sleeps) if preempted is not None and sleeps is not None and preempted + sleeps else 0.0
     if cpu >= SATURATED_CPU:
-        return ClientVerdict(saturated=True, host_busy=False, why=f"it used {cpu:.0%} of a core", **fields)
+        return ClientVerdict(saturated=True, host_busy=False, why=f"it used {_share(cpu)} of a core", **fields)
     if busy is not None and busy >= STARVED_BUSY and cut >= STARVED_PREEMPTED and cpu >= STARVED_CPU:
         why = (f"it was starved of CPU: other processes held its CPU {waiting:.0%} of the window, its event loop was "
-               f"never idle for long ({busy:.0%} of the window running or waiting to run, {cpu:.0%} of a core) and "
+               f"never idle for long ({busy:.0%} of the window running or waiting to run, {_share(cpu)} of a core) and "
                f"was taken off the CPU with work left in {cut:.0%} of its turns")
         return ClientVerdict(saturated=True, host_busy=False, why=why, **fields)
     if (waiting is not None and waiting >= HOST_WAIT) or lag >= HOST_LAG_MS:
         if busy is None:
             why = (f"event-loop lag {lag:.0f} ms mean; without /proc/thread-self/schedstat peagle cannot tell "
-                   f"whether other processes caused it (the load generator used {cpu:.0%} of a core)")
+                   f"whether other processes caused it (the load generator used {_share(cpu)} of a core)")
         elif 1 - busy >= KEPT_UP_IDLE:
             why = (f"other processes kept the load generator waiting for a CPU {waiting:.0%} of the window "
-                   f"(event-loop lag {lag:.0f} ms mean); it kept up (idle {1 - busy:.0%} of the window, {cpu:.0%} of "
+                   f"(event-loop lag {lag:.0f} ms mean); it kept up (idle {1 - busy:.0%} of the window, {_share(cpu)} of "
                    f"a core), so the throughput is the server's, and latencies may include up to about {lag:.0f} ms "
                    "of that wait")
         else:
             why = (f"other processes kept the load generator waiting for a CPU {waiting:.0%} of the window "
-                   f"(event-loop lag {lag:.0f} ms mean); it did little work ({cpu:.0%} of a core) and finished it in its "
+                   f"(event-loop lag {lag:.0f} ms mean); it did little work ({_share(cpu)} of a core) and finished it in its "
                    "turns, so it was slow to respond, not short of CPU for its work: latencies carry that wait")
         return ClientVerdict(saturated=False, host_busy=True, why=why, **fields)
     return ClientVerdict(saturated=False, host_busy=False, why=None, **fields)

@@ -67,16 +67,19 @@ def served_lines(row: Any) -> list[str]:
             lines.append(f"update in progress: {update.from_config} -> {update.to_config} (SageMaker is on it)")
         else:
             lines.append(f"update did not finish: {update.from_config} -> {update.to_config}")
-    intended = getattr(row, "autoscaling_intended", None)
-    if intended:
-        registered = row.autoscaling.summary() if row.autoscaling is not None else "autoscaling not read"
-        lines.append(f"autoscaling intended: {intended}; registered: {registered.removeprefix('autoscaling ')}")
-    elif _scaling_worth_a_line(row):
+    if _scaling_worth_a_line(row):
         lines.append(row.autoscaling.summary())
+    intended, scaling = getattr(row, "autoscaling_intended", None), row.autoscaling
+    if intended and scaling is not None and scaling.state != "unknown" and not _as_intended(intended, scaling):
+        lines.append(f"autoscaling intended: {intended}; registered: {scaling.summary().removeprefix('autoscaling ')}")
     command = getattr(row, "recover_command", None)
     if command:
         lines.append(f"finish with '{command}'")
     return lines
+
+
+def _as_intended(intended: str, scaling: Any) -> bool:
+    return scaling.state == "on" and intended.startswith(f"{scaling.min_capacity}-{scaling.max_capacity} instances")
 
 
 def _scaling_worth_a_line(row: Any) -> bool:

@@ -42,9 +42,16 @@ def endpoint_of(name: str, tags: PeagleTags) -> str:
 
 
 def _managed(sm: Any, items: list[tuple[str, str]]) -> dict[str, PeagleTags]:
+    from ..aws import is_not_found
+
     found = {}
     for name, arn in items:
-        tags = read_tags(sm, arn)
+        try:
+            tags = read_tags(sm, arn)
+        except Exception as exc:
+            if is_not_found(exc):  # deleted between the listing and now
+                continue
+            raise
         if tags.managed:
             found[name] = tags
     return found

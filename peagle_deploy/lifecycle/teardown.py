@@ -87,7 +87,12 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
         return Outcome(kind=kind, name=name, result="already gone")
     tags = PeagleTags()
     if require_managed or created_at is not None:
-        tags = read_tags(sm, described[_DESCRIBE[kind][2]])
+        try:
+            tags = read_tags(sm, described[_DESCRIBE[kind][2]])
+        except Exception as exc:
+            if is_not_found(exc):  # deleted between the describe and now
+                return Outcome(kind=kind, name=name, result="already gone")
+            raise
         if require_managed and not tags.managed:
             return Outcome(kind=kind, name=name, result="left", reason="not created by peagle (no peagle:managed tag)")
         if created_at is not None and tags.created_at != created_at:
@@ -235,7 +240,12 @@ def _managed_with_arns(sm: Any, paginator: str, key: str, name_key: str,
     found = []
     for page in sm.get_paginator(paginator).paginate():
         for item in page.get(key, []):
-            tags = read_tags(sm, item[arn_key])
+            try:
+                tags = read_tags(sm, item[arn_key])
+            except Exception as exc:
+                if is_not_found(exc):  # deleted between the listing and now
+                    continue
+                raise
             if tags.managed:
                 found.append((item[name_key], item[arn_key], tags))
     return found

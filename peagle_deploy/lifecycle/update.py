@@ -139,7 +139,10 @@ class UpdatePlan(BaseModel):
 
     @property
     def writes(self) -> list[str]:
-        calls = []
+        intent = ", ".join(f"{k}={v}" for k, v in UpdateIntent(
+            from_config=self.current.endpoint_config, to_config=self.target.endpoint_config,
+            autoscale=self.autoscale_after).to_tags().items())
+        calls = [f"AddTags {self.endpoint_name} (the update's intent, for peagle recover: {intent})"]
         if self.create_model is not None:
             calls.append(f"CreateModel {self.create_model['ModelName']}")
         calls.append(f"CreateEndpointConfig {self.create_endpoint_config['EndpointConfigName']}")
@@ -154,6 +157,7 @@ class UpdatePlan(BaseModel):
         calls.append(f"AddTags {self.endpoint_name} ({', '.join(f'{k}={v}' for k, v in self.endpoint_tags.items())})")
         calls.extend(f"Delete{'EndpointConfig' if d['kind'] == 'endpoint_config' else 'Model'} {d['name']} "
                      "(after success; peagle's own, if unused)" for d in self.delete_after_success)
+        calls.append(f"DeleteTags {self.endpoint_name} (the update's intent, once done)")
         return calls
 
 

@@ -303,6 +303,15 @@ class SageMakerEmulator:
         original_delete = sm_models.SageMakerModelBackend.delete_endpoint
         original_create_model = sm_models.SageMakerModelBackend.create_model
         original_create_config = sm_models.SageMakerModelBackend.create_endpoint_config
+        original_resource = sm_models.SageMakerModelBackend._get_resource_from_arn
+
+        def resource_from_arn(backend, arn):
+            resource = original_resource(backend, arn)
+            if resource is None:  # SageMaker's answer for a tag call on a resource that is gone (moto: a 500)
+                from moto.sagemaker.exceptions import ValidationError
+
+                raise ValidationError(message=f"Could not find resource {arn}")
+            return resource
 
         def refuse_duplicate(backend, store: dict, kind: str, arn_kind: str, name: str) -> None:
             if name in store:  # SageMaker's own answer; moto would silently overwrite
@@ -402,6 +411,7 @@ class SageMakerEmulator:
             mock.patch.object(sm_models.FakeEndpointConfig, "validate_instance_type", validate_instance_type),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_endpoint", create_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_model", create_model),
+            mock.patch.object(sm_models.SageMakerModelBackend, "_get_resource_from_arn", resource_from_arn),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_endpoint_config", create_endpoint_config),
             mock.patch.object(sm_models.SageMakerModelBackend, "describe_endpoint", describe_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),

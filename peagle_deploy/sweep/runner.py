@@ -212,9 +212,12 @@ class Sweep:
         if failure is not None:
             self._update(label, error=failure.one_line())  # still live: resume and teardown_all try again
             raise failure
-        self._close_books(label, worker=True)
         with self.sf.lock:
-            self.sf.state.removed.append(name)
+            if label in self._closed:  # the main thread's teardown took it over meanwhile and says what it did
+                return
+            self._close_books(label, worker=True)
+            if deleted:
+                self.sf.state.removed.append(name)
             self.sf.save()
         self.out.info(f"{label}: removed {name} (endpoint, endpoint config, model)")
 

@@ -130,6 +130,7 @@ class _Child:
         self._finish = finish
         self.code: int | None = None
         self.stdout = ""
+        self._finishing = threading.Lock()
 
     def signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
@@ -151,16 +152,19 @@ class _Child:
                 return line
 
     def finish(self, timeout: float = 180.0) -> int:
-        self.code, self.stdout = self._finish(timeout)
-        while True:  # the rest of stderr
-            try:
-                line = self._lines.get(timeout=timeout)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            self.stderr_lines.append(line)
-        return self.code
+        with self._finishing:
+            if self.code is not None:
+                return self.code
+            self.code, self.stdout = self._finish(timeout)
+            while True:  # the rest of stderr
+                try:
+                    line = self._lines.get(timeout=timeout)
+                except queue.Empty:
+                    break
+                if line is None:
+                    break
+                self.stderr_lines.append(line)
+            return self.code
 
     @property
     def stderr(self) -> str:

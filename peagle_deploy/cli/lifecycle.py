@@ -81,7 +81,7 @@ def cleanup(
 
     def body(out):
         from ..aws import AwsSession
-        from ..errors import UsageError
+        from ..errors import PeagleError, UsageError
         from ..lifecycle import cleanup as run_cleanup
 
         if sum((bool(name), all_, expired)) != 1:
@@ -107,6 +107,12 @@ def cleanup(
         except Signalled as exc:
             untouched = "" if marked or not name else f"; no endpoint {name} was touched (run this cleanup again)"
             raise Interrupted(f"interrupted by {exc.name}", f"finish with '{recover}'{untouched}") from None
+        except PeagleError as exc:
+            if marked:  # deletes had started: the recovery command finishes them
+                exc.hint = f"{exc.hint + '; ' if exc.hint else ''}finish with '{recover}'"
+            elif name and "nothing was deleted" not in exc.one_line():
+                exc.hint = f"{exc.hint + '; ' if exc.hint else ''}nothing was deleted"
+            raise
         for skipped in report.skipped:
             out.warn(f"skipped {skipped.name}: {skipped.reason}")
 
@@ -123,6 +129,7 @@ def cleanup(
         if report.error is not None:  # some deletes failed: the others were done and are listed above
             import typer as _typer
 
+            report.error.hint = f"{report.error.hint + '; ' if report.error.hint else ''}finish with '{recover}'"
             out.error(report.error.one_line())
             raise _typer.Exit(int(report.error.exit_code))
 

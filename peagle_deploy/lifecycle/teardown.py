@@ -111,11 +111,25 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
     except Exception as exc:
         if is_not_found(exc):
             return Outcome(kind=kind, name=name, result="already gone")
+        if _gone_after_all(sm, kind, name, exc):
+            return Outcome(kind=kind, name=name, result="deleted")
         error = translate_error(exc)
         if error is None:
             raise
         return Outcome(kind=kind, name=name, result="failed", reason=error.one_line(), exit_code=int(error.exit_code))
     return Outcome(kind=kind, name=name, result="deleted")
+
+
+def _gone_after_all(sm: Any, kind: Kind, name: str, exc: BaseException) -> bool:
+    """A delete whose answer was lost (a 5xx, a dropped connection) may have happened: look once."""
+    from ..aws import is_lost_answer
+
+    if isinstance(exc, KeyboardInterrupt) or not is_lost_answer(exc):
+        return False
+    try:
+        return describe(sm, kind, name) is None
+    except Exception:  # noqa: BLE001 - cannot tell: the delete counts as failed
+        return False
 
 
 @dataclass

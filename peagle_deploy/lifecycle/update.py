@@ -646,7 +646,11 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
                 note(f"autoscaling of {plan.endpoint_name}: {after.describe()}")
             removed = teardown(sm, configs=[plan.current.endpoint_config],
                                models=[plan.current.model] if plan.create_model is not None else [], wait=False)
-            clear_update_intent(sm, plan.endpoint_arn)
+            try:
+                clear_update_intent(sm, plan.endpoint_arn)
+            except Exception as exc:  # noqa: BLE001 - the update is done; only its record is left
+                note(f"could not clear the update's record on {plan.endpoint_name} ({_as_peagle_error(exc).one_line()})"
+                     f": '{recover}' clears it")
         except BaseException as exc:  # noqa: BLE001 - includes signals: the endpoint serves the new config now
             error = _as_peagle_error(exc)
             _add_hint(error, f"the endpoint serves {plan.target.endpoint_config} ({plan.target.label()}); finish "
@@ -657,7 +661,8 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
             raise error from None
     for outcome in removed:
         if outcome.result in ("left", "failed"):
-            note(f"kept {_label(outcome.kind)} {outcome.name}: {outcome.reason}")
+            then = "" if outcome.reason.startswith("still used") else f"; remove it with '{recover}'"
+            note(f"kept {_label(outcome.kind)} {outcome.name}: {outcome.reason}{then}")
     return UpdateResult(endpoint_name=plan.endpoint_name, region=plan.region, status=described["EndpointStatus"],
                         elapsed_s=clock() - start, previous=plan.current, serving=plan.target,
                         verification=checks, removed=removed, notes=plan.notes)

@@ -161,6 +161,11 @@ class SageMakerEmulator:
         with `caller`, only calls from that AWS_SDK_UA_APP_ID count."""
         self._faults.append(_Fault(action, code, message, times, status, skip, after, caller))
 
+    def clear_faults(self, caller: str | None = None) -> None:
+        """Forget the faults not yet fired (only `caller`'s, when given)."""
+        with self._lock:
+            self._faults = [f for f in self._faults if caller is not None and f.caller != caller]
+
     def throttle_every_other_call(self) -> None:
         self._throttle_every = 2
 

@@ -293,7 +293,7 @@ def test_case7_sweep_refused_delete_is_a_failure_and_recover_finishes_it(emu_ser
     emu = emu_server
     emu.create_endpoint_stack(UNMANAGED)
     before = unmanaged_snapshot(emu)
-    SweepStandIn(emu).install()
+    standin = SweepStandIn(emu).install()
     emu.fail("DeleteEndpoint", "AccessDeniedException", "not allowed to delete (emulated)", times=2)
     args = ["sweep", "qwen3-coder", "--modes", "p-eagle", "--k", "3", "--concurrency", "1", "--num-prompts", "1",
             "--warmup", "0", "--logs-wait", "0", "--provision-estimate", "60", "--budget", "40", "--role",
@@ -314,9 +314,11 @@ def test_case7_sweep_refused_delete_is_a_failure_and_recover_finishes_it(emu_ser
     done = peagle.run(["recover", endpoint], {**emu.env})
     assert done.code == 0, done.stderr
     assert emu.resource_names() == {"endpoints": [UNMANAGED], "configs": [UNMANAGED], "models": [UNMANAGED]}
+    served = dict(standin.served)
     resumed = peagle.run(["sweep", "--resume", str(tmp_path / "sweep-state.json"), "--json"], {**emu.env})
     assert resumed.code == 0, resumed.stderr
     assert "removed" not in resumed.stderr  # nothing was left, so nothing is said to be removed
+    assert standin.served == served  # measured once: never deployed or benched again
     report = json.loads(resumed.stdout)["report"]
     assert [c["status"] for c in report["configurations"]] == ["done"]
     assert unmanaged_snapshot(emu) == before

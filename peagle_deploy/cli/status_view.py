@@ -66,7 +66,8 @@ def served_lines(row: Any) -> list[str]:
         if update.state == "updating":
             lines.append(f"update in progress: {update.from_config} -> {update.to_config} (SageMaker is on it)")
         else:
-            lines.append(f"update did not finish: {update.from_config} -> {update.to_config}")
+            lines.append(f"update did not finish: {update.from_config} -> {update.to_config} (stopped, or still "
+                         "running elsewhere)")
     if _scaling_worth_a_line(row):
         lines.append(row.autoscaling.summary())
     intended, scaling = getattr(row, "autoscaling_intended", None), row.autoscaling

@@ -241,7 +241,8 @@ def read_live(sm: Any, request: UpdateRequest, *, read: Callable[[Callable[[], A
                          f"'{recover_command(name, request.region)}' finishes what was interrupted")
     if intent is not None:
         raise UsageError(f"an update of {name!r} did not finish ({intent.from_config} -> {intent.to_config})",
-                         f"finish it first with '{recover_command(name, request.region)}'; nothing was changed")
+                         f"if it is still running elsewhere, wait for it; else finish it first with "
+                         f"'{recover_command(name, request.region)}'; nothing was changed")
     config = read(lambda: describe(sm, "endpoint_config", endpoint["EndpointConfigName"]))
     variants = (config or {}).get("ProductionVariants") or []
     if config is None or len(variants) != 1 or not variants[0].get("ModelName"):

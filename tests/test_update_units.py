@@ -336,3 +336,23 @@ def test_update_rollback_failed_ends_the_wait_at_once():
     with pytest.raises(EndpointFailed, match="is UpdateRollbackFailed: rollback alarm fired twice"):
         wait_in_service(Answers(), "ep", timeout_s=3600, sleep=slept.append, clock=lambda: 0.0)
     assert Answers.calls == 2 and len(slept) == 1
+
+
+def test_a_timeout_while_updating_names_recover_and_never_cleanup(emu_in_process):
+    """deploy's timeout advice ('peagle cleanup NAME') would delete the production endpoint: an update says
+    'peagle recover NAME' instead, and no raw aws command."""
+    from peagle_deploy.errors import WaitTimeout
+
+    emu = emu_in_process
+    deploy(emu)
+    emu.script_update(updating_polls=50)
+    session = AwsSession(emu.region)
+    plan = prepare(session, UpdateRequest(name="prod", region=emu.region, k="7"), sleep=NO_SLEEP)
+    ticks = iter(range(0, 10**6, 100))
+    with pytest.raises(WaitTimeout) as late:
+        run_update(plan, session, timeout_s=250, sleep=NO_SLEEP, clock=lambda: float(next(ticks)),
+                   handle_signals=False)
+    line = late.value.one_line()
+    assert "finish with 'peagle recover prod --region us-east-1' once SageMaker settles" in line
+    assert "peagle cleanup" not in line and "aws sagemaker" not in line
+    assert plan.target.endpoint_config in emu.resource_names()["configs"]

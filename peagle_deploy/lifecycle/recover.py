@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..errors import EndpointFailed, PeagleError, UsageError
+from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
 from ..plan import VARIANT_NAME
 from ..served_config import Served, read_served
 from ..tags import PeagleTags
@@ -134,7 +134,12 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
         moving = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
         note(f"{name} is {described['EndpointStatus']}" + (f" (moving to {moving})" if moving else "")
              + ": waiting until SageMaker settles")
-        described = wait_in_service(sm, name, timeout_s=timeout_s, sleep=sleep, clock=clock, on_progress=on_progress)
+        try:
+            described = wait_in_service(sm, name, timeout_s=timeout_s, sleep=sleep, clock=clock,
+                                        on_progress=on_progress)
+        except WaitTimeout as exc:
+            raise WaitTimeout(exc.message, f"SageMaker is still on it; nothing was changed: run "
+                                           f"'peagle recover {name}' again later") from None
         done.status = described["EndpointStatus"]
     elif described["EndpointStatus"] != "InService":
         reason = described.get("FailureReason") or "no reason given"

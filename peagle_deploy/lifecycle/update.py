@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..autoscale import AutoscalePolicy, resource_id
-from ..errors import EndpointFailed, PeagleError, UsageError
+from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
 from ..plan import TP_ENV, VARIANT_NAME, DeploymentPlan, PlanRequest, build_plan
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k, settings_for
 from ..tags import PeagleTags
@@ -619,6 +619,8 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
                                         on_progress=on_progress)
         except BaseException as exc:  # noqa: BLE001 - SageMaker's update goes on without us
             error = _as_peagle_error(exc)
+            if isinstance(error, WaitTimeout):
+                error.hint = None  # deploy's advice (cleanup) would delete the endpoint: not for an update
             _add_hint(error, f"finish with '{recover}' once SageMaker settles")
             if isinstance(error, EndpointFailed):
                 _add_hint(error, f"container logs: peagle logs {plan.endpoint_name} --region {plan.region}")

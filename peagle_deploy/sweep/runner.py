@@ -158,8 +158,10 @@ class Sweep:
 
         label = config.label
         if config.url:
-            self._update(label, status="deployed", endpoint=target, created_at=self.clock(), deleted_at=None,
-                         price_per_hour_usd=self._row(label).price_per_hour_usd)
+            from ..redaction import redact_url
+
+            self._update(label, status="deployed", endpoint=redact_url(target), created_at=self.clock(),
+                         deleted_at=None, price_per_hour_usd=self._row(label).price_per_hour_usd)
         r = self.request
         plan = BenchPlan(target=target, dataset=load_dataset(r.dataset), concurrency=r.concurrency,
                          max_tokens=r.max_tokens, warmup=r.warmup, duration=r.duration_s if r.num_prompts is None

@@ -81,7 +81,7 @@ def cleanup(
 
     def body(out):
         from ..aws import AwsSession
-        from ..errors import PeagleError, UsageError
+        from ..errors import UsageError
         from ..lifecycle import cleanup as run_cleanup
 
         if sum((bool(name), all_, expired)) != 1:
@@ -107,12 +107,17 @@ def cleanup(
         except Signalled as exc:
             untouched = "" if marked or not name else f"; no endpoint {name} was touched (run this cleanup again)"
             raise Interrupted(f"interrupted by {exc.name}", f"finish with '{recover}'{untouched}") from None
-        except PeagleError as exc:
+        except Exception as exc:
+            from ..aws import translate_error
+
+            error = translate_error(exc)
+            if error is None:
+                raise
             if marked:  # deletes had started: the recovery command finishes them
-                exc.hint = f"{exc.hint + '; ' if exc.hint else ''}finish with '{recover}'"
-            elif name and "nothing was deleted" not in exc.one_line():
-                exc.hint = f"{exc.hint + '; ' if exc.hint else ''}nothing was deleted"
-            raise
+                error.hint = f"{error.hint + '; ' if error.hint else ''}finish with '{recover}'"
+            elif name and "nothing was deleted" not in error.one_line():
+                error.hint = f"{error.hint + '; ' if error.hint else ''}nothing was deleted"
+            raise error from None
         for skipped in report.skipped:
             out.warn(f"skipped {skipped.name}: {skipped.reason}")
 

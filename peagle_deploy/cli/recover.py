@@ -63,7 +63,9 @@ def recover(
                 reason = f" ({o.reason})" if o.reason else ""
                 console.print(f"{o.result} {o.kind.replace('_', ' ')} {o.name}{reason}", markup=False,
                               soft_wrap=True, highlight=False)
-            if not report.did_something:
+            if report.nothing_of:
+                console.print(f"{report.nothing_of}: nothing left to finish", markup=False, soft_wrap=True)
+            elif not report.did_something:
                 console.print("nothing left to finish", markup=False)
 
         out.result({"recovered": report, "ok": report.error is None}, human)

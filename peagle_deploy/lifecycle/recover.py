@@ -46,6 +46,7 @@ class EndpointRecovery(BaseModel):
 class RecoverReport(BaseModel):
     endpoints: list[EndpointRecovery] = Field(default_factory=list)
     removed: list[Outcome] = Field(default_factory=list, description="unused peagle configs and models")
+    nothing_of: str | None = Field(default=None, description="NAME: nothing of it exists (any more)")
     error: PeagleError | None = Field(default=None, exclude=True)
 
     model_config = {"arbitrary_types_allowed": True}
@@ -86,9 +87,8 @@ def recover(session: Any, name: str | None = None, *, all_: bool = False, timeou
 
     refs = read(lambda: References.read(sm))
     leftovers = find_leftovers(sm, refs, endpoint=name, region=session.region)
-    if name and not names and not leftovers:
-        raise UsageError(f"no endpoint named {name!r} and nothing peagle made for it in {session.region}",
-                         "check the name and --region (peagle status lists what peagle made)")
+    if name and not names and not leftovers:  # finished already (or never there): idempotent, said
+        report.nothing_of = f"no endpoint named {name} and nothing peagle made for it in {session.region}"
     if leftovers:
         report.removed = teardown(sm, configs=[lo.name for lo in leftovers if lo.kind == "endpoint_config"],
                                   models=[lo.name for lo in leftovers if lo.kind == "model"], wait=False, refs=refs)

@@ -245,6 +245,20 @@ def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool
     return teardown(sm, configs=configs, models=models, wait=wait, require_managed=require_managed, refs=refs)
 
 
+def mark_for_deletion(sm: Any, arn: str) -> bool:
+    """`peagle:deleting` on a managed endpoint before it is deleted, so `peagle recover` can finish an interrupted
+    deletion; False (and the deletion goes ahead) when the tag cannot be written."""
+    from .intent import write_deletion_request
+
+    try:
+        write_deletion_request(sm, arn)
+    except Exception as exc:  # noqa: BLE001 - an AWS failure here must not keep an endpoint billing
+        if translate_error(exc) is None:
+            raise
+        return False
+    return True
+
+
 def _managed(sm: Any, paginator: str, key: str, name_key: str, arn_key: str) -> list[tuple[str, PeagleTags]]:
     return [(name, tags) for name, _, tags in _managed_with_arns(sm, paginator, key, name_key, arn_key)]
 
@@ -273,13 +287,12 @@ def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expire
 
     Before a managed endpoint is deleted its `peagle:deleting` tag records the request (`on_marked(name)` is
     called after), so `peagle recover` can finish a cleanup that a signal, SIGKILL or lost answer stopped."""
-    from .intent import write_deletion_request
-
     def mark(endpoint: str, arn: str) -> None:
+        """Best effort: a deletion that cannot be recorded still goes ahead (stopping the billing comes first)."""
         if arn and read_tags(sm, arn).managed:
-            write_deletion_request(sm, arn)
             if on_marked is not None:
                 on_marked(endpoint)
+            mark_for_deletion(sm, arn)
 
     if sum((bool(name), all_, expired)) != 1:
         raise UsageError("cleanup needs exactly one of NAME, --all or --expired", "see peagle cleanup --help")

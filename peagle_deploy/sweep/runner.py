@@ -182,14 +182,13 @@ class Sweep:
 
     def _delete(self, name: str) -> tuple[bool, list[Any], PeagleError | None]:
         """(deleted anything, outcomes, the failure) for the sweep's endpoint `name`, its config and model."""
-        from ..lifecycle.intent import write_deletion_request
-        from ..lifecycle.teardown import delete_stack
+        from ..lifecycle.teardown import delete_stack, mark_for_deletion
         from ..lifecycle.update import recover_command
 
         sm = self.session.client("sagemaker")
         try:
             outcomes = delete_stack(sm, name, wait=True,
-                                    before_delete=lambda _n, arn: arn and write_deletion_request(sm, arn))
+                                    before_delete=lambda _n, arn: arn and mark_for_deletion(sm, arn))
         except Exception as exc:  # noqa: BLE001 - an AWS failure of the delete is the sweep's failure, said
             from ..aws import translate_error
 

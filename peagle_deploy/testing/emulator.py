@@ -61,6 +61,7 @@ class _Fault:
     skip: int = 0
     after: bool = False  # act first, then answer the error (the answer is lost)
     caller: str | None = None  # only calls from this AWS_SDK_UA_APP_ID
+    resource: str | None = None  # only calls whose request names this resource
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Gate:
     done: threading.Event = field(default_factory=threading.Event)
     max_hold_s: float = 120.0
     caller: str | None = None  # only calls from this AWS_SDK_UA_APP_ID
+    resource: str | None = None  # only calls whose request names this resource
 
     def wait_entered(self, timeout: float = 60.0) -> None:
         if not self.entered.wait(timeout):
@@ -154,12 +156,12 @@ class SageMakerEmulator:
 
     def fail(self, action: str, code: str = "InternalFailure", message: str = "injected failure",
              times: int = 1, status: int = 400, skip: int = 0, *, after: bool = False,
-             caller: str | None = None) -> None:
+             caller: str | None = None, resource: str | None = None) -> None:
         """After `skip` good calls, the next `times` calls of API action `action` (e.g. 'CreateEndpoint')
         fail with `code` and HTTP `status` (500 for AWS's internal errors, which botocore retries).
         With `after`, SageMaker acts on the call first and only its answer is the error (a lost answer);
-        with `caller`, only calls from that AWS_SDK_UA_APP_ID count."""
-        self._faults.append(_Fault(action, code, message, times, status, skip, after, caller))
+        with `caller`, only calls from that AWS_SDK_UA_APP_ID count; with `resource`, only calls naming it."""
+        self._faults.append(_Fault(action, code, message, times, status, skip, after, caller, resource))
 
     def clear_faults(self, caller: str | None = None) -> None:
         """Forget the faults not yet fired (only `caller`'s, when given)."""
@@ -169,12 +171,14 @@ class SageMakerEmulator:
     def throttle_every_other_call(self) -> None:
         self._throttle_every = 2
 
-    def gate(self, action: str, *, skip: int = 0, when: str = "before", caller: str | None = None) -> Gate:
+    def gate(self, action: str, *, skip: int = 0, when: str = "before", caller: str | None = None,
+             resource: str | None = None) -> Gate:
         """Hold call number `skip + 1` of `action` until the returned gate is released (see Gate); with
-        `caller`, only calls from that AWS_SDK_UA_APP_ID count."""
+        `caller`, only calls from that AWS_SDK_UA_APP_ID count; with `resource`, only calls whose request names
+        it (e.g. the DescribeEndpoint of one endpoint among a listing's)."""
         if when not in ("before", "after"):
             raise ValueError("when must be 'before' or 'after'")
-        gate = Gate(action, skip, when, caller=caller)
+        gate = Gate(action, skip, when, caller=caller, resource=resource)
         with self._lock:
             self._gates.append(gate)
         return gate
@@ -264,10 +268,11 @@ class SageMakerEmulator:
                             aws_access_key_id="testing", aws_secret_access_key="testing")
 
     # hooks into moto ----------------------------------------------------------------------------
-    def _take_gate(self, action: str, caller: str | None = None) -> Gate | None:
+    def _take_gate(self, action: str, caller: str | None = None, names: frozenset[str] = frozenset()) -> Gate | None:
         with self._lock:
             for gate in self._gates:
-                if gate.action == action and not gate.entered.is_set() and gate.caller in (None, caller):
+                if (gate.action == action and not gate.entered.is_set() and gate.caller in (None, caller)
+                        and gate.resource in (None, *names)):
                     if gate.skip > 0:
                         gate.skip -= 1
                         return None
@@ -275,7 +280,7 @@ class SageMakerEmulator:
                     return gate
         return None
 
-    def _before_action(self, action: str, caller: str | None = None
+    def _before_action(self, action: str, caller: str | None = None, names: frozenset[str] = frozenset()
                        ) -> tuple[tuple[int, dict[str, str], str] | None, _Fault | None]:
         """(an error to answer at once, or None; a fault to answer after acting, or None)."""
         with self._lock:
@@ -284,7 +289,8 @@ class SageMakerEmulator:
             if self._throttle_every and self._calls % self._throttle_every == 1:
                 return _error(400, "ThrottlingException", "Rate exceeded (emulated)"), None
             for fault in self._faults:
-                if fault.action == action and fault.times > 0 and fault.caller in (None, caller):
+                if (fault.action == action and fault.times > 0 and fault.caller in (None, caller)
+                        and fault.resource in (None, *names)):
                     if fault.skip > 0:
                         fault.skip -= 1
                         continue
@@ -338,13 +344,13 @@ class SageMakerEmulator:
             import time
 
             action = response_self._get_action()
-            caller = _caller(response_self)
-            injected, after = emulator._before_action(action, caller)
+            caller, names = _caller(response_self), _names(response_self)
+            injected, after = emulator._before_action(action, caller, names)
             if injected is not None:
                 return injected
             if emulator._delays.get(action):
                 time.sleep(emulator._delays[action])
-            gate = emulator._take_gate(action, caller)
+            gate = emulator._take_gate(action, caller, names)
             if gate is not None and gate.when == "before":
                 gate.hold()
             try:
@@ -586,6 +592,19 @@ def _caller(response_self: Any) -> str | None:
     headers = getattr(response_self, "headers", None) or {}
     match = re.search(r"\bapp/(\S+)", str(headers.get("User-Agent") or headers.get("user-agent") or ""))
     return match.group(1) if match else None
+
+
+def _names(response_self: Any) -> frozenset[str]:
+    """The resource names a JSON request carries (EndpointName, ModelName, ...; a ResourceArn's last part)."""
+    try:
+        body = json.loads(getattr(response_self, "body", None) or "{}")
+    except (TypeError, ValueError):
+        return frozenset()
+    if not isinstance(body, dict):
+        return frozenset()
+    names = {v for k, v in body.items() if isinstance(v, str) and (k.endswith("Name") or k == "ResourceId")}
+    names |= {v.rsplit("/", 1)[-1] for k, v in body.items() if k == "ResourceArn" and isinstance(v, str)}
+    return frozenset(names)
 
 
 def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], str]:

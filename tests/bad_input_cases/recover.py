@@ -8,8 +8,6 @@ CASES = [
     dict(id="recover-bad-name", argv=["recover", "bad_name!"], exit=2, stderr=r"breaks SageMaker's naming rules"),
     dict(id="recover-timeout-zero", argv=["recover", "ep1", "--timeout", "0"], exit=2,
          stderr=r"--timeout must be positive"),
-    dict(id="recover-nothing-there", argv=["recover", "no-such-endpoint"], exit=2,
-         stderr=r"no endpoint named 'no-such-endpoint' and nothing peagle made for it in us-east-1"),
     dict(id="recover-unmanaged", argv=["recover", "someone-elses-endpoint"], exit=2,
          stderr=r"endpoint 'someone-elses-endpoint' was not created by peagle: peagle only recovers what it "
                 r"created; nothing was changed"),

@@ -25,6 +25,11 @@ from ..tags import DELETING, UPDATE_AUTOSCALE, UPDATE_FROM, UPDATE_TO
 NO_AUTOSCALING = "none"
 
 
+def recover_command(name: str, region: str) -> str:
+    """The one command that finishes whatever an interrupted update, cleanup or sweep teardown left."""
+    return f"peagle recover {name} --region {region}"
+
+
 class UpdateIntent(BaseModel):
     from_config: str
     to_config: str

@@ -116,7 +116,7 @@ def _mismatch(tags: PeagleTags, served: Any) -> str | None:
 
 def _add_update(row: EndpointStatus, described: dict[str, Any], raw_tags: dict[str, str], region: str) -> None:
     from .intent import read_update_intent
-    from .update import recover_command
+    from .intent import recover_command
 
     intent = read_update_intent(raw_tags)
     pending = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
@@ -206,7 +206,7 @@ def _add_autoscaling(session: Any, rows: list[EndpointStatus], described: dict[s
                      tags: dict[str, PeagleTags]) -> None:
     """Each managed endpoint's autoscaling (two reads for all of them; a failed read is 'unknown'), against the
     intended one: intended but not registered (or registered otherwise) names `peagle recover`."""
-    from .update import recover_command
+    from .intent import recover_command
 
     if not rows:
         return

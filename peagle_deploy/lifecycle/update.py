@@ -44,7 +44,7 @@ from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k, settings_for
 from ..tags import PeagleTags
 from ..served_config import spec_of_environment
 from .apply import _add_hint, _as_peagle_error
-from .intent import UpdateIntent, clear_update_intent, read_update_intent, write_update_intent
+from .intent import UpdateIntent, clear_update_intent, read_update_intent, recover_command, write_update_intent
 from .signals import SignalGuard
 from .teardown import Outcome, describe, teardown
 from .verify import Check, require, verify
@@ -211,11 +211,6 @@ class Live(BaseModel):
     model: dict[str, Any]
     tags: dict[str, str]
     peagle: PeagleTags
-
-
-def recover_command(name: str, region: str) -> str:
-    """The one command that finishes whatever an interrupted update (or cleanup) left."""
-    return f"peagle recover {name} --region {region}"
 
 
 def read_live(sm: Any, request: UpdateRequest, *, read: Callable[[Callable[[], Any]], Any]) -> Live:

@@ -183,7 +183,7 @@ class Sweep:
     def _delete(self, name: str) -> tuple[bool, list[Any], PeagleError | None]:
         """(deleted anything, outcomes, the failure) for the sweep's endpoint `name`, its config and model."""
         from ..lifecycle.teardown import delete_stack, mark_for_deletion
-        from ..lifecycle.update import recover_command
+        from ..lifecycle.intent import recover_command
 
         sm = self.session.client("sagemaker")
         try:

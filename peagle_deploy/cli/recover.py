@@ -22,8 +22,11 @@ def recover(
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Finish an interrupted update or cleanup: wait for SageMaker, complete or revert, restore autoscaling,
-    remove unused peagle configs and models. Safe to run again; never touches anything peagle did not make."""
+    """Finish an interrupted update, cleanup or sweep teardown: complete or revert, restore autoscaling, tidy up.
+
+    Waits for SageMaker to settle, completes or reverts an update, finishes a cleanup, registers the intended
+    autoscaling and removes peagle-made configs and models that nothing uses. Safe to run again; never touches
+    anything peagle did not make or anything an endpoint serves or is updating to."""
 
     def body(out):
         from ..errors import Interrupted, UsageError

@@ -135,6 +135,7 @@ ACTION_SCOPES: dict[str, tuple[str, ...]] = {
     "sagemaker:CreateEndpointConfig": ("CreateManagedConfigs",),
     "sagemaker:CreateEndpoint": ("CreateManagedEndpoints", "CreateManagedConfigs"),
     "sagemaker:AddTags": ("TagOnCreate",),
+    "sagemaker:DeleteTags": ("RetagManaged",),
     "sagemaker:UpdateEndpoint": ("ManageEndpoints", "ManageEndpointConfigs"),
     "sagemaker:UpdateEndpointWeightsAndCapacities": ("ManageEndpoints",),
     "sagemaker:DeleteEndpoint": ("ManageEndpoints",),
@@ -236,6 +237,10 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:ListEndpoints", "find the endpoints of the region"),
         _TAGS,
         _p("sagemaker:DescribeEndpoint", "status, instance count, failure reason"),
+        _p("sagemaker:DescribeEndpointConfig", "the config each endpoint serves: its instances and model"),
+        _p("sagemaker:DescribeModel", "K and mode from the served model's SM_VLLM_SPECULATIVE_CONFIG"),
+        _p("sagemaker:ListEndpointConfigs", "peagle-made configs no endpoint uses"),
+        _p("sagemaker:ListModels", "peagle-made models no endpoint uses"),
         _LOGS.model_copy(update={"why": "NAME: what vLLM logged at start-up"}),
         _p("sagemaker:DescribeEndpointConfig", "NAME: the served config, to check vLLM's start-up lines against"),
         _p("sagemaker:DescribeModel", "NAME: the served SM_VLLM_SPECULATIVE_CONFIG"),
@@ -273,8 +278,10 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:CreateModel", "the new model (when the container's environment changes)"),
         _p("sagemaker:CreateEndpointConfig", "the new endpoint configuration"),
         _p("sagemaker:UpdateEndpoint", "switch the endpoint over (blue/green, baking period, rollback alarms)"),
-        _p("sagemaker:AddTags", "tag the new config and model as the live ones; retag the endpoint with its new K, "
+        _p("sagemaker:AddTags", "the update's intent on the endpoint before its first write (for peagle recover); "
+                                "tag the new config and model as the live ones; retag the endpoint with its new K, "
                                 "mode and instances", scopes=("TagOnCreate", "RetagManaged")),
+        _p("sagemaker:DeleteTags", "clear the update's intent once it is done"),
         _p("iam:PassRole", "the live model's execution role goes to the new model (condition iam:PassedToService "
                            "sagemaker.amazonaws.com)",
            resources=("arn:aws:iam::*:role/*",), unobserved="authorized inside CreateModel, not an API call of its own"),
@@ -296,8 +303,11 @@ COMMANDS: dict[str, list[Permission]] = {
     "cleanup": [
         _p("sagemaker:ListEndpoints", "--all/--expired: find peagle's endpoints"),
         _p("sagemaker:ListEndpointConfigs", "find configs no endpoint uses any more"),
-        _p("sagemaker:ListModels", "--all: find models no config uses any more"),
-        _TAGS.model_copy(update={"why": "delete only what carries peagle:managed"}),
+        _p("sagemaker:ListModels", "find models no config uses any more (NAME's by tag)"),
+        _TAGS.model_copy(update={"why": "delete only what carries peagle:managed; NAME's configs and models by their "
+                                        "peagle:endpoint tag"}),
+        _p("sagemaker:AddTags", "record the deletion on the endpoint first (peagle:deleting), so peagle recover "
+                                "can finish an interrupted cleanup", scopes=("RetagManaged",)),
         _p("sagemaker:DescribeEndpoint", "which config an endpoint uses; wait for the deletion"),
         _p("sagemaker:DescribeEndpointConfig", "which model a config uses"),
         _p("sagemaker:DescribeModel", "whether the model exists"),
@@ -311,10 +321,35 @@ COMMANDS: dict[str, list[Permission]] = {
     ],
 }
 
+_RECOVER_ONLY_AFTER_CLEANUP = "only when it finishes an interrupted cleanup; tests/test_interrupt_recovery.py covers it"
+COMMANDS["recover"] = [
+    _p("sagemaker:ListEndpoints", "--all: peagle's endpoints; who uses which config"),
+    _p("sagemaker:ListEndpointConfigs", "peagle-made configs no endpoint uses"),
+    _p("sagemaker:ListModels", "peagle-made models no endpoint uses"),
+    _TAGS.model_copy(update={"why": "peagle's own only; the intent an interrupted update or cleanup left"}),
+    _p("sagemaker:DescribeEndpoint", "status, the config it serves or moves to; wait until it settles"),
+    _p("sagemaker:DescribeEndpointConfig", "the served config's instances and model; which model a config uses"),
+    _p("sagemaker:DescribeModel", "K and mode from the served model's SM_VLLM_SPECULATIVE_CONFIG"),
+    _p("sagemaker:AddTags", "labels (peagle:k, mode, instances, autoscale) rewritten from the served config",
+       scopes=("RetagManaged",)),
+    _p("sagemaker:DeleteTags", "clear the finished update's intent"),
+    _p("sagemaker:DeleteEndpointConfig", "remove peagle-made configs no endpoint uses"),
+    _p("sagemaker:DeleteModel", "remove peagle-made models no endpoint uses"),
+    _p("sagemaker:DeleteEndpoint", "finish an interrupted cleanup (peagle:deleting)", unobserved=_RECOVER_ONLY_AFTER_CLEANUP),
+    _AAS_READ[0],
+    _AAS_READ[1].model_copy(update={"unobserved": "read only while a target is registered; the test's scenario "
+                                                  "recovers an endpoint whose target an update removed"}),
+    _p("application-autoscaling:RegisterScalableTarget", "register the intended autoscaling again"),
+    _p("application-autoscaling:PutScalingPolicy", "its target tracking policy"),
+    *[p.model_copy(update={"why": "finish an interrupted cleanup: " + p.why, "unobserved": _RECOVER_ONLY_AFTER_CLEANUP})
+      for p in _AAS_REMOVE],
+]
+
 # `update --autoscale` registers a scaling target as deploy does: what AWS does on the caller's behalf then too
-COMMANDS["update"] += [p for p in COMMANDS["deploy"] if p.unobserved and p.action in {
-    "sagemaker:UpdateEndpointWeightsAndCapacities", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms",
-    "iam:CreateServiceLinkedRole"}]
+for _command in ("update", "recover"):
+    COMMANDS[_command] += [p for p in COMMANDS["deploy"] if p.unobserved and p.action in {
+        "sagemaker:UpdateEndpointWeightsAndCapacities", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms",
+        "iam:CreateServiceLinkedRole"}]
 
 # not asked of the caller but of the execution role (--role) SageMaker runs the endpoint with
 EXECUTION_ROLE: list[Permission] = [

@@ -33,7 +33,7 @@ from .pricing import Price
 from .spec import ResolvedSpec
 from .tags import MANAGED as MANAGED_TAG  # noqa: F401 - re-exported for older imports
 from .tags import PREFIX as TAG_PREFIX  # noqa: F401
-from .tags import PeagleTags
+from .tags import INTENT_KEYS, PeagleTags
 from .speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, SpeculativeSettings, parse_k, settings_for
 
 VARIANT_NAME = "AllTraffic"
@@ -212,10 +212,10 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: d
     expires_at = now + request.ttl if request.ttl else None
     tags = PeagleTags(managed=True, model=entry.alias, model_id=model_id, mode=settings.mode.value, k=settings.k,
                       instance_type=instance_type, instance_count=request.instance_count, created_at=now,
-                      expires_at=expires_at, version=__version__, autoscale=policy).to_aws()
+                      expires_at=expires_at, version=__version__, autoscale=policy, endpoint=name).to_aws()
     tags.update(spec.attribution_tags)  # JumpStart's own attribution, as the SDK tags its deployments
     tags.update(request.tags)
-    check_tag_count(tags, len(request.tags))
+    check_tag_count(tags, len(request.tags), reserve=len(INTENT_KEYS))
     tag_list = _tag_list(tags)
 
     model_data: dict[str, Any] = spec.model_data.model_dump(exclude_none=True)

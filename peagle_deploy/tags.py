@@ -21,8 +21,12 @@ _KEYS = {
     "managed": MANAGED, "model": "peagle:model", "model_id": "peagle:model-id", "mode": "peagle:mode",
     "k": "peagle:k", "instance_type": "peagle:instance-type", "instance_count": "peagle:instance-count",
     "created_at": "peagle:created-at", "expires_at": "peagle:expires-at", "version": "peagle:version",
-    "sweep_id": "peagle:sweep-id", "autoscale": "peagle:autoscale",
+    "sweep_id": "peagle:sweep-id", "autoscale": "peagle:autoscale", "endpoint": "peagle:endpoint",
 }
+# Intent tags: written on an endpoint before an update or a cleanup acts, cleared after it (lifecycle/intent.py).
+UPDATE_FROM, UPDATE_TO, UPDATE_AUTOSCALE, DELETING = (
+    "peagle:update-from", "peagle:update-to", "peagle:update-autoscale", "peagle:deleting")
+INTENT_KEYS = (UPDATE_FROM, UPDATE_TO, UPDATE_AUTOSCALE, DELETING)
 
 
 class PeagleTags(BaseModel):
@@ -40,6 +44,7 @@ class PeagleTags(BaseModel):
     version: str | None = None
     sweep_id: str | None = Field(default=None, description="the `peagle sweep` that created it, if one did")
     autoscale: AutoscalePolicy | None = Field(default=None, description="the autoscaling peagle registered, if any")
+    endpoint: str | None = Field(default=None, description="the endpoint a config or model was made for")
     problems: list[str] = Field(default_factory=list, description="tags that were present but unreadable")
 
     def to_aws(self) -> dict[str, str]:
@@ -50,7 +55,7 @@ class PeagleTags(BaseModel):
             "instance_count": None if self.instance_count is None else str(self.instance_count),
             "created_at": _write_time(self.created_at), "expires_at": _write_time(self.expires_at),
             "version": self.version, "sweep_id": self.sweep_id,
-            "autoscale": self.autoscale.to_tag() if self.autoscale else None,
+            "autoscale": self.autoscale.to_tag() if self.autoscale else None, "endpoint": self.endpoint,
         }
         return {_KEYS[field]: value for field, value in values.items() if value is not None}
 
@@ -65,7 +70,7 @@ class PeagleTags(BaseModel):
         return cls(
             managed=(raw["managed"] or "").strip().lower() == "true",
             model=raw["model"], model_id=raw["model_id"], mode=raw["mode"], version=raw["version"],
-            sweep_id=raw["sweep_id"],
+            sweep_id=raw["sweep_id"], endpoint=raw["endpoint"],
             instance_type=raw["instance_type"],
             k=_read_int("k", raw["k"], problems, zero_is_none=True),
             instance_count=_read_int("instance_count", raw["instance_count"], problems),

@@ -4,8 +4,9 @@ would run: its own process, environment, working directory, stdin/stdout/stderr,
 exit code. Only Python's start-up and the imports are shared (they read no environment).
 
 Protocol, one JSON object per line: in `{"argv", "env", "cwd", "stdin", "out", "err"}` (stdin: a file
-or null for /dev/null; out/err: files to write), out `{"code": <exit code>}`. Used by
-tests/test_bad_inputs_table.py; a subset of its cases still runs through the executable itself.
+or null for /dev/null; out/err: files to write, a FIFO too), out `{"code": <exit code>}`; with `"announce": true`
+the child's `{"pid": <pid>}` comes first (to signal it). Used by tests/test_bad_inputs_table.py and the fault
+matrix (tests/test_fault_matrix.py); a subset of their cases still runs through the executable itself.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def serve() -> None:
                     except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
                         pass
                 os._exit(code)
+        if request.get("announce"):
+            sys.__stdout__.write(json.dumps({"pid": pid}) + "\n")
+            sys.__stdout__.flush()
         _, status = os.waitpid(pid, 0)
         answer = {"code": os.waitstatus_to_exitcode(status)}
         sys.__stdout__.write(json.dumps(answer) + "\n")

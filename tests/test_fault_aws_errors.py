@@ -15,7 +15,8 @@ from peagle_deploy.errors import ExitCode
 from .peagle_process import PEAGLE
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-NO_RETRY = {"AWS_MAX_ATTEMPTS": "1"}  # botocore's retries would only add back-off sleeps here
+NO_RETRY = {"AWS_MAX_ATTEMPTS": "1",  # botocore's retries would only add back-off sleeps here
+            "PEAGLE_POLL_INTERVAL_S": "0"}  # and so would peagle's own read retries (status retries its reads)
 
 
 def peagle(env, *args):
@@ -59,7 +60,7 @@ FAILURES = [  # (AWS error code, HTTP status, exit code)
 @pytest.mark.parametrize("code,status,exit_code", FAILURES, ids=[f[0] for f in FAILURES])
 def test_the_same_aws_failure_gives_the_same_exit_code_in_every_command(emu, command, code, status, exit_code):
     for action in ("ListEndpoints", "DescribeModel"):  # the first SageMaker call of status/cleanup and of deploy
-        emu.fail(action, code=code, status=status, message="injected", times=1)
+        emu.fail(action, code=code, status=status, message="injected", times=10)  # outlasts status's read retries
     out = peagle({**emu.env, **NO_RETRY}, *COMMANDS[command](emu))
     line = one_error_line(out)
     assert out.returncode == exit_code, out.stderr

@@ -62,6 +62,7 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("logs", ["logs", NAME, "--since", "1h"], None),
         ("update", ["update", NAME, "--k", "7", "--yes"], None),
         ("update", ["update", NAME, "--k", "5", "--yes"], "update-fails"),
+        ("recover", ["recover", NAME], "interrupted"),
         ("cleanup", ["cleanup", "--expired", "--yes"], None),
         ("cleanup", ["cleanup", NAME, "--yes"], None),
         ("cleanup", ["cleanup", "--all", "--yes"], "unmanaged"),
@@ -87,6 +88,8 @@ def recorded(emulator_server, tmp_path_factory):
             emu.script_update(fail=True, reason="scripted rollback for the IAM test")
         if setup == "unmanaged":
             emu.create_endpoint_stack("not-peagles")
+        if setup == "interrupted":
+            _interrupted_update(emu)
         caller = f"iam-{index}-{command}"
         proc = subprocess.run([PEAGLE, *argv], env={**emu.env, "AWS_SDK_UA_APP_ID": caller}, capture_output=True,
                               text=True, timeout=300)
@@ -98,6 +101,27 @@ def recorded(emulator_server, tmp_path_factory):
         calls.setdefault(command, set()).update(iam_policy.iam_action(c) for c in emu.recorder.api_calls(caller))
     emu.reset()
     return calls, outcomes
+
+
+def _interrupted_update(emu) -> None:
+    """What a SIGKILL at the end of `update NAME` leaves: its intent, stale labels, autoscaling not registered,
+    and an unused peagle model and config of NAME (so `recover NAME` makes each of its writes)."""
+    sm = emu.client("sagemaker")
+    endpoint = sm.describe_endpoint(EndpointName=NAME)
+    sm.add_tags(ResourceArn=endpoint["EndpointArn"], Tags=[
+        {"Key": "peagle:update-from", "Value": NAME + "-old"}, {"Key": "peagle:update-to",
+                                                               "Value": endpoint["EndpointConfigName"]},
+        {"Key": "peagle:k", "Value": "9"}])
+    tags = [{"Key": "peagle:managed", "Value": "true"}, {"Key": "peagle:endpoint", "Value": NAME}]
+    sm.create_model(ModelName=NAME + "-old", ExecutionRoleArn=emu.role_arn, PrimaryContainer={"Image": "x"},
+                    Tags=tags)
+    sm.create_endpoint_config(EndpointConfigName=NAME + "-old", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": NAME + "-old", "InstanceType": "ml.g7e.2xlarge",
+        "InitialInstanceCount": 1}], Tags=tags)
+    if AUTOSCALE:
+        emu.client("application-autoscaling").deregister_scalable_target(
+            ServiceNamespace="sagemaker", ResourceId=f"endpoint/{NAME}/variant/AllTraffic",
+            ScalableDimension="sagemaker:variant:DesiredInstanceCount")
 
 
 def test_every_aws_command_has_an_iam_list_and_a_scenario():

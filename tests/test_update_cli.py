@@ -53,8 +53,8 @@ def test_update_k_3_to_7_live_without_downtime(emu):
     assert "prod: Updating" in done.stderr  # progress was visible
     assert set(emu.status_history["prod"]) <= {"InService", "Updating"} and "Updating" in emu.status_history["prod"]
     writes = emu.recorder.writes("test")
-    assert writes[-6:] == ["CreateModel", "CreateEndpointConfig", "UpdateEndpoint", "AddTags",
-                           "DeleteEndpointConfig", "DeleteModel"]
+    assert writes[-8:] == ["AddTags", "CreateModel", "CreateEndpointConfig", "UpdateEndpoint", "AddTags",
+                           "DeleteEndpointConfig", "DeleteModel", "DeleteTags"]
     [row] = json.loads(peagle(emu, "status", "prod", "--json").stdout)["endpoints"]
     assert (row["k"], row["mode"], row["status"]) == (7, "p-eagle", "InService")  # the endpoint's tags follow
 
@@ -84,14 +84,15 @@ def test_dry_run_lists_every_write_and_makes_none(emu):
     done = peagle(emu, "update", "prod", "--k", "7", "--instance-count", "2", "--dry-run", "--json", caller="dry")
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)["update"]
-    assert [w.split()[0] for w in plan["writes"]] == ["CreateModel", "CreateEndpointConfig", "UpdateEndpoint",
-                                                      "AddTags", "DeleteEndpointConfig", "DeleteModel"]
+    assert [w.split()[0] for w in plan["writes"]] == ["AddTags", "CreateModel", "CreateEndpointConfig",
+                                                      "UpdateEndpoint", "AddTags", "DeleteEndpointConfig",
+                                                      "DeleteModel", "DeleteTags"]
     assert plan["update_endpoint"]["DeploymentConfig"]["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"] == {
         "Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300}
     assert plan["create_endpoint_config"]["ProductionVariants"][0]["InitialInstanceCount"] == 2
     assert emu.recorder.writes("dry") == []
     human = peagle(emu, "update", "prod", "--k", "7", "--dry-run", caller="dry")
-    assert human.returncode == 0 and "3. UpdateEndpoint prod -> prod-u" in human.stdout
+    assert human.returncode == 0 and "4. UpdateEndpoint prod -> prod-u" in human.stdout
     assert emu.recorder.writes("dry") == []
 
 

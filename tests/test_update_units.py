@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 from datetime import UTC, datetime, timedelta
 
@@ -110,8 +111,8 @@ def test_instance_count_only_keeps_the_model_and_replaces_the_config(emu_in_proc
     deploy(emu)
     plan, result = update(emu, instance_count=2)
     assert plan.create_model is None
-    assert [w.split()[0] for w in plan.writes] == ["CreateEndpointConfig", "UpdateEndpoint", "AddTags",
-                                                   "DeleteEndpointConfig"]
+    assert [w.split()[0] for w in plan.writes] == ["AddTags", "CreateEndpointConfig", "UpdateEndpoint", "AddTags",
+                                                   "DeleteEndpointConfig", "DeleteTags"]
     endpoint, config, _, tags = live(emu)
     assert config["ProductionVariants"][0]["ModelName"] == "prod"
     assert config["ProductionVariants"][0]["InitialInstanceCount"] == 2
@@ -181,7 +182,7 @@ def test_a_signal_while_creating_removes_the_new_model(emu_in_process, monkeypat
     assert emu.resource_names()["models"] == ["prod"]
 
 
-def test_a_signal_while_updating_names_both_configs_and_the_exact_commands(emu_in_process):
+def test_a_signal_while_updating_names_the_recovery_command_first_and_deletes_nothing(emu_in_process):
     emu = emu_in_process
     deploy(emu)
     emu.script_update(updating_polls=5)
@@ -195,12 +196,13 @@ def test_a_signal_while_updating_names_both_configs_and_the_exact_commands(emu_i
         run_update(plan, session, sleep=sleep, handle_signals=False)
     line = stopped.value.one_line()
     new = plan.target.endpoint_config
-    assert f"ends on {new} (K=7) or rolls back to prod (K=3)" in line
-    assert "aws sagemaker delete-endpoint-config --endpoint-config-name prod --region us-east-1" in line
-    assert f"aws sagemaker delete-endpoint-config --endpoint-config-name {new} --region us-east-1" in line
-    assert f"aws sagemaker delete-model --model-name {new} --region us-east-1" in line
+    assert line.startswith("interrupted by SIGINT: finish with 'peagle recover prod --region us-east-1'")
+    assert f"moves to {new} (K=7) or rolls back to prod (K=3); nothing was deleted" in line
+    assert "aws sagemaker" not in line
     # nothing was deleted behind SageMaker's back: the update still needs both
     assert sorted(emu.resource_names()["configs"]) == sorted(["prod", new])
+    tags = live(emu)[3]
+    assert (tags["peagle:update-from"], tags["peagle:update-to"]) == ("prod", new)  # the intent stays for recover
 
 
 def test_rollback_alarms_must_exist_and_are_sent(emu_in_process):
@@ -251,11 +253,13 @@ def test_bad_requests_are_refused_before_aws(kwargs, message):
         check_request(UpdateRequest(name="prod", region="us-east-1", **kwargs))
 
 
-def test_new_names_fit_sagemakers_limit():
+def test_new_names_fit_sagemakers_limit_and_differ_within_one_second():
     now = datetime(2026, 11, 22, 20, 0, tzinfo=UTC)
-    assert new_resource_name("prod", now) == "prod-u261122200000"
+    assert new_resource_name("prod", now, nonce="3f9a") == "prod-u261122200000-3f9a"
     long = new_resource_name("a" * 50 + "-" + "b" * 12, now)
-    assert len(long) <= 63 and long.endswith("-u261122200000") and "--" not in long
+    assert len(long) <= 63 and re.fullmatch(r"a+-u261122200000-[0-9a-f]{4}", long) and "--" not in long
+    names = {new_resource_name("prod", now) for _ in range(50)}
+    assert len(names) >= 45  # 4 random hex digits: two updates in one second do not collide
 
 
 def test_k_on_an_endpoint_without_speculation_asks_for_a_mode(emu_in_process):
@@ -332,3 +336,23 @@ def test_update_rollback_failed_ends_the_wait_at_once():
     with pytest.raises(EndpointFailed, match="is UpdateRollbackFailed: rollback alarm fired twice"):
         wait_in_service(Answers(), "ep", timeout_s=3600, sleep=slept.append, clock=lambda: 0.0)
     assert Answers.calls == 2 and len(slept) == 1
+
+
+def test_a_timeout_while_updating_names_recover_and_never_cleanup(emu_in_process):
+    """deploy's timeout advice ('peagle cleanup NAME') would delete the production endpoint: an update says
+    'peagle recover NAME' instead, and no raw aws command."""
+    from peagle_deploy.errors import WaitTimeout
+
+    emu = emu_in_process
+    deploy(emu)
+    emu.script_update(updating_polls=50)
+    session = AwsSession(emu.region)
+    plan = prepare(session, UpdateRequest(name="prod", region=emu.region, k="7"), sleep=NO_SLEEP)
+    ticks = iter(range(0, 10**6, 100))
+    with pytest.raises(WaitTimeout) as late:
+        run_update(plan, session, timeout_s=250, sleep=NO_SLEEP, clock=lambda: float(next(ticks)),
+                   handle_signals=False)
+    line = late.value.one_line()
+    assert "finish with 'peagle recover prod --region us-east-1' once SageMaker settles" in line
+    assert "peagle cleanup" not in line and "aws sagemaker" not in line
+    assert plan.target.endpoint_config in emu.resource_names()["configs"]

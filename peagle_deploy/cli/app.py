@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("lifecycle", "peagle-managed endpoints: status, model, mode, K, instances, age, expiry, cost so far."),
     "cleanup": ("lifecycle", "Delete endpoint, endpoint config and model that peagle created. Never touches anything "
                              "else."),
+    "recover": ("recover", "Finish an interrupted update, cleanup or sweep teardown: complete or revert, restore "
+                           "autoscaling, tidy up."),
     "invoke": ("invoke", "Send an OpenAI-style chat completion; print tokens live, then TTFT, latency and tokens/s."),
     "metrics": ("metrics", "Mean acceptance length, acceptance rate and per-position acceptance over a window."),
     "logs": ("logs", "Print the container's log lines of endpoint NAME (CloudWatch Logs group "

@@ -39,22 +39,30 @@ def status(
         from ..lifecycle import status as list_status
         from . import status_view
 
+        from ..lifecycle.inventory import leftovers
+
         session = AwsSession(region, profile)
         if watch:
             status_view.watch(out, lambda: list_status(session, name), interval=interval or 10.0)
             return
-        rows = list_status(session, name)
+        rows = list_status(session, name, allow_missing=True)
+        unused = leftovers(session, name)
+        if name and not rows and not unused:
+            raise UsageError(f"no endpoint named {name!r} in {session.region}", "see peagle status")
         for row in rows:
             for warning in (row.vllm.warnings if row.vllm else []):
                 out.warn(f"{row.name}: {warning}")
             for problem in row.tag_problems:
                 out.warn(f"{row.name}: tag {problem}; shown as unknown")
+            if row.label_mismatch:
+                out.warn(f"{row.name}: {row.label_mismatch} (shown: the served config)")
         unknown = [r for r in rows if r.autoscaling is not None and r.autoscaling.state == "unknown"
                    and r.autoscaling.worth_saying]
         if unknown:  # a read failure, not an endpoint failure: the status itself is still right
             out.warn(f"could not read Application Auto Scaling ({unknown[0].autoscaling.detail}); "
                      "autoscaling shown as unknown")
-        out.result({"endpoints": rows}, lambda console: status_view.render(console, rows))
+        out.result({"endpoints": rows, "unused": unused},
+                   lambda console: status_view.render(console, rows, unused=unused, missing=name))
 
     run(json_output, body)
 
@@ -84,12 +92,32 @@ def cleanup(
             validate_name(name)
         what = name or ("every peagle endpoint" if all_ else "every expired peagle endpoint")
         out.confirm(f"Delete {what} (endpoint, endpoint config, model)?", yes=yes)
-        from ..lifecycle.signals import SignalGuard
+        from ..aws import resolve_region
+        from ..errors import Interrupted
+        from ..lifecycle.signals import Signalled, SignalGuard
 
-        # SIGTERM/SIGHUP like Ctrl-C: exit 130 with a message; deletes are idempotent, so running the same
-        # cleanup again finishes the job
-        with SignalGuard("stopping: run the same peagle cleanup again to finish"):
-            report = run_cleanup(AwsSession(region, profile), name, all_=all_, expired=expired, wait=wait)
+        # SIGTERM/SIGHUP like Ctrl-C: exit 130. Each endpoint carries peagle:deleting before it is deleted, so
+        # 'peagle recover' finishes what was started; nothing marked means nothing was deleted
+        marked: list[str] = []
+        session = AwsSession(region, profile)
+        recover = f"peagle recover {name or '--all'} --region {resolve_region(region)}"
+        try:
+            with SignalGuard(f"stopping: '{recover}' finishes what this cleanup started"):
+                report = run_cleanup(session, name, all_=all_, expired=expired, wait=wait, on_marked=marked.append)
+        except Signalled as exc:
+            untouched = "" if marked or not name else f"; no endpoint {name} was touched (run this cleanup again)"
+            raise Interrupted(f"interrupted by {exc.name}", f"finish with '{recover}'{untouched}") from None
+        except Exception as exc:
+            from ..aws import translate_error
+
+            error = translate_error(exc)
+            if error is None:
+                raise
+            if marked:  # deletes had started: the recovery command finishes them
+                error.hint = f"{error.hint + '; ' if error.hint else ''}finish with '{recover}'"
+            elif name and "nothing was deleted" not in error.one_line():
+                error.hint = f"{error.hint + '; ' if error.hint else ''}nothing was deleted"
+            raise error from None
         for skipped in report.skipped:
             out.warn(f"skipped {skipped.name}: {skipped.reason}")
 
@@ -106,6 +134,7 @@ def cleanup(
         if report.error is not None:  # some deletes failed: the others were done and are listed above
             import typer as _typer
 
+            report.error.hint = f"{report.error.hint + '; ' if report.error.hint else ''}finish with '{recover}'"
             out.error(report.error.one_line())
             raise _typer.Exit(int(report.error.exit_code))
 

@@ -33,19 +33,58 @@ def _expiry(row: Any) -> str:
     return human_expiry(row.expires_in_s)
 
 
-def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints") -> None:
+def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints",
+           unused: Sequence[Any] = (), missing: str | None = None) -> None:
+    def say(text: str) -> None:
+        console.print(text, markup=False, soft_wrap=True, highlight=False)
+
     if not rows:
-        console.print("no peagle endpoints in this region", markup=False)
-        return
-    print_table(console, HEADERS, [cells(r) for r in rows], title=title)
-    _price_lines(console, rows)
+        say(f"no endpoint named {missing} in this region" if missing else "no peagle endpoints in this region")
+    else:
+        print_table(console, HEADERS, [cells(r) for r in rows], title=title)
+        _price_lines(console, rows)
     for r in rows:
+        for text in served_lines(r):
+            say(f"{r.name}: {text}")
         if getattr(r, "startup_check", None) is not None:
-            console.print(f"{r.name}: vLLM start-up {r.startup_check.line()}", markup=False, soft_wrap=True)
+            say(f"{r.name}: vLLM start-up {r.startup_check.line()}")
         elif getattr(r, "vllm", None) is not None:
-            console.print(f"{r.name}: {r.vllm.summary()}", markup=False, soft_wrap=True)
-        if _scaling_worth_a_line(r):
-            console.print(f"{r.name}: {r.autoscaling.summary()}", markup=False, soft_wrap=True)
+            say(f"{r.name}: {r.vllm.summary()}")
+    for leftover in unused:
+        made_for = f"peagle made it for {leftover.endpoint}" if leftover.endpoint else "peagle made it"
+        say(f"unused {leftover.label} {leftover.name} ({made_for}; no endpoint uses it): remove with "
+            f"'{leftover.command}'")
+
+
+def served_lines(row: Any) -> list[str]:
+    """What the endpoint serves (read from its config), an update in progress, autoscaling intended vs registered."""
+    lines = []
+    config = getattr(row, "endpoint_config", None)
+    if config:
+        where = ("read from its model's SM_VLLM_SPECULATIVE_CONFIG" if row.spec_source == "served config"
+                 else f"from its tags: {row.spec_problem}" if row.spec_problem else "from its tags")
+        spec = "mode off" if row.mode == "off" else f"{row.mode or '?'} K={'-' if row.k is None else row.k}"
+        lines.append(f"serves {config} ({spec}, {where})")
+    update = getattr(row, "update", None)
+    if update is not None:
+        if update.state == "updating":
+            lines.append(f"update in progress: {update.from_config} -> {update.to_config} (SageMaker is on it)")
+        else:
+            lines.append(f"update did not finish: {update.from_config} -> {update.to_config} (stopped, or still "
+                         "running elsewhere)")
+    if _scaling_worth_a_line(row):
+        lines.append(row.autoscaling.summary())
+    intended, scaling = getattr(row, "autoscaling_intended", None), row.autoscaling
+    if intended and scaling is not None and scaling.state != "unknown" and not _as_intended(intended, scaling):
+        lines.append(f"autoscaling intended: {intended}; registered: {scaling.summary().removeprefix('autoscaling ')}")
+    command = getattr(row, "recover_command", None)
+    if command:
+        lines.append(f"finish with '{command}'")
+    return lines
+
+
+def _as_intended(intended: str, scaling: Any) -> bool:
+    return scaling.state == "on" and intended.startswith(f"{scaling.min_capacity}-{scaling.max_capacity} instances")
 
 
 def _price_lines(console: Any, rows: Sequence[Any]) -> None:

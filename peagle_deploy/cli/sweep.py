@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
 
 
 def sweep(
+    ctx: typer.Context,
     model: Annotated[str | None, typer.Argument(help="Model alias (see `peagle models`); with --url only a label.")] = None,
     modes: Annotated[str, typer.Option(help="Modes to measure, comma-separated (off runs once, without K).")] = "off,eagle3,p-eagle",
     k: Annotated[str, typer.Option("--k", help="Speculative tokens K for eagle3 and p-eagle, comma-separated.")] = "3,7,11",
@@ -37,7 +38,7 @@ def sweep(
     trust_labels: Annotated[bool, typer.Option("--trust-labels", help="Measure a --url server even when its /metrics contradict its MODE:K label (refused otherwise).")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan (endpoints, time, dollars vs --budget) and stop.")] = False,
     state: Annotated[Path | None, typer.Option(help="State file (default: OUT/sweep-state.json).")] = None,
-    resume: Annotated[Path | None, typer.Option(help="Continue the sweep of this state file (removes what a killed run left).")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue the sweep of this state file (removes what a killed run left); with --budget, under that new budget.")] = None,
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for the report (JSON, Markdown, PNG) and runs.")] = Path("peagle-sweep"),
     region: RegionOpt = None,
     profile: ProfileOpt = None,
@@ -51,7 +52,9 @@ def sweep(
         from ..sweep.state import StateFile
 
         if resume is not None:
+            _refuse_on_resume(ctx)
             sf = StateFile.load(resume)
+            _apply_on_resume(sf, budget=budget, profile=profile)
             _continue(out, sf, out_dir=out_dir, resumed=True)
             return
         if model is None:
@@ -63,6 +66,42 @@ def sweep(
                yes=yes)
 
     run(json_output, body)
+
+
+# On --resume the sweep keeps the request it started with; these options may change it (the rest is refused)
+RESUME_OPTIONS = {"resume", "budget", "profile", "yes", "json_output"}
+
+
+def _refuse_on_resume(ctx) -> None:
+    """One line, exit 2, for an option --resume cannot apply (it would otherwise be silently ignored)."""
+    from ..errors import UsageError
+
+    for param in ctx.command.params:
+        if param.name in RESUME_OPTIONS:
+            continue
+        source = ctx.get_parameter_source(param.name)  # Click's ParameterSource (typer may vendor Click)
+        if getattr(source, "name", None) in ("COMMANDLINE", "ENVIRONMENT"):
+            flag = max(param.opts, key=len) if param.opts and param.opts[0].startswith("-") else param.name.upper()
+            raise UsageError(f"{flag} cannot be applied on --resume (the sweep goes on with the options it started "
+                             "with, beside its state file)", "drop it; --resume applies only --budget and --profile")
+
+
+def _apply_on_resume(sf, *, budget: float | None, profile: str | None) -> None:
+    from ..errors import UsageError
+
+    state = sf.state
+    changes = {}
+    if budget is not None:
+        if not budget > 0:
+            raise UsageError(f"--budget must be positive, got {budget:g}", "pass the dollars the sweep may spend")
+        changes["budget_usd"] = budget
+    if profile is not None:
+        changes["profile"] = profile
+    if changes:
+        state.request = state.request.model_copy(update=changes)
+    if budget is not None:
+        state.plan = state.plan.model_copy(update={"budget_usd": budget,
+                                                   "within_budget": state.plan.estimated_usd <= budget})
 
 
 def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget, parallel,
@@ -159,7 +198,8 @@ def _continue(out, sf, *, out_dir: Path, resumed: bool, deployments: dict | None
     if resumed:
         removed = sweep.resume_leftovers()
         done = [c.label for c in sf.state.configs.values() if c.status == "done"]
-        out.note(f"resuming sweep {request.sweep_id}: {len(done)} configuration(s) done"
+        budget = f" under --budget ${request.budget_usd:,.2f}" if request.budget_usd is not None else ""
+        out.note(f"resuming sweep {request.sweep_id}{budget}: {len(done)} configuration(s) done"
                  + (f", removed {', '.join(removed)} left by the earlier run" if removed else ""))
     else:
         sf.save()

@@ -1,4 +1,11 @@
-"""`status`: what peagle created that still exists, with age, expiry and cost so far."""
+"""`status`: what peagle created that still exists, with age, expiry and cost so far.
+
+Mode, K and instances come from the config the endpoint serves (its model's SM_VLLM_SPECULATIVE_CONFIG,
+`served_config`), not from the peagle:* labels; a label that disagrees is said. An unfinished update (the
+endpoint's intent tags, or SageMaker's PendingDeploymentSummary), the intended autoscaling against what is
+registered, and peagle-made configs and models that nothing uses (`leftovers`) are shown with the command that
+finishes them. Reads retry; a read that still fails is shown as unknown, never as an endpoint failure.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +20,18 @@ from ..inputs import validate_name
 from ..tags import PeagleTags
 from .autoscaling import SERVICE as AUTOSCALING_SERVICE
 from .autoscaling import AutoscalingStatus, read_autoscaling
-from .tags import read_tags
 from ..pricing import Price
 from .startup_log import StartupInfo
+from .tags import list_tags
 from .verify import Check
+from .wait import read_retrying
+
+
+class UpdateInProgress(BaseModel):
+    from_config: str | None
+    to_config: str
+    state: str = Field(description="'updating' (SageMaker is on it) or 'unfinished' (peagle was stopped; "
+                                   "peagle recover finishes it)")
 
 
 class EndpointStatus(BaseModel):
@@ -43,46 +58,110 @@ class EndpointStatus(BaseModel):
                                                           "against the served config (verified / failed / not verified)")
     autoscaling: AutoscalingStatus | None = Field(
         default=None, description="Application Auto Scaling now; state 'unknown' when it could not be read")
+    endpoint_config: str | None = Field(default=None, description="the config the endpoint serves")
+    spec_source: str = Field(default="tags", description="where mode, K and instances were read: 'served config' "
+                                                         "(its model's SM_VLLM_SPECULATIVE_CONFIG) or 'tags'")
+    spec_problem: str | None = Field(default=None, description="why the served config could not be read")
+    label_mismatch: str | None = Field(default=None, description="peagle:* labels that disagree with the served "
+                                                                 "config")
+    update: UpdateInProgress | None = None
+    autoscaling_intended: str | None = Field(default=None, description="the autoscaling peagle means the endpoint "
+                                                                       "to have (peagle:autoscale, or an unfinished "
+                                                                       "update's)")
+    recover_command: str | None = Field(default=None, description="set when something is left to finish")
 
 
-def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, region: str,
-         profile: str | None = None) -> EndpointStatus:
+def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, served: Any = None,
+         raw_tags: dict[str, str] | None = None, region: str = "", profile: str | None = None) -> EndpointStatus:
     from ..pricing import instance_price
 
     created = tags.created_at or described.get("CreationTime")
     if isinstance(created, datetime) and created.tzinfo is None:
         created = created.replace(tzinfo=UTC)
     expires = tags.expires_at
-    priced = instance_price(tags.instance_type, region, count=tags.instance_count or 1, profile=profile) \
-        if tags.instance_type else None
+    mode, k, instance_type, instance_count = tags.mode, tags.k, tags.instance_type, tags.instance_count
+    source, mismatch = "tags", None
+    if served is not None and served.problem is None and served.mode is not None:
+        source = "served config"
+        mismatch = _mismatch(tags, served)
+        mode, k = served.mode, served.k
+        instance_type = served.instance_type or instance_type
+        instance_count = served.instance_count or instance_count
+    priced = instance_price(instance_type, region, count=instance_count or 1, profile=profile) \
+        if instance_type else None
     price = priced.usd_per_hour if priced is not None else None
     age = (now - created).total_seconds() if created else None
-    return EndpointStatus(
+    row = EndpointStatus(
         name=described["EndpointName"], status=described["EndpointStatus"],
-        failure_reason=described.get("FailureReason"), model=tags.model, model_id=tags.model_id, mode=tags.mode,
-        k=tags.k, instance_type=tags.instance_type, instance_count=tags.instance_count, created_at=created,
+        failure_reason=described.get("FailureReason"), model=tags.model, model_id=tags.model_id, mode=mode,
+        k=k, instance_type=instance_type, instance_count=instance_count, created_at=created,
         age_s=age, expires_at=expires, expires_in_s=(expires - now).total_seconds() if expires else None,
         expired=tags.expired(now) if expires or tags.problems else None, price_per_hour_usd=price,
         cost_so_far_usd=round(price * age / 3600, 2) if price is not None and age is not None else None,
-        tag_problems=tags.problems, price=priced,
+        tag_problems=tags.problems, price=priced, endpoint_config=described.get("EndpointConfigName"), spec_source=source,
+        spec_problem=served.problem if served is not None else None, label_mismatch=mismatch,
+        autoscaling_intended=tags.autoscale.describe() if tags.autoscale else None,
     )
+    _add_update(row, described, raw_tags or {}, region)
+    return row
 
 
-def status(session: Any, name: str | None = None, *, now: datetime | None = None) -> list[EndpointStatus]:
+def _mismatch(tags: PeagleTags, served: Any) -> str | None:
+    said = []
+    if tags.mode is not None and tags.mode != served.mode:
+        said.append(f"peagle:mode={tags.mode}")
+    if served.mode not in (None, "off") and tags.k is not None and tags.k != served.k:
+        said.append(f"peagle:k={tags.k}")
+    if tags.instance_type and served.instance_type and tags.instance_type != served.instance_type:
+        said.append(f"peagle:instance-type={tags.instance_type}")
+    if tags.instance_count and served.instance_count and tags.instance_count != served.instance_count:
+        said.append(f"peagle:instance-count={tags.instance_count}")
+    if not said:
+        return None
+    return (f"the tags say {', '.join(said)}, the served config {served.endpoint_config} says {served.label()}, "
+            f"{served.instance_count} x {served.instance_type}")
+
+
+def _add_update(row: EndpointStatus, described: dict[str, Any], raw_tags: dict[str, str], region: str) -> None:
+    from .intent import read_update_intent
+    from .intent import recover_command
+
+    intent = read_update_intent(raw_tags)
+    pending = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+    updating = described.get("EndpointStatus") in ("Updating", "SystemUpdating")
+    if pending or intent is not None:
+        row.update = UpdateInProgress(from_config=intent.from_config if intent else row.endpoint_config,
+                                      to_config=pending or intent.to_config,
+                                      state="updating" if updating else "unfinished")
+    if intent is not None and intent.autoscale_known and intent.autoscale is not None:
+        row.autoscaling_intended = f"{intent.autoscale.describe()} (after the update)"
+    if intent is not None or raw_tags.get("peagle:deleting"):
+        row.recover_command = recover_command(row.name, region)
+
+
+def status(session: Any, name: str | None = None, *, now: datetime | None = None,
+           sleep: Any = None, allow_missing: bool = False) -> list[EndpointStatus]:
+    """One row per peagle endpoint (or NAME's; with `allow_missing`, [] when NAME does not exist)."""
+    import time
+
     sm = session.client("sagemaker")
     now = now or datetime.now(UTC)
+    read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
     if name:
         validate_name(name)
         try:
-            described = sm.describe_endpoint(EndpointName=name)
+            described = read(lambda: sm.describe_endpoint(EndpointName=name))
         except Exception as exc:
             if is_not_found(exc):
+                if allow_missing:
+                    return []
                 raise UsageError(f"no endpoint named {name!r} in {session.region}", "see peagle status") from None
             raise
-        tags = read_tags(sm, described["EndpointArn"])
+        raw = read(lambda: list_tags(sm, described["EndpointArn"]))
+        tags = PeagleTags.from_aws(raw)
         if not tags.managed:
             raise UsageError(f"endpoint {name!r} was not created by peagle", "peagle only reports what it created")
-        row = _row(described, tags, now, session.region, session.profile)
+        row = _row(described, tags, now, _served(sm, described, read), raw, session.region, session.profile)
         if described["EndpointStatus"] == "InService":
             row.vllm, row.startup_check = _startup(session, sm, name, described)
         _add_autoscaling(session, [row], {name: described}, {name: tags})
@@ -90,18 +169,20 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
     rows = []
     described_by_name: dict[str, dict[str, Any]] = {}
     tags_by_name: dict[str, PeagleTags] = {}
-    for page in sm.get_paginator("list_endpoints").paginate():
+    for page in read(lambda: list(sm.get_paginator("list_endpoints").paginate())):
         for summary in page.get("Endpoints", []):
-            tags = read_tags(sm, summary["EndpointArn"])
+            raw = read(lambda s=summary: list_tags(sm, s["EndpointArn"]))
+            tags = PeagleTags.from_aws(raw)
             if not tags.managed:
                 continue
             try:
-                described = sm.describe_endpoint(EndpointName=summary["EndpointName"])
+                described = read(lambda s=summary: sm.describe_endpoint(EndpointName=s["EndpointName"]))
             except Exception as exc:
                 if is_not_found(exc):  # deleted between the list and the describe
                     continue
                 raise
-            rows.append(_row({**summary, **described}, tags, now, session.region, session.profile))
+            rows.append(_row({**summary, **described}, tags, now, _served(sm, described, read), raw, session.region,
+                             session.profile))
             described_by_name[summary["EndpointName"]] = described
             tags_by_name[summary["EndpointName"]] = tags
     _add_autoscaling(session, rows, described_by_name, tags_by_name)
@@ -132,14 +213,42 @@ def _startup(session: Any, sm: Any, name: str, described: dict[str, Any]) -> tup
     return info, startup_check(info, expected, how_to_check=by_hand(name, session.region))
 
 
+def _served(sm: Any, described: dict[str, Any], read: Any) -> Any:
+    from ..served_config import read_served
+
+    config = described.get("EndpointConfigName")
+    return read_served(sm, config, read=read) if config else None
+
+
+def leftovers(session: Any, name: str | None = None, *, sleep: Any = None) -> list[Any]:
+    """peagle-made configs and models no endpoint uses (of endpoint `name`, or all), each with its command."""
+    import time
+
+    from .leftovers import find_leftovers
+    from .teardown import References
+
+    sm = session.client("sagemaker")
+    read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
+    refs = read(lambda: References.read(sm))
+    return read(lambda: find_leftovers(sm, refs, endpoint=name, region=session.region))
+
+
 def _add_autoscaling(session: Any, rows: list[EndpointStatus], described: dict[str, dict[str, Any]],
                      tags: dict[str, PeagleTags]) -> None:
-    """Each managed endpoint's autoscaling (two reads for all of them; a failed read is 'unknown')."""
+    """Each managed endpoint's autoscaling (two reads for all of them; a failed read is 'unknown'), against the
+    intended one: intended but not registered (or registered otherwise) names `peagle recover`."""
+    from .intent import recover_command
+
     if not rows:
         return
     states = read_autoscaling(session.client(AUTOSCALING_SERVICE), described)
     for row in rows:
         state = states.get(row.name)
+        intended = tags[row.name].autoscale if row.name in tags else None
         if state is not None and row.name in tags:
-            state.tagged = tags[row.name].autoscale is not None
+            state.tagged = intended is not None
         row.autoscaling = state
+        if (intended is not None and state is not None and row.update is None and row.status == "InService"
+                and (state.state == "off" or (state.state == "on" and (state.min_capacity, state.max_capacity)
+                                              != (intended.min_capacity, intended.max_capacity)))):
+            row.recover_command = row.recover_command or recover_command(row.name, session.region)

@@ -87,7 +87,12 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
         return Outcome(kind=kind, name=name, result="already gone")
     tags = PeagleTags()
     if require_managed or created_at is not None:
-        tags = read_tags(sm, described[_DESCRIBE[kind][2]])
+        try:
+            tags = read_tags(sm, described[_DESCRIBE[kind][2]])
+        except Exception as exc:
+            if is_not_found(exc):  # deleted between the describe and now
+                return Outcome(kind=kind, name=name, result="already gone")
+            raise
         if require_managed and not tags.managed:
             return Outcome(kind=kind, name=name, result="left", reason="not created by peagle (no peagle:managed tag)")
         if created_at is not None and tags.created_at != created_at:
@@ -106,6 +111,8 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
     except Exception as exc:
         if is_not_found(exc):
             return Outcome(kind=kind, name=name, result="already gone")
+        if _gone_after_all(sm, kind, name, exc):
+            return Outcome(kind=kind, name=name, result="deleted")
         error = translate_error(exc)
         if error is None:
             raise
@@ -113,12 +120,28 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
     return Outcome(kind=kind, name=name, result="deleted")
 
 
+def _gone_after_all(sm: Any, kind: Kind, name: str, exc: BaseException) -> bool:
+    """A delete whose answer was lost (a 5xx, a dropped connection) may have happened: look once."""
+    from ..aws import is_lost_answer
+
+    if isinstance(exc, KeyboardInterrupt) or not is_lost_answer(exc):
+        return False
+    try:
+        return describe(sm, kind, name) is None
+    except Exception:  # noqa: BLE001 - cannot tell: the delete counts as failed
+        return False
+
+
 @dataclass
 class References:
-    """Who uses what, read from SageMaker before anything is deleted."""
+    """Who uses what, read from SageMaker before anything is deleted. An endpoint that is updating uses the
+    config it moves to (PendingDeploymentSummary) as much as the one it serves: neither may go."""
 
     endpoint_config: dict[str, str] = field(default_factory=dict)  # endpoint -> its config
     config_models: dict[str, list[str]] = field(default_factory=dict)  # config -> its models
+    pending: dict[str, str] = field(default_factory=dict)  # endpoint -> the config an update moves it to
+    config_arns: dict[str, str] = field(default_factory=dict)
+    endpoint_arns: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def read(cls, sm: Any) -> References:
@@ -128,11 +151,24 @@ class References:
                 described = describe(sm, "endpoint", summary["EndpointName"])
                 if described is not None:
                     refs.endpoint_config[summary["EndpointName"]] = described.get("EndpointConfigName", "")
+                    refs.endpoint_arns[summary["EndpointName"]] = described.get("EndpointArn", "")
+                    target = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+                    if target:
+                        refs.pending[summary["EndpointName"]] = target
         for page in sm.get_paginator("list_endpoint_configs").paginate():
             for summary in page.get("EndpointConfigs", []):
+                refs.config_arns[summary["EndpointConfigName"]] = summary.get("EndpointConfigArn", "")
                 refs.config_models[summary["EndpointConfigName"]] = _models_of(
                     describe(sm, "endpoint_config", summary["EndpointConfigName"]))
         return refs
+
+    def users(self, config: str, *, besides: set[str] = frozenset()) -> list[str]:
+        """Endpoints (not in `besides`) that serve `config` or are updating to it."""
+        return sorted({ep for ep, c in self.endpoint_config.items() if c == config and ep not in besides}
+                      | {ep for ep, c in self.pending.items() if c == config and ep not in besides})
+
+    def configs_in_use(self) -> set[str]:
+        return set(self.endpoint_config.values()) | set(self.pending.values())
 
 
 def _models_of(config: dict[str, Any] | None) -> list[str]:
@@ -143,11 +179,12 @@ def _models_of(config: dict[str, Any] | None) -> list[str]:
 
 def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), models: list[str] = (),
              wait: bool = True, require_managed: bool = True, created_at: datetime | None = None,
-             scaling: Any = None) -> list[Outcome]:
+             scaling: Any = None, refs: References | None = None) -> list[Outcome]:
     """Delete `endpoints` with their configs and models, plus the given `configs` and `models`, except what
-    anything outside this set still uses. Returns one Outcome per resource considered, kept ones with why.
-    With `scaling` (an application-autoscaling client), each endpoint's autoscaling is removed before it."""
-    refs = References.read(sm)
+    anything outside this set still uses (or is updating to). Returns one Outcome per resource considered,
+    kept ones with why. With `scaling` (an application-autoscaling client), each endpoint's autoscaling is
+    removed before it. `refs`: who uses what, when the caller has just read it."""
+    refs = refs or References.read(sm)
     outcomes: list[Outcome] = []
     gone_endpoints: set[str] = set()
     want_configs: list[str] = list(configs)
@@ -160,8 +197,7 @@ def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), mod
             config = refs.endpoint_config.get(name)
             if config and config not in want_configs:
                 want_configs.append(config)
-    users = {cfg: sorted(ep for ep, c in refs.endpoint_config.items() if c == cfg and ep not in gone_endpoints)
-             for cfg in refs.config_models}
+    users = {cfg: refs.users(cfg, besides=gone_endpoints) for cfg in refs.config_models}
     gone_configs: set[str] = set()
     want_models: list[str] = list(models)
     for config in want_configs:
@@ -190,28 +226,74 @@ def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), mod
 
 
 def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool = True,
-                 scaling: Any = None) -> list[Outcome]:
+                 scaling: Any = None, before_delete: Callable[[str, str], None] | None = None) -> list[Outcome]:
     """Endpoint `name` (its autoscaling first), then its config, then the config's models (names read from
-    SageMaker, not assumed). With no endpoint of that name, the config and model of that name (a deploy's leftovers)."""
-    if describe(sm, "endpoint", name) is not None:
-        return teardown(sm, endpoints=[name], wait=wait, require_managed=require_managed, scaling=scaling)
-    return teardown(sm, configs=[name], models=[name], wait=wait, require_managed=require_managed)
+    SageMaker, not assumed), and every other config and model peagle made for `name` (found by their
+    `peagle:endpoint` tag: an update's, or what an interrupted deploy, update or cleanup left), except what an
+    endpoint still uses. `before_delete(name, arn)` runs just before DeleteEndpoint (cleanup records its intent)."""
+    from .leftovers import owned_by
+
+    refs = References.read(sm)
+    configs, models = owned_by(sm, refs, name)
+    if name in refs.endpoint_config:
+        if before_delete is not None:
+            before_delete(name, refs.endpoint_arns.get(name, ""))
+        return teardown(sm, endpoints=[name], configs=configs, models=models, wait=wait,
+                        require_managed=require_managed, scaling=scaling, refs=refs)
+    if not configs and not models:  # nothing tagged: a config and model of that name, if any (said if not)
+        configs, models = [name], [name]
+    return teardown(sm, configs=configs, models=models, wait=wait, require_managed=require_managed, refs=refs)
+
+
+def mark_for_deletion(sm: Any, arn: str) -> bool:
+    """`peagle:deleting` on a managed endpoint before it is deleted, so `peagle recover` can finish an interrupted
+    deletion; False (and the deletion goes ahead) when the tag cannot be written."""
+    from .intent import write_deletion_request
+
+    try:
+        write_deletion_request(sm, arn)
+    except Exception as exc:  # noqa: BLE001 - an AWS failure here must not keep an endpoint billing
+        if translate_error(exc) is None:
+            raise
+        return False
+    return True
 
 
 def _managed(sm: Any, paginator: str, key: str, name_key: str, arn_key: str) -> list[tuple[str, PeagleTags]]:
+    return [(name, tags) for name, _, tags in _managed_with_arns(sm, paginator, key, name_key, arn_key)]
+
+
+def _managed_with_arns(sm: Any, paginator: str, key: str, name_key: str,
+                       arn_key: str) -> list[tuple[str, str, PeagleTags]]:
     found = []
     for page in sm.get_paginator(paginator).paginate():
         for item in page.get(key, []):
-            tags = read_tags(sm, item[arn_key])
+            try:
+                tags = read_tags(sm, item[arn_key])
+            except Exception as exc:
+                if is_not_found(exc):  # deleted between the listing and now
+                    continue
+                raise
             if tags.managed:
-                found.append((item[name_key], tags))
+                found.append((item[name_key], item[arn_key], tags))
     return found
 
 
 def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expired: bool = False,
-            wait: bool = True, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> CleanupReport:
+            wait: bool = True, now: Callable[[], datetime] = lambda: datetime.now(UTC),
+            on_marked: Callable[[str], None] | None = None) -> CleanupReport:
     """Cleanup by NAME, --all or --expired. By NAME, nothing to do is an error (exit 2): a name that does
-    not exist, or resources peagle did not create; scripts must be able to tell."""
+    not exist, or resources peagle did not create; scripts must be able to tell.
+
+    Before a managed endpoint is deleted its `peagle:deleting` tag records the request (`on_marked(name)` is
+    called after), so `peagle recover` can finish a cleanup that a signal, SIGKILL or lost answer stopped."""
+    def mark(endpoint: str, arn: str) -> None:
+        """Best effort: a deletion that cannot be recorded still goes ahead (stopping the billing comes first)."""
+        if arn and read_tags(sm, arn).managed:
+            if on_marked is not None:
+                on_marked(endpoint)
+            mark_for_deletion(sm, arn)
+
     if sum((bool(name), all_, expired)) != 1:
         raise UsageError("cleanup needs exactly one of NAME, --all or --expired", "see peagle cleanup --help")
     sm = session.client("sagemaker")
@@ -221,7 +303,7 @@ def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expire
         from ..inputs import validate_name
 
         validate_name(name)
-        report.outcomes.extend(delete_stack(sm, name, wait=wait, scaling=scaling))
+        report.outcomes.extend(delete_stack(sm, name, wait=wait, scaling=scaling, before_delete=mark))
         if all(o.result == "already gone" for o in report.outcomes):
             raise UsageError(f"no endpoint, endpoint config or model named {name!r} in {session.region}",
                              "check the name and --region (peagle status lists peagle's endpoints)")
@@ -232,7 +314,10 @@ def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expire
         return report
     moment = now()
     selected: list[str] = []
-    for endpoint_name, tags in _managed(sm, "list_endpoints", "Endpoints", "EndpointName", "EndpointArn"):
+    arns: dict[str, str] = {}
+    for endpoint_name, arn, tags in _managed_with_arns(sm, "list_endpoints", "Endpoints", "EndpointName",
+                                                       "EndpointArn"):
+        arns[endpoint_name] = arn
         if expired:
             is_expired = tags.expired(moment)
             if is_expired is None:
@@ -248,6 +333,8 @@ def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expire
         extra_configs = [c for c, _ in _managed(sm, "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName",
                                                 "EndpointConfigArn")]
         extra_models = [m for m, _ in _managed(sm, "list_models", "Models", "ModelName", "ModelArn")]
+    for endpoint_name in selected:
+        mark(endpoint_name, arns[endpoint_name])
     if selected or extra_configs or extra_models:
         report.outcomes.extend(teardown(sm, endpoints=selected, configs=extra_configs, models=extra_models,
                                         wait=wait, scaling=scaling))

@@ -6,14 +6,25 @@ deployment guardrails (blue/green, all at once after a baking period, auto-rollb
 alarms). The old fleet serves until the new one is healthy; SageMaker rolls back on failure.
 
 Order, and what each failure leaves:
-1. read the live endpoint, config, model and tags (only peagle's endpoints are updated);
-2. CreateModel (if the container changes) and CreateEndpointConfig under a new name; a failure or signal
-   here removes them again (the endpoint was never touched);
-3. UpdateEndpoint, then wait: Updating -> InService. InService on the OLD config is SageMaker's rollback:
-   peagle removes what it created, says which configuration still serves, exits 6. A signal or timeout
-   while Updating cannot stop SageMaker: peagle names both configs and the exact commands for afterwards;
-4. verify the new speculative config live (as deploy does), retag the endpoint, and only then delete the
-   old endpoint config and model (only peagle's, and only if nothing else uses them).
+1. read the live endpoint, config, model and tags (only peagle's endpoints are updated; one with an unfinished
+   update is refused until `peagle recover` finishes it). K and mode are read from the served model's
+   SM_VLLM_SPECULATIVE_CONFIG, not from the tags;
+2. right before the first write (after the confirmation prompt): the endpoint must still serve the config read
+   in 1 (else exit 2, nothing written); then the intent goes on the endpoint's tags (`lifecycle.intent`: from,
+   to, the autoscaling to hold), so any peagle can finish what follows;
+3. CreateModel (if the container changes) and CreateEndpointConfig under a new name, unique per update
+   (`NAME-u<UTC second>-<4 hex>`); a failure or signal here removes them again (the endpoint was never touched);
+4. right before UpdateEndpoint the same check as in 2 (and the intent must still be this update's): another
+   update that ran meanwhile refuses this one (exit 2) instead of orphaning its config;
+5. UpdateEndpoint. From the moment it may have been accepted (answered, answer lost, a 500 retried into
+   "Cannot update in-progress endpoint", a signal while it is in flight) what the endpoint moves to is never
+   deleted: peagle reads the endpoint (PendingDeploymentSummary) to learn whether SageMaker took it, goes on if
+   it did, and otherwise says the truth and names `peagle recover NAME`;
+6. wait: Updating -> InService. InService on the OLD config is SageMaker's rollback: peagle removes what it
+   created, says which configuration still serves, exits 6. A signal or timeout while Updating cannot stop
+   SageMaker: peagle says so and names `peagle recover NAME`, which finishes the job once SageMaker settles;
+7. verify the new speculative config live (as deploy does), retag the endpoint, and only then delete the
+   old endpoint config and model (only peagle's, and only if nothing else uses them), then clear the intent.
 """
 
 from __future__ import annotations
@@ -27,12 +38,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..autoscale import AutoscalePolicy, resource_id
-from ..errors import EndpointFailed, PeagleError, UsageError
+from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
 from ..plan import TP_ENV, VARIANT_NAME, DeploymentPlan, PlanRequest, build_plan
 from ..pricing import Price
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k, settings_for
 from ..tags import PeagleTags
+from ..served_config import spec_of_environment
 from .apply import _add_hint, _as_peagle_error
+from .intent import UpdateIntent, clear_update_intent, read_update_intent, recover_command, write_update_intent
 from .signals import SignalGuard
 from .teardown import Outcome, describe, teardown
 from .verify import Check, require, verify
@@ -42,7 +55,8 @@ BAKE_DEFAULT = timedelta(minutes=5)
 BAKE_MAX = timedelta(hours=1)  # TrafficRoutingConfig.WaitIntervalInSeconds: 0..3600
 ALARMS_MAX = 10  # AutoRollbackConfiguration.Alarms: 1..10
 ALARM_NAME_MAX = 255
-_SUFFIX = "-u%y%m%d%H%M%S"  # the new model and endpoint config: NAME-u<UTC time>, at most 63 characters
+_SUFFIX = "-u%y%m%d%H%M%S"  # the new model and endpoint config: NAME-u<UTC time>-<4 hex>, at most 63 characters
+NAME_MAX = 63
 # CreateModel's ContainerDefinition and CreateEndpointConfig's ProductionVariant keys: DescribeModel and
 # DescribeEndpointConfig answer more (read-only) keys, which a create would refuse
 _CONTAINER_KEYS = ("ContainerHostname", "Image", "ImageConfig", "Mode", "ModelDataUrl", "ModelDataSource",
@@ -127,7 +141,10 @@ class UpdatePlan(BaseModel):
 
     @property
     def writes(self) -> list[str]:
-        calls = []
+        intent = ", ".join(f"{k}={v}" for k, v in UpdateIntent(
+            from_config=self.current.endpoint_config, to_config=self.target.endpoint_config,
+            autoscale=self.autoscale_after).to_tags().items())
+        calls = [f"AddTags {self.endpoint_name} (the update's intent, for peagle recover: {intent})"]
         if self.create_model is not None:
             calls.append(f"CreateModel {self.create_model['ModelName']}")
         calls.append(f"CreateEndpointConfig {self.create_endpoint_config['EndpointConfigName']}")
@@ -142,6 +159,7 @@ class UpdatePlan(BaseModel):
         calls.append(f"AddTags {self.endpoint_name} ({', '.join(f'{k}={v}' for k, v in self.endpoint_tags.items())})")
         calls.extend(f"Delete{'EndpointConfig' if d['kind'] == 'endpoint_config' else 'Model'} {d['name']} "
                      "(after success; peagle's own, if unused)" for d in self.delete_after_success)
+        calls.append(f"DeleteTags {self.endpoint_name} (the update's intent, once done)")
         return calls
 
 
@@ -211,9 +229,17 @@ def read_live(sm: Any, request: UpdateRequest, *, read: Callable[[Callable[[], A
         raise UsageError(f"endpoint {name!r} was not created by peagle",
                          "peagle only updates endpoints it created (tag peagle:managed=true); nothing was changed")
     status = endpoint.get("EndpointStatus")
+    intent = read_update_intent(tags)
+    moving_to = (endpoint.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
     if status != "InService":
-        raise UsageError(f"endpoint {name!r} is {status}, not InService",
-                         f"wait until it is InService (peagle status {name}), then update")
+        doing = f" (moving to {moving_to or intent.to_config})" if moving_to or intent else ""
+        raise UsageError(f"endpoint {name!r} is {status}{doing}, not InService",
+                         f"wait until it is InService (peagle status {name} --region {request.region}), then "
+                         f"'{recover_command(name, request.region)}' finishes what was interrupted")
+    if intent is not None:
+        raise UsageError(f"an update of {name!r} did not finish ({intent.from_config} -> {intent.to_config})",
+                         f"if it is still running elsewhere, wait for it; else finish it first with "
+                         f"'{recover_command(name, request.region)}'; nothing was changed")
     config = read(lambda: describe(sm, "endpoint_config", endpoint["EndpointConfigName"]))
     variants = (config or {}).get("ProductionVariants") or []
     if config is None or len(variants) != 1 or not variants[0].get("ModelName"):
@@ -226,10 +252,14 @@ def read_live(sm: Any, request: UpdateRequest, *, read: Callable[[Callable[[], A
     return Live(endpoint=endpoint, config=config, model=model, tags=tags, peagle=peagle)
 
 
-def _serving(config: dict[str, Any], tags: PeagleTags) -> Serving:
+def _serving(config: dict[str, Any], model: dict[str, Any], tags: PeagleTags) -> Serving:
+    """What serves now: mode and K from the model's SM_VLLM_SPECULATIVE_CONFIG (the tags only where it is
+    unreadable)."""
     variant = config["ProductionVariants"][0]
-    return Serving(endpoint_config=config["EndpointConfigName"], model=variant["ModelName"], mode=tags.mode,
-                   k=tags.k, instance_type=variant.get("InstanceType"),
+    spec = spec_of_environment((model.get("PrimaryContainer") or {}).get("Environment"))
+    mode, k = (spec.mode, spec.k) if spec.problem is None else (tags.mode, tags.k)
+    return Serving(endpoint_config=config["EndpointConfigName"], model=variant["ModelName"], mode=mode,
+                   k=k, instance_type=variant.get("InstanceType"),
                    instance_count=variant.get("InitialInstanceCount"))
 
 
@@ -239,9 +269,13 @@ def _pick(source: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {key: copy.deepcopy(source[key]) for key in keys if key in source and source[key] not in (None, {}, [], "")}
 
 
-def new_resource_name(endpoint: str, now: datetime) -> str:
-    suffix = now.strftime(_SUFFIX)
-    return endpoint[: 63 - len(suffix)].rstrip("-") + suffix
+def new_resource_name(endpoint: str, now: datetime, nonce: str | None = None) -> str:
+    """NAME-u<UTC time to the second>-<4 random hex digits>: two updates in one second (two terminals, a CI
+    retry) never collide; cut to SageMaker's 63 characters from the endpoint name's end."""
+    import secrets
+
+    suffix = now.strftime(_SUFFIX) + "-" + (nonce or secrets.token_hex(2))
+    return endpoint[: NAME_MAX - len(suffix)].rstrip("-") + suffix
 
 
 def _accepted_eula(container: dict[str, Any]) -> bool:
@@ -264,9 +298,9 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
     if not tags.model:
         raise UsageError(f"endpoint {request.name!r} has no peagle:model tag", "redeploy it with peagle deploy")
     entry = get_model(tags.model)
-    current = _serving(live.config, tags)
+    current = _serving(live.config, live.model, tags)
     try:
-        mode = request.mode or Mode(tags.mode or Mode.P_EAGLE.value)
+        mode = request.mode or Mode(current.mode or Mode.P_EAGLE.value)
     except ValueError:
         raise UsageError(f"endpoint {request.name!r} has an unreadable peagle:mode tag {tags.mode!r}",
                          "pass --mode p-eagle, eagle3 or off") from None
@@ -278,7 +312,7 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
     elif mode is Mode.OFF:
         k = None
     else:
-        k = tags.k  # a mode change keeps the live K (the model's default when speculation was off)
+        k = current.k  # a mode change keeps the live K (the model's default when speculation was off)
     settings = settings_for(mode, k, default_k=entry.default_k)
     instance_type = request.instance_type or current.instance_type
     instance_count = request.instance_count or current.instance_count or 1
@@ -315,8 +349,11 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
     if not env:
         container.pop("Environment")
 
-    resource_tags = {k: v for k, v in live.tags.items() if not k.startswith("aws:")}
+    from ..tags import INTENT_KEYS
+
+    resource_tags = {k: v for k, v in live.tags.items() if not k.startswith("aws:") and k not in INTENT_KEYS}
     resource_tags.update({k: v for k, v in plan.tags.items() if k != "peagle:expires-at"})
+    resource_tags["peagle:endpoint"] = request.name  # cleanup NAME and recover NAME find it by this tag
     tag_list = [{"Key": k, "Value": v} for k, v in resource_tags.items()]
     new_model = container != _pick(old_container, _CONTAINER_KEYS)
     model_name = name if new_model else current.model
@@ -390,37 +427,121 @@ def prepare(session: Any, request: UpdateRequest, *, sleep: Callable[[float], No
 
 
 # executing it -----------------------------------------------------------------------------------
-def _remove_created(sm: Any, plan: UpdatePlan, created: list[str]) -> list[Outcome]:
-    """The new config and model, only if this update created them (name and peagle:created-at)."""
-    return teardown(sm, configs=[plan.target.endpoint_config] if "endpoint_config" in created else [],
-                    models=[plan.target.model] if "model" in created else [], wait=False,
-                    created_at=plan.created_at)
+_IN_PROGRESS = "cannot update in-progress endpoint"
 
 
-def _after_failure_hint(error: PeagleError, sm: Any, plan: UpdatePlan, created: list[str]) -> None:
-    if not created:
-        _add_hint(error, f"nothing was created; the endpoint still serves the old configuration "
-                         f"({plan.current.label()})")
-        return
+class EndpointChanged(UsageError):
+    """The endpoint no longer serves what the update read: another update ran meanwhile."""
+
+
+def _intent(plan: UpdatePlan) -> UpdateIntent:
+    return UpdateIntent(from_config=plan.current.endpoint_config, to_config=plan.target.endpoint_config,
+                        autoscale=plan.autoscale_after)
+
+
+def _recheck(sm: Any, plan: UpdatePlan, read: Callable[[Callable[[], Any]], Any], *, ours_written: bool) -> None:
+    """Right before a write: the endpoint is InService on the config the update read, and no other update's
+    intent is on it (once this update wrote its own, that one must still be there)."""
+    from .tags import list_tags
+
+    name, recover = plan.endpoint_name, recover_command(plan.endpoint_name, plan.region)
+    endpoint = read(lambda: describe(sm, "endpoint", name))
+    if endpoint is None:
+        raise EndpointChanged(f"endpoint {name!r} no longer exists", "someone deleted it meanwhile")
+    intent = read_update_intent(read(lambda: list_tags(sm, endpoint["EndpointArn"])))
+    if intent is not None and intent.to_config != plan.target.endpoint_config:
+        raise EndpointChanged(f"another update of {name!r} is in progress ({intent.from_config} -> "
+                              f"{intent.to_config})", f"wait for it, or finish it with '{recover}', then run "
+                                                      "this update again")
+    if ours_written and intent is None:
+        raise EndpointChanged(f"this update's record on {name!r} was cleared meanwhile (by peagle recover?)",
+                              "run this update again")
+    status, served = endpoint.get("EndpointStatus"), endpoint.get("EndpointConfigName")
+    if status != "InService":
+        raise EndpointChanged(f"endpoint {name!r} is {status} now, not InService as this update read it",
+                              "another update started meanwhile: wait for it, then run this update again")
+    if served != plan.current.endpoint_config:
+        raise EndpointChanged(f"endpoint {name!r} now serves {served}, not {plan.current.endpoint_config} "
+                              f"({plan.current.label()}) which this update read",
+                              "another update ran meanwhile: run this update again to start from what serves now")
+
+
+def _label(kind: str) -> str:
+    return "endpoint config" if kind == "endpoint_config" else "model"
+
+
+def _undo(error: PeagleError, sm: Any, session: Any, plan: UpdatePlan, attempted: list[str], deregistered: bool,
+          intent_written: bool) -> None:
+    """UpdateEndpoint was not accepted: remove what this update created (creates whose answer was lost too,
+    by name and this update's created-at), register autoscaling again, clear the intent; say what is true."""
+    recover = recover_command(plan.endpoint_name, plan.region)
+    if not isinstance(error, EndpointChanged):
+        _add_hint(error, f"the endpoint still serves the old configuration ({plan.current.label()})")
+    left = False
+    if attempted:
+        try:
+            outcomes = teardown(sm, configs=[plan.target.endpoint_config] if "endpoint_config" in attempted else [],
+                                models=[plan.target.model] if "model" in attempted else [], wait=False,
+                                created_at=plan.created_at)
+        except BaseException:  # noqa: BLE001 - the removal itself failed or was interrupted: name the command
+            outcomes, left = [], True
+        gone = [o for o in outcomes if o.result == "deleted"]
+        left = left or any(o.result in ("left", "failed") for o in outcomes)
+        if gone:
+            _add_hint(error, "removed the new " + " and ".join(f"{_label(o.kind)} {o.name}" for o in gone))
+    elif not deregistered:
+        _add_hint(error, "nothing was created")
+    if deregistered:
+        left = not _restore_autoscaling(error, session, plan) or left
+    if intent_written and not left:
+        try:
+            clear_update_intent(sm, plan.endpoint_arn)
+        except BaseException:  # noqa: BLE001
+            left = True
+    if left:
+        _add_hint(error, f"finish with '{recover}'")
+
+
+def _reconcile(sm: Any, plan: UpdatePlan, call_error: BaseException | None,
+               read: Callable[[Callable[[], Any]], Any]) -> str:
+    """Whether a failed UpdateEndpoint was taken after all: 'accepted', 'refused' or 'unknown'.
+
+    SageMaker's own "no" (a 4xx other than "Cannot update in-progress endpoint") is a refusal. A lost answer (a 5xx
+    after botocore's retries, a dropped connection, a second signal abandoning the call) or "in-progress" (a retry
+    of an attempt SageMaker took, or someone else's update) is settled by reading the endpoint: serving or moving to
+    this update's config is 'accepted'; moving to another config or InService on the old one after an answer
+    SageMaker gave is 'refused'; anything else is 'unknown', and nothing may be deleted."""
+    import botocore.exceptions as bx
+
+    from ..aws import error_code, error_message, is_lost_answer
+
+    if call_error is None:
+        return "unknown"
+    in_progress = error_code(call_error) == "ValidationException" and _IN_PROGRESS in error_message(call_error).lower()
+    if not in_progress and not is_lost_answer(call_error):
+        return "refused"
     try:
-        outcomes = _remove_created(sm, plan, created)
-    except BaseException:  # noqa: BLE001 - the removal itself failed or was interrupted: name what to run
-        outcomes = []
-    gone = [o for o in outcomes if o.result in ("deleted", "already gone")]
-    _add_hint(error, f"the endpoint still serves the old configuration ({plan.current.label()})")
-    if gone:
-        _add_hint(error, "removed the new " + " and ".join(
-            f"{'endpoint config' if o.kind == 'endpoint_config' else 'model'} {o.name}" for o in gone))
-    if len(gone) < len(created):
-        _add_hint(error, f"remove what is left with '{_delete_commands(plan, plan.target)}'")
+        endpoint = read(lambda: describe(sm, "endpoint", plan.endpoint_name))
+    except BaseException:  # noqa: BLE001 - cannot tell
+        return "unknown"
+    if endpoint is None:
+        return "refused"
+    ours = plan.target.endpoint_config
+    pending = (endpoint.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+    if ours in (endpoint.get("EndpointConfigName"), pending):
+        return "accepted"
+    if pending:
+        return "refused"
+    if endpoint.get("EndpointStatus") != "InService":
+        return "unknown"  # updating, and SageMaker does not say to what
+    if isinstance(call_error, (KeyboardInterrupt, bx.ConnectionError, bx.HTTPClientError)):
+        return "unknown"  # the request may still be on its way
+    return "refused"
 
 
-def _delete_commands(plan: UpdatePlan, which: Serving) -> str:
-    commands = [f"aws sagemaker delete-endpoint-config --endpoint-config-name {which.endpoint_config} "
-                f"--region {plan.region}"]
-    if plan.create_model is not None:
-        commands.append(f"aws sagemaker delete-model --model-name {which.model} --region {plan.region}")
-    return " && ".join(commands)
+def _moving(plan: UpdatePlan) -> str:
+    return (f"{plan.endpoint_name} moves to {plan.target.endpoint_config} ({plan.target.label()}) or rolls back to "
+            f"{plan.current.endpoint_config} ({plan.current.label()}); nothing was deleted")
 
 
 def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_progress: Progress | None = None,
@@ -429,19 +550,23 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
     note = on_note or (lambda _msg: None)
     read = lambda call: read_retrying(call, sleep=sleep)  # noqa: E731
     sm = session.client("sagemaker")
-    created: list[str] = []
-    deregistered = False
+    recover = recover_command(plan.endpoint_name, plan.region)
+    attempted: list[str] = []
+    deregistered = intent_written = False
     start = clock()
-    with SignalGuard("removing what this update created", enabled=handle_signals) as guard:
+    with SignalGuard("stopping the update", enabled=handle_signals) as guard:
         try:
+            _recheck(sm, plan, read, ours_written=False)  # after the prompt: nothing written yet
+            with guard.critical("AddTags"):
+                intent_written = True
+                write_update_intent(sm, plan.endpoint_arn, _intent(plan))
             steps = ([("model", "create_model", "CreateModel")] if plan.create_model is not None else []) + [
                 ("endpoint_config", "create_endpoint_config", "CreateEndpointConfig")]
             for kind, method, call in steps:
                 with guard.critical(call):
+                    attempted.append(kind)
                     getattr(sm, method)(**getattr(plan, method))
-                    created.append(kind)
-                note(f"created {'endpoint config' if kind == 'endpoint_config' else 'model'} "
-                     f"{plan.target.endpoint_config}")
+                note(f"created {_label(kind)} {plan.target.endpoint_config}")
             if plan.deregister_first:
                 from .autoscaling import remove_autoscaling
 
@@ -454,15 +579,37 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
                     raise PeagleError(f"could not remove autoscaling before the update: {left[0].reason}",
                                       exit_code=left[0].exit_code)
                 note(f"autoscaling of {plan.endpoint_name} removed for the instance type change")
-            with guard.critical("UpdateEndpoint"):
-                updated_ms = int(time.time() * 1000)  # the new fleet's start-up lines come after this
-                sm.update_endpoint(**plan.update_endpoint)
+            _recheck(sm, plan, read, ours_written=True)  # right before UpdateEndpoint
         except BaseException as exc:  # noqa: BLE001 - includes signals: the endpoint was not touched
             error = _as_peagle_error(exc)
-            _after_failure_hint(error, sm, plan, created)
-            if deregistered:
-                _restore_autoscaling(error, session, plan)
+            _undo(error, sm, session, plan, attempted, deregistered, intent_written)
             raise error from None
+        answered = False
+        call_error: BaseException | None = None
+        updated_ms = int(time.time() * 1000)  # the new fleet's start-up lines come after this
+        try:
+            with guard.critical("UpdateEndpoint"):
+                try:
+                    sm.update_endpoint(**plan.update_endpoint)
+                    answered = True
+                except BaseException as exc:
+                    call_error = exc
+                    raise
+        except BaseException as exc:  # noqa: BLE001 - from here on SageMaker may have taken the update
+            verdict = "accepted" if answered else _reconcile(sm, plan, call_error, read)
+            error = _as_peagle_error(exc)
+            if verdict == "refused":
+                _undo(error, sm, session, plan, attempted, deregistered, intent_written)
+                raise error from None
+            if verdict == "unknown":
+                _add_hint(error, f"finish with '{recover}' once SageMaker settles")
+                _add_hint(error, f"UpdateEndpoint's answer was lost: SageMaker may be moving {_moving(plan)}")
+                raise error from None
+            if isinstance(exc, KeyboardInterrupt):
+                _add_hint(error, f"finish with '{recover}' once SageMaker settles")
+                _add_hint(error, f"SageMaker accepted the update: {_moving(plan)}")
+                raise error from None
+            note(f"UpdateEndpoint's answer was lost ({error.one_line()}), but SageMaker took the update")
         note(f"UpdateEndpoint accepted: {plan.endpoint_name} moves to {plan.target.endpoint_config} "
              f"(blue/green, all at once after a {plan.bake_s}s baking period)")
         try:
@@ -470,23 +617,21 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
                                         on_progress=on_progress)
         except BaseException as exc:  # noqa: BLE001 - SageMaker's update goes on without us
             error = _as_peagle_error(exc)
+            if isinstance(error, WaitTimeout):
+                error.hint = None  # deploy's advice (cleanup) would delete the endpoint: not for an update
+            _add_hint(error, f"finish with '{recover}' once SageMaker settles")
+            if isinstance(error, EndpointFailed):
+                _add_hint(error, f"container logs: peagle logs {plan.endpoint_name} --region {plan.region}")
+            else:
+                _add_hint(error, f"SageMaker's update goes on: {_moving(plan)}")
             if deregistered:
-                _add_hint(error, f"autoscaling was removed for the update ({plan.autoscale_before.describe()}): "
-                                 "register it again once the endpoint is InService (docs/autoscaling.md)")
-            _add_hint(error, (
-                f"SageMaker's update of {plan.endpoint_name} goes on: it ends on {plan.target.endpoint_config} "
-                f"({plan.target.label()}) or rolls back to {plan.current.endpoint_config} ({plan.current.label()}). "
-                f"Once 'peagle status {plan.endpoint_name} --region {plan.region}' shows InService, remove the "
-                f"configuration it does not serve: after success '{_delete_commands(plan, plan.current)}', "
-                f"after a rollback '{_delete_commands(plan, plan.target)}'"))
+                _add_hint(error, f"it registers the autoscaling again ({plan.autoscale_before.describe()})")
             raise error from None
         if described.get("EndpointConfigName") != plan.target.endpoint_config:
             reason = described.get("FailureReason") or "no reason given"
             error = EndpointFailed(f"the update of {plan.endpoint_name} failed and SageMaker rolled it back: "
                                    f"{reason}", None)
-            _after_failure_hint(error, sm, plan, created)
-            if deregistered:
-                _restore_autoscaling(error, session, plan)
+            _undo(error, sm, session, plan, attempted, deregistered, intent_written)
             _add_hint(error, f"container logs: peagle logs {plan.endpoint_name} --region {plan.region}")
             raise error
         try:
@@ -503,26 +648,29 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
                 note(f"autoscaling of {plan.endpoint_name}: {after.describe()}")
             removed = teardown(sm, configs=[plan.current.endpoint_config],
                                models=[plan.current.model] if plan.create_model is not None else [], wait=False)
+            try:
+                clear_update_intent(sm, plan.endpoint_arn)
+            except Exception as exc:  # noqa: BLE001 - the update is done; only its record is left
+                note(f"could not clear the update's record on {plan.endpoint_name} ({_as_peagle_error(exc).one_line()})"
+                     f": '{recover}' clears it")
         except BaseException as exc:  # noqa: BLE001 - includes signals: the endpoint serves the new config now
             error = _as_peagle_error(exc)
+            _add_hint(error, f"the endpoint serves {plan.target.endpoint_config} ({plan.target.label()}); finish "
+                             f"with '{recover}' (tags, autoscaling, the previous configuration)")
             if isinstance(error, EndpointFailed):
-                _add_hint(error, f"the endpoint now serves {plan.target.endpoint_config}; the previous "
-                                 f"{plan.current.endpoint_config} ({plan.current.label()}) was kept: go back with "
-                                 f"'peagle update {plan.endpoint_name} {_flags(plan.current)} --yes'")
-            else:
-                _add_hint(error, f"the endpoint serves {plan.target.endpoint_config} ({plan.target.label()}); "
-                                 f"remove the previous configuration with '{_delete_commands(plan, plan.current)}'")
+                _add_hint(error, f"then go back if you want with 'peagle update {plan.endpoint_name} "
+                                 f"{_flags(plan.current)} --yes'")
             raise error from None
     for outcome in removed:
         if outcome.result in ("left", "failed"):
-            note(f"kept {'endpoint config' if outcome.kind == 'endpoint_config' else 'model'} {outcome.name}: "
-                 f"{outcome.reason}")
+            then = "" if outcome.reason.startswith("still used") else f"; remove it with '{recover}'"
+            note(f"kept {_label(outcome.kind)} {outcome.name}: {outcome.reason}{then}")
     return UpdateResult(endpoint_name=plan.endpoint_name, region=plan.region, status=described["EndpointStatus"],
                         elapsed_s=clock() - start, previous=plan.current, serving=plan.target,
                         verification=checks, removed=removed, notes=plan.notes)
 
 
-def _restore_autoscaling(error: PeagleError, session: Any, plan: UpdatePlan) -> None:
+def _restore_autoscaling(error: PeagleError, session: Any, plan: UpdatePlan) -> bool:
     """The update did not happen: the autoscaling removed before it goes back as it was."""
     from .autoscaling import apply_autoscaling
 
@@ -531,9 +679,10 @@ def _restore_autoscaling(error: PeagleError, session: Any, plan: UpdatePlan) -> 
         apply_autoscaling(session.client("application-autoscaling"), plan.endpoint_name, VARIANT_NAME, before)
     except BaseException:  # noqa: BLE001 - say what to do instead
         _add_hint(error, f"autoscaling ({before.describe()}) was removed for the update and could not be "
-                         "registered again: register it again (docs/autoscaling.md)")
-        return
+                         "registered again")
+        return False
     _add_hint(error, f"autoscaling registered again ({before.describe()})")
+    return True
 
 
 def _flags(serving: Serving) -> str:

@@ -37,7 +37,23 @@ def doing(status: str, elapsed: float) -> str:
     return "loading the model in vLLM (health checks allow up to the startup timeout)"
 
 
+POLL_ENV = "PEAGLE_POLL_INTERVAL_S"  # a fixed poll interval (e.g. 0 against a local emulator in CI)
+
+
+def _fixed_interval() -> float | None:
+    import os
+
+    value = os.environ.get(POLL_ENV, "").strip()
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
 def poll_intervals(first: float = 2.0, factor: float = 1.5, cap: float = 30.0):
+    fixed = _fixed_interval()
+    while fixed is not None:
+        yield fixed
     delay = first
     while True:
         yield delay

@@ -5,6 +5,12 @@ SIGTERM land there). Every create happens under `create_lock` after the endpoint
 state file, so the teardown that follows an interrupt, a failure or a budget stop (which takes the
 same lock) sees every endpoint that can exist. The lifecycle (deploy, wait, verify, delete_stack) and
 the bench runner do the work; this module only orders it and keeps the books.
+
+One writer per configuration: once the main thread's teardown has taken a configuration over (an interrupt,
+a failure, a budget stop), a worker still finishing it (a bench that ends after the endpoint is gone) writes
+nothing more to the state. A delete that fails is a failure: said, the sweep's exit code, and kept in the state
+(live status and error) for `--resume` to try again; each teardown first records `peagle:deleting` on the
+endpoint, so `peagle recover NAME` can finish it too.
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ from .estimate import ConfigPlan, plan_sweep
 from .state import LIVE, StateFile
 
 JOIN_POLL_S = 0.2
+
+
+class TeardownFailed(PeagleError):
+    """A delete of the sweep's endpoint, config or model failed: it keeps billing (exit code: the AWS error's)."""
 
 
 class BudgetStop(PeagleError):
@@ -50,6 +60,14 @@ class Sweep:
         self.errors: list[BaseException] = []
         self._queue: list[Configuration] = []
         self._queue_lock = threading.Lock()
+        self._closed: set[str] = set()  # configurations the main thread's teardown took over
+        self.teardown_failures: list[PeagleError] = []
+
+    def _update(self, label: str, **changes: object) -> None:
+        """A worker's write to the state: nothing once the teardown took the configuration over."""
+        with self.sf.lock:
+            if label not in self._closed:
+                self.sf.update(label, **changes)
 
     @property
     def request(self):
@@ -81,10 +99,13 @@ class Sweep:
         if spent + step_usd > budget:
             raise BudgetStop(f"budget: {step} of {label} would bring the sweep to about ${spent + step_usd:,.2f}, "
                              f"over --budget ${budget:,.2f} (spent ${spent:,.2f})",
-                             "finished configurations are in the report; raise --budget and --resume to go on")
+                             f"finished configurations are in the report; go on with 'peagle sweep --resume "
+                             f"{self.sf.path} --budget MORE'")
 
-    def _close_books(self, label: str) -> None:
+    def _close_books(self, label: str, *, worker: bool = False) -> None:
         with self.sf.lock:
+            if worker and label in self._closed:
+                return
             c = self.sf.state.configs[label]
             if c.created_at is not None and c.deleted_at is None:
                 c.deleted_at = self.clock()
@@ -99,7 +120,7 @@ class Sweep:
         if config.url:
             self._check_budget(label, "benchmarking", self._row(label).bench_s)
             self._bench(config, config.url)
-            self.sf.update(label, status="done")
+            self._update(label, status="done")
             return
         from ..lifecycle import deploy
         from ..lifecycle.verify import require, verify
@@ -111,8 +132,8 @@ class Sweep:
         with self.create_lock:
             if self.stop.is_set():
                 return
-            self.sf.update(label, status="deploying", endpoint=plan.endpoint_name, created_at=self.clock(),
-                           deleted_at=None, price_per_hour_usd=row.price_per_hour_usd, error=None)
+            self._update(label, status="deploying", endpoint=plan.endpoint_name, created_at=self.clock(),
+                         deleted_at=None, price_per_hour_usd=row.price_per_hour_usd, error=None)
             self.out.info(f"{label}: creating {plan.endpoint_name} ({plan.instance_type}, expires "
                           f"{plan.expires_at:%H:%M} UTC)" if plan.expires_at else f"{label}: creating")
             deploy(plan, self.session, wait=False, on_note=lambda _m: None, handle_signals=False)
@@ -120,7 +141,7 @@ class Sweep:
         wait_in_service(sm, plan.endpoint_name, timeout_s=self.request.timeout_s, sleep=self.sleep,
                         clock=time.monotonic)
         require(verify(sm, plan, read=lambda call: read_retrying(call, sleep=self.sleep)))
-        self.sf.update(label, status="deployed")
+        self._update(label, status="deployed")
         self.out.info(f"{label}: {plan.endpoint_name} is InService, speculative config verified")
         if self.stop.is_set():
             return
@@ -129,7 +150,7 @@ class Sweep:
         if self.stop.is_set():
             return
         self._teardown_one(label, plan.endpoint_name)
-        self.sf.update(label, status="done")
+        self._update(label, status="done")
 
     def _bench(self, config: Configuration, target: str) -> None:
         from ..bench.datasets import load_dataset
@@ -139,8 +160,8 @@ class Sweep:
         if config.url:
             from ..redaction import redact_url
 
-            self.sf.update(label, status="deployed", endpoint=redact_url(target), created_at=self.clock(), deleted_at=None,
-                           price_per_hour_usd=self._row(label).price_per_hour_usd)
+            self._update(label, status="deployed", endpoint=redact_url(target), created_at=self.clock(),
+                         deleted_at=None, price_per_hour_usd=self._row(label).price_per_hour_usd)
         r = self.request
         plan = BenchPlan(target=target, dataset=load_dataset(r.dataset), concurrency=r.concurrency,
                          max_tokens=r.max_tokens, warmup=r.warmup, duration=r.duration_s if r.num_prompts is None
@@ -154,47 +175,84 @@ class Sweep:
         run = run_bench(plan, quiet)
         json_file = next((f for f in run.files if f.endswith(".json")), None)
         if config.url:
-            self._close_books(label)
-        self.sf.update(label, status="benched", result_file=json_file)
+            self._close_books(label, worker=True)
+        self._update(label, status="benched", result_file=json_file, measured=run.failure is None)
         if run.failure is not None:
             raise run.failure
         levels = ", ".join(f"c={lv.concurrency} {lv.output_tokens_per_s:,.0f} tok/s" for lv in run.result.levels)
         self.out.info(f"{label}: {levels}")
 
-    def _teardown_one(self, label: str, name: str) -> None:
-        from ..lifecycle.teardown import delete_stack
+    def _delete(self, name: str) -> tuple[bool, list[Any], PeagleError | None]:
+        """(deleted anything, outcomes, the failure) for the sweep's endpoint `name`, its config and model."""
+        from ..lifecycle.teardown import delete_stack, mark_for_deletion
+        from ..lifecycle.intent import recover_command
 
-        outcomes = delete_stack(self.session.client("sagemaker"), name, wait=True)
-        self._close_books(label)
-        left = [o for o in outcomes if o.result == "left"]
-        if left:
-            raise PeagleError(f"could not delete {name}: {left[0].reason}", f"peagle cleanup {name} --yes")
+        sm = self.session.client("sagemaker")
+        try:
+            outcomes = delete_stack(sm, name, wait=True,
+                                    before_delete=lambda _n, arn: arn and mark_for_deletion(sm, arn))
+        except Exception as exc:  # noqa: BLE001 - an AWS failure of the delete is the sweep's failure, said
+            from ..aws import translate_error
+
+            error = translate_error(exc)
+            if error is None:
+                raise
+            outcomes = []
+            failure: PeagleError | None = TeardownFailed(error.message, exit_code=error.exit_code)
+        else:
+            bad = [o for o in outcomes if o.result in ("left", "failed")]
+            failure = None
+            if bad:
+                failure = TeardownFailed(f"could not delete {bad[0].kind.replace('_', ' ')} {bad[0].name}: "
+                                      f"{bad[0].reason}", exit_code=bad[0].exit_code)
+        if failure is not None:
+            failure.hint = (f"it keeps billing: 'peagle sweep --resume {self.sf.path}' tries again, or "
+                            f"'{recover_command(name, self.request.region)}' finishes the deletion")
+        return any(o.result == "deleted" for o in outcomes), outcomes, failure
+
+    def _teardown_one(self, label: str, name: str) -> None:
+        deleted, _, failure = self._delete(name)
+        if failure is not None:
+            self._update(label, error=failure.one_line())  # still live: resume and teardown_all try again
+            raise failure
         with self.sf.lock:
-            self.sf.state.removed.append(name)
+            if label in self._closed:  # the main thread's teardown took it over meanwhile and says what it did
+                return
+            self._close_books(label, worker=True)
+            if deleted:
+                self.sf.state.removed.append(name)
             self.sf.save()
         self.out.info(f"{label}: removed {name} (endpoint, endpoint config, model)")
 
     # everything -------------------------------------------------------------------------------
-    def teardown_all(self, why: str) -> list[str]:
-        """Delete every endpoint the sweep may have created and not yet removed; returns their names."""
-        from ..lifecycle.teardown import delete_stack
+    def _settled(self, c: Any) -> str:
+        """The status of a configuration whose endpoint is gone: measured stays measured."""
+        return "done" if c.measured else "failed" if c.error else "stopped"
 
+    def teardown_all(self, why: str) -> list[str]:
+        """Delete every endpoint the sweep may have created and not yet removed; returns the names of those it
+        really deleted (an endpoint already gone is not reported as removed). A delete that fails keeps the
+        configuration live in the state, with the error, and is in `self.teardown_failures`."""
         removed: list[str] = []
+        self.teardown_failures: list[PeagleError] = []
         with self.create_lock:
+            with self.sf.lock:
+                self._closed.update(c.label for c in self.sf.state.live())
             for c in list(self.sf.state.live()):
                 if c.endpoint and c.endpoint.startswith(("http://", "https://")):
                     self._close_books(c.label)
-                    self.sf.update(c.label, status="failed" if c.error else "stopped")
+                    self.sf.update(c.label, status=self._settled(c))
                     continue
-                outcomes = delete_stack(self.session.client("sagemaker"), c.endpoint, wait=True)
+                deleted, _, failure = self._delete(c.endpoint)
+                if failure is not None:
+                    self.teardown_failures.append(failure)
+                    self.sf.update(c.label, error=failure.one_line())
+                    self.out.warn(f"could not remove {c.endpoint}: {failure.one_line()}")
+                    continue
                 self._close_books(c.label)
-                gone = [o for o in outcomes if o.result in ("deleted", "already gone")]
-                left = [o for o in outcomes if o.result == "left"]
-                self.sf.update(c.label, status="failed" if c.error else "stopped", error=c.error or why)
-                if left:
-                    self.out.warn(f"could not remove {c.endpoint}: {left[0].reason}; run 'peagle cleanup "
-                                  f"{c.endpoint} --yes'")
-                elif gone:
+                error = None if c.measured else c.error or why
+                self.sf.update(c.label, status=self._settled(c), error=error)
+                if deleted:
                     removed.append(c.endpoint)
                     self.out.info(f"removed {c.endpoint} (endpoint, endpoint config, model): {why}")
             with self.sf.lock:
@@ -214,17 +272,18 @@ class Sweep:
                 if not self.stop.is_set():
                     self.errors.append(exc)
                     message = exc.one_line() if isinstance(exc, PeagleError) else f"{type(exc).__name__}: {exc}"
-                    # the status stays as it was (an endpoint may exist): teardown_all marks it failed
-                    self.sf.update(config.label, error=message)
+                    # the status stays as it was (an endpoint may exist): teardown_all settles it
+                    self._update(config.label, error=message)
                     if self.sf.state.configs[config.label].status == "pending":
-                        self.sf.update(config.label, status="stopped" if isinstance(exc, BudgetStop) else "failed")
+                        self._update(config.label, status="stopped" if isinstance(exc, BudgetStop) else "failed")
                 self.stop.set()
                 return
 
     def run(self, lanes: int) -> None:
         """Run every configuration not done yet; on any failure, budget stop or signal tear everything down."""
         state = self.sf.state
-        self._queue = [c for c in self.request.configurations if state.configs[c.label].status != "done"]
+        self._queue = [c for c in self.request.configurations
+                       if state.configs[c.label].status != "done" and not state.configs[c.label].measured]
         state.status = "running"
         self.sf.save()
         threads = [threading.Thread(target=self._worker, daemon=True, name=f"sweep-{i}")
@@ -242,8 +301,10 @@ class Sweep:
             with _signals_ignored():  # a second Ctrl-C must not leave half of the teardown undone
                 state.status, state.stopped_reason = "interrupted", "interrupted"
                 self.teardown_all("interrupted")
-            raise Interrupted("sweep interrupted", f"finished configurations are kept; continue with "
-                              f"'peagle sweep --resume {self.sf.path}'") from None
+            left = self.teardown_failures
+            raise Interrupted("sweep interrupted", (f"{left[0].one_line()}; " if left else "")
+                              + f"finished configurations are kept; continue with 'peagle sweep --resume "
+                              f"{self.sf.path}'") from None
         if self.errors:
             error = self.errors[0]
             with _signals_ignored():
@@ -251,18 +312,28 @@ class Sweep:
                 state.status = "stopped" if budget else "failed"
                 state.stopped_reason = error.one_line() if isinstance(error, PeagleError) else repr(error)
                 self.teardown_all("budget" if budget else "sweep failed")
+            failures = self.teardown_failures
+            if failures and not isinstance(error, TeardownFailed):
+                if budget or not isinstance(error, PeagleError):
+                    raise failures[0]  # an endpoint still bills: that outranks a budget stop
+                error.hint = f"{error.hint + '; ' if error.hint else ''}{failures[0].one_line()}"
             raise error
         state.status = "done"
         state.spent_usd = round(self.spent_usd(), 6)
         self.sf.save()
 
     def resume_leftovers(self) -> list[str]:
-        """A killed sweep may have left endpoints: remove them (the configurations run again)."""
-        leftovers = self.sf.state.live()
-        removed = self.teardown_all("left by an earlier run of this sweep") if leftovers else []
+        """A killed or failed sweep may have left endpoints: remove them (returns those really deleted). The
+        configurations not measured run again; a measured one is done once its endpoint is gone. A delete that
+        still fails stops the resume (nothing new is deployed while an old endpoint bills)."""
+        self.teardown_failures = []
+        removed = self.teardown_all("left by an earlier run of this sweep") if self.sf.state.live() else []
+        if self.teardown_failures:
+            raise self.teardown_failures[0]
+        self._closed.clear()
         for c in self.sf.state.configs.values():
-            if c.status != "done":
-                c.status, c.endpoint, c.created_at, c.deleted_at = "pending", None, None, None
+            if c.status != "done" and not c.measured:
+                c.status, c.endpoint, c.created_at, c.deleted_at, c.error = "pending", None, None, None, None
         self.sf.save()
         return removed
 
@@ -330,4 +401,4 @@ def _signals_ignored() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-__all__ = ["LIVE", "BudgetStop", "Sweep", "check_lanes", "check_url_labels", "plan_sweep"]
+__all__ = ["LIVE", "BudgetStop", "Sweep", "TeardownFailed", "check_lanes", "check_url_labels", "plan_sweep"]

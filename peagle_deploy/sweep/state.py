@@ -3,6 +3,9 @@
 Each configuration moves pending -> deploying -> deployed -> benched -> done (or failed / stopped);
 `endpoint` is recorded BEFORE the first create call, so resume (and the interrupt handler) knows
 every endpoint that may exist. Spend is instance-seconds x price, accumulated as endpoints live.
+`measured` is set once its bench finished and never unset: whatever happens at its teardown, a measured
+configuration is not deployed or benched again (resume only removes what is left of it). A configuration whose
+teardown failed keeps its live status and the error, so resume tries the delete again.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class ConfigState(BaseModel):
     price_per_hour_usd: float | None = None
     spent_usd: float = 0.0
     result_file: str | None = None
+    measured: bool = Field(False, description="its bench finished; never measured again")
     error: str | None = None
 
 

@@ -19,7 +19,13 @@ What it adds to moto (5.2):
   lacks) is served, see `peagle_deploy.testing.streaming`;
 - UpdateEndpoint (moto 5.2 has none): Updating for N describes, then InService on the new config, or a
   scripted failed update that returns to InService on the OLD config with a FailureReason (SageMaker's
-  rollback), see `script_update`; every status DescribeEndpoint answered is kept in `status_history`;
+  rollback), see `script_update`; while Updating, DescribeEndpoint names the config it moves to in
+  `PendingDeploymentSummary` as SageMaker does; an update whose new config is deleted meanwhile fails the same
+  way (rolled back, FailureReason names the config); every status DescribeEndpoint answered is kept in
+  `status_history`;
+- per-caller faults and gates: `caller=` limits a fault or gate to the process whose AWS_SDK_UA_APP_ID it is,
+  so independent scenarios share one emulator; `fail(..., after=True)` lets the call act and then answers
+  the error (a lost answer: botocore's retry then meets what the first attempt did);
 - Application Auto Scaling for SageMaker variants (target checks, capacity moved into MIN..MAX, policies
   deleted with their target, faults and gates too): see `peagle_deploy.testing.autoscaling_emulation`;
 - a real backend (`backend=ContainerBackend(...)`, see `peagle_deploy.testing.container_backend`): each
@@ -55,6 +61,9 @@ class _Fault:
     times: int
     status: int = 400
     skip: int = 0
+    after: bool = False  # act first, then answer the error (the answer is lost)
+    caller: str | None = None  # only calls from this AWS_SDK_UA_APP_ID
+    resource: str | None = None  # only calls whose request names this resource
 
 
 @dataclass
@@ -71,6 +80,8 @@ class Gate:
     released: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     max_hold_s: float = 120.0
+    caller: str | None = None  # only calls from this AWS_SDK_UA_APP_ID
+    resource: str | None = None  # only calls whose request names this resource
 
     def wait_entered(self, timeout: float = 60.0) -> None:
         if not self.entered.wait(timeout):
@@ -104,6 +115,7 @@ class _PendingUpdate:
     new_config: str
     script: _UpdateScript
     seen: int = 0
+    started: Any = None
 
 
 class SageMakerEmulator:
@@ -148,19 +160,30 @@ class SageMakerEmulator:
                                             reason or ("scripted update failure" if fail else None))
 
     def fail(self, action: str, code: str = "InternalFailure", message: str = "injected failure",
-             times: int = 1, status: int = 400, skip: int = 0) -> None:
+             times: int = 1, status: int = 400, skip: int = 0, *, after: bool = False,
+             caller: str | None = None, resource: str | None = None) -> None:
         """After `skip` good calls, the next `times` calls of API action `action` (e.g. 'CreateEndpoint')
-        fail with `code` and HTTP `status` (500 for AWS's internal errors, which botocore retries)."""
-        self._faults.append(_Fault(action, code, message, times, status, skip))
+        fail with `code` and HTTP `status` (500 for AWS's internal errors, which botocore retries).
+        With `after`, SageMaker acts on the call first and only its answer is the error (a lost answer);
+        with `caller`, only calls from that AWS_SDK_UA_APP_ID count; with `resource`, only calls naming it."""
+        self._faults.append(_Fault(action, code, message, times, status, skip, after, caller, resource))
+
+    def clear_faults(self, caller: str | None = None) -> None:
+        """Forget the faults not yet fired (only `caller`'s, when given)."""
+        with self._lock:
+            self._faults = [f for f in self._faults if caller is not None and f.caller != caller]
 
     def throttle_every_other_call(self) -> None:
         self._throttle_every = 2
 
-    def gate(self, action: str, *, skip: int = 0, when: str = "before") -> Gate:
-        """Hold call number `skip + 1` of `action` until the returned gate is released (see Gate)."""
+    def gate(self, action: str, *, skip: int = 0, when: str = "before", caller: str | None = None,
+             resource: str | None = None) -> Gate:
+        """Hold call number `skip + 1` of `action` until the returned gate is released (see Gate); with
+        `caller`, only calls from that AWS_SDK_UA_APP_ID count; with `resource`, only calls whose request names
+        it (e.g. the DescribeEndpoint of one endpoint among a listing's)."""
         if when not in ("before", "after"):
             raise ValueError("when must be 'before' or 'after'")
-        gate = Gate(action, skip, when)
+        gate = Gate(action, skip, when, caller=caller, resource=resource)
         with self._lock:
             self._gates.append(gate)
         return gate
@@ -252,10 +275,11 @@ class SageMakerEmulator:
                             aws_access_key_id="testing", aws_secret_access_key="testing")
 
     # hooks into moto ----------------------------------------------------------------------------
-    def _take_gate(self, action: str) -> Gate | None:
+    def _take_gate(self, action: str, caller: str | None = None, names: frozenset[str] = frozenset()) -> Gate | None:
         with self._lock:
             for gate in self._gates:
-                if gate.action == action and not gate.entered.is_set():
+                if (gate.action == action and not gate.entered.is_set() and gate.caller in (None, caller)
+                        and gate.resource in (None, *names)):
                     if gate.skip > 0:
                         gate.skip -= 1
                         return None
@@ -263,20 +287,25 @@ class SageMakerEmulator:
                     return gate
         return None
 
-    def _before_action(self, action: str) -> tuple[int, dict[str, str], str] | None:
+    def _before_action(self, action: str, caller: str | None = None, names: frozenset[str] = frozenset()
+                       ) -> tuple[tuple[int, dict[str, str], str] | None, _Fault | None]:
+        """(an error to answer at once, or None; a fault to answer after acting, or None)."""
         with self._lock:
             self.calls.append(action)
             self._calls += 1
             if self._throttle_every and self._calls % self._throttle_every == 1:
-                return _error(400, "ThrottlingException", "Rate exceeded (emulated)")
+                return _error(400, "ThrottlingException", "Rate exceeded (emulated)"), None
             for fault in self._faults:
-                if fault.action == action and fault.times > 0:
+                if (fault.action == action and fault.times > 0 and fault.caller in (None, caller)
+                        and fault.resource in (None, *names)):
                     if fault.skip > 0:
                         fault.skip -= 1
                         continue
                     fault.times -= 1
-                    return _error(fault.status, fault.code, fault.message)
-        return None
+                    if fault.after:
+                        return None, fault
+                    return _error(fault.status, fault.code, fault.message), None
+        return None, None
 
     def _patches(self) -> list[Any]:
         from moto.sagemaker import models as sm_models
@@ -292,6 +321,15 @@ class SageMakerEmulator:
         original_delete = sm_models.SageMakerModelBackend.delete_endpoint
         original_create_model = sm_models.SageMakerModelBackend.create_model
         original_create_config = sm_models.SageMakerModelBackend.create_endpoint_config
+        original_resource = sm_models.SageMakerModelBackend._get_resource_from_arn
+
+        def resource_from_arn(backend, arn):
+            resource = original_resource(backend, arn)
+            if resource is None:  # SageMaker's answer for a tag call on a resource that is gone (moto: a 500)
+                from moto.sagemaker.exceptions import ValidationError
+
+                raise ValidationError(message=f"Could not find resource {arn}")
+            return resource
 
         def refuse_duplicate(backend, store: dict, kind: str, arn_kind: str, name: str) -> None:
             if name in store:  # SageMaker's own answer; moto would silently overwrite
@@ -313,16 +351,18 @@ class SageMakerEmulator:
             import time
 
             action = response_self._get_action()
-            injected = emulator._before_action(action)
+            caller, names = _caller(response_self), _names(response_self)
+            injected, after = emulator._before_action(action, caller, names)
             if injected is not None:
                 return injected
             if emulator._delays.get(action):
                 time.sleep(emulator._delays[action])
-            gate = emulator._take_gate(action)
+            gate = emulator._take_gate(action, caller, names)
             if gate is not None and gate.when == "before":
                 gate.hold()
             try:
-                return original_call(response_self)
+                answer = original_call(response_self)
+                return answer if after is None else _error(after.status, after.code, after.message)
             finally:
                 if gate is not None:
                     if gate.when == "after":
@@ -356,6 +396,10 @@ class SageMakerEmulator:
             if endpoint is not None:
                 emulator._advance_update(backend, endpoint)
             described = original_describe(backend, endpoint_name)
+            pending = emulator._updates.get(endpoint_name)
+            if pending is not None and described.get("EndpointStatus") == "Updating":
+                described = {**described, "PendingDeploymentSummary": {
+                    "EndpointConfigName": pending.new_config, "StartTime": pending.started}}
             with emulator._lock:
                 emulator.status_history.setdefault(endpoint_name, []).append(described["EndpointStatus"])
             return described
@@ -385,6 +429,7 @@ class SageMakerEmulator:
             mock.patch.object(sm_models.FakeEndpointConfig, "validate_instance_type", validate_instance_type),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_endpoint", create_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_model", create_model),
+            mock.patch.object(sm_models.SageMakerModelBackend, "_get_resource_from_arn", resource_from_arn),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_endpoint_config", create_endpoint_config),
             mock.patch.object(sm_models.SageMakerModelBackend, "describe_endpoint", describe_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
@@ -411,7 +456,9 @@ class SageMakerEmulator:
             raise ValidationError(message=f"Cannot update in-progress endpoint '{endpoint.arn}'.")
         with self._lock:
             self.update_requests.append(body)
-            self._updates[name] = _PendingUpdate(config, self._update_script)
+            import time
+
+            self._updates[name] = _PendingUpdate(config, self._update_script, started=time.time())
         endpoint.endpoint_status = "Updating"
         endpoint.failure_reason = None
         return endpoint.arn
@@ -427,10 +474,13 @@ class SageMakerEmulator:
             if pending.seen <= pending.script.updating_polls:
                 return
             del self._updates[endpoint.endpoint_name]
+        config = backend.endpoint_configs.get(pending.new_config)
         if pending.script.fail:  # rolled back: the old fleet keeps serving
             endpoint.failure_reason = pending.script.reason
+        elif config is None:  # deleted while the update ran: the emulator fails the update (docs/ci.md)
+            endpoint.failure_reason = (f"Endpoint configuration {pending.new_config} was deleted while the endpoint "
+                                       "was updating to it (emulated); the update was rolled back")
         else:
-            config = backend.endpoint_configs[pending.new_config]
             endpoint.endpoint_config_name = pending.new_config
             endpoint.production_variants = endpoint._process_production_variants(config.production_variants)
         endpoint.endpoint_status = "InService"
@@ -550,6 +600,28 @@ def _pricing_stubber(emulator: SageMakerEmulator) -> Any:
     from .pricing_emulation import stubber_patch
 
     return stubber_patch(emulator)
+
+
+def _caller(response_self: Any) -> str | None:
+    """The request's AWS_SDK_UA_APP_ID (botocore adds `app/<id>` to its User-Agent), if any."""
+    import re
+
+    headers = getattr(response_self, "headers", None) or {}
+    match = re.search(r"\bapp/(\S+)", str(headers.get("User-Agent") or headers.get("user-agent") or ""))
+    return match.group(1) if match else None
+
+
+def _names(response_self: Any) -> frozenset[str]:
+    """The resource names a JSON request carries (EndpointName, ModelName, ...; a ResourceArn's last part)."""
+    try:
+        body = json.loads(getattr(response_self, "body", None) or "{}")
+    except (TypeError, ValueError):
+        return frozenset()
+    if not isinstance(body, dict):
+        return frozenset()
+    names = {v for k, v in body.items() if isinstance(v, str) and (k.endswith("Name") or k == "ResourceId")}
+    names |= {v.rsplit("/", 1)[-1] for k, v in body.items() if k == "ResourceArn" and isinstance(v, str)}
+    return frozenset(names)
 
 
 def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], str]:

@@ -116,8 +116,9 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             script.requests.append({})
         if script.on_request is not None:
             script.on_request(name, script.requests[-1])
+        caller = re.search(r"\bapp/(\S+)", environ.get("HTTP_USER_AGENT", ""))
         gate = emulator._take_gate("InvokeEndpoint" if match["op"] == "invocations"
-                                    else "InvokeEndpointWithResponseStream")
+                                   else "InvokeEndpointWithResponseStream", caller[1] if caller else None)
         if gate is not None:  # emulator.gate("InvokeEndpoint"): the answer is held until the test releases it
             gate.hold()
             gate.done.set()

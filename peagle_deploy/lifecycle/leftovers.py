@@ -1,0 +1,86 @@
+"""peagle-made endpoint configs and models, found by their tags, and which of them nothing uses.
+
+Every config and model peagle creates carries `peagle:managed=true` and `peagle:endpoint=NAME` (the endpoint it
+was made for; an update's `NAME-u...` resources too). What was made before that tag existed is matched by its
+name: `NAME` (deploy) or `NAME-u<time>` (update). A config is in use while an endpoint serves it or is updating
+to it; a model while a config in use, or any config that is not itself a leftover, names it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from ..tags import PeagleTags
+from .tags import read_tags
+from .teardown import References
+
+_UPDATE_NAME = re.compile(r"^(?P<endpoint>.+)-u\d{12}(?:-[0-9a-f]{4})?$")
+
+
+class Leftover(BaseModel):
+    """A peagle-made endpoint config or model that no endpoint uses."""
+
+    kind: Literal["endpoint_config", "model"]
+    name: str
+    endpoint: str | None = None  # the endpoint it was made for
+    command: str = ""  # the peagle command that removes it
+
+    @property
+    def label(self) -> str:
+        return "endpoint config" if self.kind == "endpoint_config" else "model"
+
+
+def endpoint_of(name: str, tags: PeagleTags) -> str:
+    """The endpoint a peagle resource was made for: its tag, else what its name says."""
+    if tags.endpoint:
+        return tags.endpoint
+    match = _UPDATE_NAME.match(name)
+    return match["endpoint"] if match else name
+
+
+def _managed(sm: Any, items: list[tuple[str, str]]) -> dict[str, PeagleTags]:
+    from ..aws import is_not_found
+
+    found = {}
+    for name, arn in items:
+        try:
+            tags = read_tags(sm, arn)
+        except Exception as exc:
+            if is_not_found(exc):  # deleted between the listing and now
+                continue
+            raise
+        if tags.managed:
+            found[name] = tags
+    return found
+
+
+def _models(sm: Any) -> list[tuple[str, str]]:
+    return [(m["ModelName"], m["ModelArn"]) for page in sm.get_paginator("list_models").paginate()
+            for m in page.get("Models", [])]
+
+
+def owned_by(sm: Any, refs: References, endpoint: str) -> tuple[list[str], list[str]]:
+    """Every peagle-made config and model of `endpoint` (used or not): (configs, models)."""
+    configs = _managed(sm, list(refs.config_arns.items()))
+    models = _managed(sm, _models(sm))
+    return ([c for c, tags in configs.items() if endpoint_of(c, tags) == endpoint],
+            [m for m, tags in models.items() if endpoint_of(m, tags) == endpoint])
+
+
+def find_leftovers(sm: Any, refs: References, *, endpoint: str | None = None, region: str = "") -> list[Leftover]:
+    """peagle-made configs and models that nothing uses (of `endpoint`, or all of them), configs first."""
+    in_use = refs.configs_in_use()
+    configs = _managed(sm, [(c, arn) for c, arn in refs.config_arns.items() if c not in in_use])
+    configs = {c: tags for c, tags in configs.items() if endpoint is None or endpoint_of(c, tags) == endpoint}
+    held = {m for c, ms in refs.config_models.items() if c not in configs for m in ms}
+    models = _managed(sm, [(m, arn) for m, arn in _models(sm) if m not in held])
+    found = [Leftover(kind="endpoint_config", name=c, endpoint=endpoint_of(c, tags)) for c, tags in configs.items()]
+    found += [Leftover(kind="model", name=m, endpoint=endpoint_of(m, tags)) for m, tags in models.items()
+              if endpoint is None or endpoint_of(m, tags) == endpoint]
+    where = f" --region {region}" if region else ""
+    for leftover in found:
+        leftover.command = f"peagle recover {leftover.endpoint}{where}"
+    return found

@@ -1,0 +1,221 @@
+"""`peagle recover [NAME | --all]`: finish whatever an interrupted peagle command left, from what AWS says now.
+
+Every interruption of deploy, update, cleanup and sweep names this command. It reads everything again (the
+endpoint, its tags, the config it serves or moves to) and is idempotent: a second run finds nothing to do.
+It never deletes anything peagle did not make, nor anything an endpoint serves or is updating to.
+
+For each peagle endpoint (NAME, or all of them with --all):
+1. Creating or Updating: wait until SageMaker settles (what it moves to is never touched meanwhile);
+2. an unfinished cleanup (`peagle:deleting`): the endpoint is deleted with its autoscaling, as was asked;
+3. an unfinished update (`peagle:update-*`, written before the update's first write): settled on the new config,
+   the update is completed; on the old one, it is reverted; either way the labels (`peagle:k`, `peagle:mode`,
+   instances) are rewritten from the served config and the intent is cleared;
+4. the intended autoscaling (the update's, or `peagle:autoscale`) is registered where it is not;
+5. the peagle-made configs and models of the endpoint (NAME) or of the region (--all) that nothing uses are
+   deleted: the previous config of a completed update, the new one of a reverted update, what a SIGKILL left.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
+from ..plan import VARIANT_NAME
+from ..served_config import Served, read_served
+from ..tags import PeagleTags
+from .intent import clear_update_intent, deletion_requested, read_update_intent
+from .teardown import Outcome, References, describe, teardown
+from .wait import WAITING, Progress, read_retrying, wait_in_service
+
+Read = Callable[[Callable[[], Any]], Any]
+
+
+class EndpointRecovery(BaseModel):
+    name: str
+    status: str = Field(description="SageMaker's status after recovery ('deleted' when it was deleted)")
+    serves: Served | None = None
+    update: Literal["completed", "reverted", "superseded"] | None = Field(
+        default=None, description="what became of an unfinished update")
+    actions: list[str] = Field(default_factory=list, description="what recover did, in order")
+
+
+class RecoverReport(BaseModel):
+    endpoints: list[EndpointRecovery] = Field(default_factory=list)
+    removed: list[Outcome] = Field(default_factory=list, description="unused peagle configs and models")
+    nothing_of: str | None = Field(default=None, description="NAME: nothing of it exists (any more)")
+    error: PeagleError | None = Field(default=None, exclude=True)
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    @property
+    def did_something(self) -> bool:
+        return any(e.actions for e in self.endpoints) or any(o.result == "deleted" for o in self.removed)
+
+
+def recover(session: Any, name: str | None = None, *, all_: bool = False, timeout_s: float = 3600,
+            sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+            on_progress: Progress | None = None, on_note: Callable[[str], None] | None = None) -> RecoverReport:
+    if bool(name) == all_:
+        raise UsageError("recover needs exactly one of NAME or --all", "see peagle recover --help")
+    note = on_note or (lambda _msg: None)
+    read: Read = lambda call: read_retrying(call, sleep=sleep)  # noqa: E731
+    sm = session.client("sagemaker")
+    report = RecoverReport()
+    if name:
+        from ..inputs import validate_name
+
+        validate_name(name)
+        described = read(lambda: describe(sm, "endpoint", name))
+        names = [name] if described is not None else []
+    else:
+        names = _managed_endpoints(sm, read)
+    failures: list[PeagleError] = []
+    for endpoint in names:
+        try:
+            report.endpoints.append(_recover_endpoint(session, sm, endpoint, read=read, timeout_s=timeout_s,
+                                                      sleep=sleep, clock=clock, on_progress=on_progress,
+                                                      note=note, require_managed=bool(name)))
+        except PeagleError as exc:
+            if name:
+                raise
+            failures.append(exc)
+    from .leftovers import find_leftovers
+
+    refs = read(lambda: References.read(sm))
+    leftovers = find_leftovers(sm, refs, endpoint=name, region=session.region)
+    if name and not names and not leftovers:  # finished already (or never there): idempotent, said
+        report.nothing_of = f"no endpoint named {name} and nothing peagle made for it in {session.region}"
+    if leftovers:
+        report.removed = teardown(sm, configs=[lo.name for lo in leftovers if lo.kind == "endpoint_config"],
+                                  models=[lo.name for lo in leftovers if lo.kind == "model"], wait=False, refs=refs)
+    failed = [o for o in report.removed if o.result == "failed"]
+    if failed:
+        failures.append(PeagleError(f"could not delete {failed[0].kind.replace('_', ' ')} {failed[0].name}: "
+                                    f"{failed[0].reason}", "run peagle recover again",
+                                    exit_code=failed[0].exit_code))
+    report.error = failures[0] if failures else None
+    return report
+
+
+def _managed_endpoints(sm: Any, read: Read) -> list[str]:
+    from .tags import read_tags
+
+    found = []
+    for page in read(lambda: list(sm.get_paginator("list_endpoints").paginate())):
+        for summary in page.get("Endpoints", []):
+            if read(lambda s=summary: read_tags(sm, s["EndpointArn"])).managed:
+                found.append(summary["EndpointName"])
+    return found
+
+
+def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s: float,
+                      sleep: Callable[[float], None], clock: Callable[[], float], on_progress: Progress | None,
+                      note: Callable[[str], None], require_managed: bool) -> EndpointRecovery:
+    from .tags import list_tags
+
+    described = read(lambda: describe(sm, "endpoint", name))
+    if described is None:
+        return EndpointRecovery(name=name, status="deleted")
+    tags = read(lambda: list_tags(sm, described["EndpointArn"]))
+    peagle = PeagleTags.from_aws(tags)
+    if not peagle.managed:
+        if require_managed:
+            raise UsageError(f"endpoint {name!r} was not created by peagle",
+                             "peagle only recovers what it created; nothing was changed")
+        return EndpointRecovery(name=name, status=described["EndpointStatus"])
+    done = EndpointRecovery(name=name, status=described["EndpointStatus"])
+    if deletion_requested(tags):
+        return _finish_deletion(session, sm, name, done)
+    if described["EndpointStatus"] in WAITING:
+        moving = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+        note(f"{name} is {described['EndpointStatus']}" + (f" (moving to {moving})" if moving else "")
+             + ": waiting until SageMaker settles")
+        try:
+            described = wait_in_service(sm, name, timeout_s=timeout_s, sleep=sleep, clock=clock,
+                                        on_progress=on_progress)
+        except WaitTimeout as exc:
+            raise WaitTimeout(exc.message, f"SageMaker is still on it; nothing was changed: run "
+                                           f"'peagle recover {name}' again later") from None
+        done.status = described["EndpointStatus"]
+    elif described["EndpointStatus"] != "InService":
+        reason = described.get("FailureReason") or "no reason given"
+        raise EndpointFailed(f"endpoint {name} is {described['EndpointStatus']}: {reason}",
+                             f"nothing peagle can finish: see 'peagle logs {name}', remove it with "
+                             f"'peagle cleanup {name} --yes'")
+    served = read_served(sm, described["EndpointConfigName"], read=read)
+    done.serves = served
+    intent = read_update_intent(tags)
+    intended = peagle.autoscale
+    if intent is not None:
+        if served.endpoint_config == intent.to_config:
+            done.update = "completed"
+            intended = intent.autoscale if intent.autoscale_known else peagle.autoscale
+        elif served.endpoint_config == intent.from_config:
+            done.update = "reverted"
+        else:
+            done.update = "superseded"
+        done.actions.append(f"the update {intent.from_config} -> {intent.to_config} {_said(done.update)}: serves "
+                            f"{served.endpoint_config} ({served.label()})")
+    labels = _labels(served, intended)
+    changed = {k: v for k, v in labels.items() if tags.get(k) != v}
+    if changed:
+        sm.add_tags(ResourceArn=described["EndpointArn"], Tags=[{"Key": k, "Value": v} for k, v in changed.items()])
+        done.actions.append("tags now say what serves: " + ", ".join(f"{k}={v}" for k, v in changed.items()))
+    if intended is not None:
+        registered = _ensure_autoscaling(session, name, described, intended)
+        if registered:
+            done.actions.append(f"autoscaling registered again: {intended.describe()}")
+    if intent is not None:
+        clear_update_intent(sm, described["EndpointArn"])
+    return done
+
+
+def _said(outcome: str | None) -> str:
+    return {"completed": "was completed", "reverted": "was rolled back",
+            "superseded": "was overtaken by another change"}.get(outcome or "", "")
+
+
+def _labels(served: Served, intended: Any) -> dict[str, str]:
+    """The label tags for what serves (only what could be read)."""
+    if served.problem is not None or served.mode is None:
+        values = PeagleTags()
+    else:
+        values = PeagleTags(mode=served.mode, k=served.k, instance_type=served.instance_type,
+                            instance_count=served.instance_count)
+    values.autoscale = intended
+    return values.to_aws()
+
+
+def _ensure_autoscaling(session: Any, name: str, described: dict[str, Any], intended: Any) -> bool:
+    """Register the intended autoscaling where it is not (or differs); True if something was registered."""
+    from .autoscaling import SERVICE, apply_autoscaling, read_autoscaling
+
+    aas = session.client(SERVICE)
+    now = read_autoscaling(aas, {name: described})[name]
+    if now.state == "unknown":
+        raise PeagleError(f"could not read the autoscaling of {name} ({now.detail})", "run peagle recover again")
+    if (now.state == "on" and now.min_capacity == intended.min_capacity and now.max_capacity == intended.max_capacity
+            and now.metric == intended.predefined_metric and now.target == float(intended.target)):
+        return False
+    apply_autoscaling(aas, name, VARIANT_NAME, intended)
+    return True
+
+
+def _finish_deletion(session: Any, sm: Any, name: str, done: EndpointRecovery) -> EndpointRecovery:
+    """A cleanup was asked for and interrupted: finish it (the endpoint, its autoscaling, what it used)."""
+    from .autoscaling import SERVICE
+    from .teardown import delete_stack
+
+    outcomes = delete_stack(sm, name, wait=False, scaling=session.client(SERVICE))
+    failed = [o for o in outcomes if o.result == "failed"]
+    if failed:
+        raise PeagleError(f"could not delete {failed[0].kind.replace('_', ' ')} {failed[0].name}: {failed[0].reason}",
+                          "run peagle recover again", exit_code=failed[0].exit_code)
+    done.status = "deleted"
+    done.actions.append("the interrupted cleanup was finished: " + ", ".join(
+        f"{o.kind.replace('_', ' ')} {o.name} {o.result}" for o in outcomes))
+    return done

@@ -1,0 +1,265 @@
+"""Shared by the interruption tests (tests/test_interrupt_recovery.py, tests/test_fault_matrix.py).
+
+- `stack(emu, plan, name)`: a peagle endpoint (model, config, endpoint, tags, autoscaling) made directly from a
+  deploy plan's request bodies: what `peagle deploy` leaves, without its minute of waits and checks per scenario;
+- `Forked`: the installed `peagle`'s entry point run in a process forked from one that imported peagle (and the
+  JumpStart SDK) once (tests/peagle_forkserver.py), its pid known so a test can signal it and its stderr a FIFO
+  the test reads line by line (bounded waits, no polling);
+- `Run`: the installed executable itself, same interface, for the named set that must go through it;
+- `settled_state(emu, name)` / `unmanaged_snapshot(emu)`: what the end-state assertions compare.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .conftest import PEAGLE
+
+POLL_ENV = {"PEAGLE_POLL_INTERVAL_S": "0", "COLUMNS": "200", "NO_COLOR": "1"}
+UNMANAGED = "someone-elses-endpoint"
+# What each forked child would otherwise import and parse again: peagle, the JumpStart SDK, and botocore's data
+# files (endpoints.json and the service models: about 1.5 s of JSON per process on a loaded 2-core machine, the
+# same files every time; parsed once here, in the fork server, from where every child inherits them)
+_PRELOAD = """
+import boto3, botocore.loaders, rich.console, rich.table
+import peagle_deploy.cli.app, peagle_deploy.plan, peagle_deploy.lifecycle.update, peagle_deploy.lifecycle.recover
+import peagle_deploy.lifecycle.inventory, sagemaker.core.jumpstart.accessors, sagemaker.core.jumpstart.artifacts
+_parsed, _load = {}, botocore.loaders.JSONFileLoader.load_file
+def _load_once(self, file_path):
+    if file_path not in _parsed:
+        _parsed[file_path] = _load(self, file_path)
+    return _parsed[file_path]
+botocore.loaders.JSONFileLoader.load_file = _load_once
+_warm = boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+for _service in ("sagemaker", "application-autoscaling", "logs", "s3", "sts", "cloudwatch", "service-quotas"):
+    _warm.client(_service, endpoint_url="http://127.0.0.1:9")
+del _warm
+"""
+
+
+def stack(emu: Any, plan: Any, name: str) -> None:
+    """Model, endpoint config and endpoint `name` from `plan`'s bodies (its tags, peagle:endpoint=name), and its
+    autoscaling registered as deploy registers it; InService at once (the emulator's default script)."""
+    from peagle_deploy.lifecycle.autoscaling import apply_autoscaling
+    from peagle_deploy.plan import VARIANT_NAME
+
+    sm = emu.client("sagemaker")
+    tags = [t for t in plan.create_model["Tags"] if t["Key"] != "peagle:endpoint"] + [
+        {"Key": "peagle:endpoint", "Value": name}]
+    model = copy.deepcopy(plan.create_model)
+    model.update(ModelName=name, Tags=tags)
+    config = copy.deepcopy(plan.create_endpoint_config)
+    config.update(EndpointConfigName=name, Tags=tags)
+    config["ProductionVariants"][0]["ModelName"] = name
+    sm.create_model(**model)
+    sm.create_endpoint_config(**config)
+    sm.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=tags)
+    if plan.autoscaling is not None:
+        apply_autoscaling(emu.client("application-autoscaling"), name, VARIANT_NAME, plan.autoscaling)
+
+
+def unmanaged_snapshot(emu: Any) -> dict[str, Any]:
+    """The unmanaged stack as SageMaker holds it: it must never change."""
+    sm = emu.client("sagemaker")
+    endpoint = sm.describe_endpoint(EndpointName=UNMANAGED)
+    return {"config": endpoint["EndpointConfigName"], "status": endpoint["EndpointStatus"],
+            "tags": sm.list_tags(ResourceArn=endpoint["EndpointArn"])["Tags"],
+            "configs": [c for c in emu.resource_names()["configs"] if c == UNMANAGED],
+            "models": [m for m in emu.resource_names()["models"] if m == UNMANAGED]}
+
+
+def mine(names: list[str], endpoint: str) -> list[str]:
+    return sorted(n for n in names if n == endpoint or n.startswith(endpoint + "-u"))
+
+
+def settled_state(emu: Any, name: str) -> dict[str, Any]:
+    """What is left of endpoint `name`: its status and served config, its K read from the served model, its
+    intent tags, its configs and models, its registered autoscaling."""
+    sm = emu.client("sagemaker")
+    names = emu.resource_names()
+    state: dict[str, Any] = {"configs": mine(names["configs"], name), "models": mine(names["models"], name),
+                             "endpoint": name in names["endpoints"]}
+    target = emu.scalable_targets().get(f"endpoint/{name}/variant/AllTraffic")
+    state["autoscaling"] = None if target is None else (target["min"], target["max"], tuple(target["policies"]))
+    if not state["endpoint"]:
+        return state
+    endpoint = sm.describe_endpoint(EndpointName=name)
+    config = sm.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+    model_name = config["ProductionVariants"][0]["ModelName"]
+    env = sm.describe_model(ModelName=model_name)["PrimaryContainer"].get("Environment", {})
+    spec = env.get("SM_VLLM_SPECULATIVE_CONFIG")
+    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=endpoint["EndpointArn"])["Tags"]}
+    state.update(status=endpoint["EndpointStatus"], serves=endpoint["EndpointConfigName"], serves_model=model_name,
+                 k=json.loads(spec)["num_speculative_tokens"] if spec else None,
+                 instance_type=config["ProductionVariants"][0]["InstanceType"], tags=tags)
+    return state
+
+
+def assert_recovered(state: dict[str, Any], *, k: int | None = None, autoscaling: Any = None) -> None:
+    """Exactly one config serving (and its model), labels that match it, no intent left, autoscaling as intended."""
+    assert state["endpoint"] and state["status"] == "InService", state
+    assert state["configs"] == [state["serves"]], state
+    assert state["models"] == [state["serves_model"]], state
+    assert not [key for key in state["tags"] if key.startswith(("peagle:update-", "peagle:deleting"))], state
+    assert state["tags"].get("peagle:k") == str(state["k"] or 0), state
+    if k is not None:
+        assert state["k"] == k, state
+    if autoscaling is not None:
+        assert state["autoscaling"] is not None and state["autoscaling"][:2] == (
+            autoscaling.min_capacity, autoscaling.max_capacity), state
+        assert state["tags"].get("peagle:autoscale") == autoscaling.to_tag(), state
+
+
+class _Child:
+    """A running `peagle`: its pid, its stderr line by line, its exit code."""
+
+    def __init__(self, pid: int, err_lines: queue.Queue, finish: Any):
+        self.pid = pid
+        self.stderr_lines: list[str] = []
+        self._lines = err_lines
+        self._finish = finish
+        self.code: int | None = None
+        self.stdout = ""
+        self._finishing = threading.Lock()
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def wait_for_stderr(self, text: str, timeout: float = 60.0) -> str:
+        for line in self.stderr_lines:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no stderr line with {text!r} in {timeout}s: {self.stderr}") from None
+            if line is None:
+                raise AssertionError(f"peagle exited before printing {text!r}: {self.stderr}")
+            self.stderr_lines.append(line)
+            if text in line:
+                return line
+
+    def finish(self, timeout: float = 180.0) -> int:
+        with self._finishing:
+            if self.code is not None:
+                return self.code
+            self.code, self.stdout = self._finish(timeout)
+            while True:  # the rest of stderr
+                try:
+                    line = self._lines.get(timeout=timeout)
+                except queue.Empty:
+                    break
+                if line is None:
+                    break
+                self.stderr_lines.append(line)
+            return self.code
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.stderr_lines)
+
+    @property
+    def last_error(self) -> str:
+        errors = [line for line in self.stderr_lines if line.startswith("error: ")]
+        return errors[-1].strip() if errors else ""
+
+
+def _pump(stream: Any, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+class Forked:
+    """One fork server per thread; `start(argv, env)` -> a running child (see _Child)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._servers: list[subprocess.Popen] = []
+        self._root = Path(tempfile.mkdtemp(prefix="peagle-forked-"))
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def _server(self) -> subprocess.Popen:
+        server = getattr(self._local, "proc", None)
+        if server is None:
+            script = Path(__file__).with_name("peagle_forkserver.py")
+            code = f"{_PRELOAD}\nimport runpy\nrunpy.run_path({str(script)!r}, run_name='__main__')"
+            server = self._local.proc = subprocess.Popen(
+                [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
+            with self._lock:
+                self._servers.append(server)
+        return server
+
+    def start(self, argv: list[str], env: dict[str, str]) -> _Child:
+        server = self._server()
+        with self._lock:
+            self._count += 1
+            io_dir = self._root / str(self._count)
+        io_dir.mkdir()
+        err = io_dir / "err"
+        os.mkfifo(err)
+        request = {"argv": argv, "env": {**env, **POLL_ENV}, "cwd": str(io_dir), "stdin": None,
+                   "out": str(io_dir / "out"), "err": str(err), "announce": True}
+        server.stdin.write(json.dumps(request) + "\n")
+        server.stdin.flush()
+        pid = json.loads(server.stdout.readline())["pid"]
+        lines: queue.Queue = queue.Queue()
+        reader = threading.Thread(target=lambda: _pump(open(err, encoding="utf-8", errors="replace"), lines),
+                                  daemon=True)
+        reader.start()
+
+        def finish(_timeout: float) -> tuple[int, str]:
+            code = json.loads(server.stdout.readline())["code"]
+            reader.join(30)
+            return code, (io_dir / "out").read_text(encoding="utf-8", errors="replace")
+
+        return _Child(pid, lines, finish)
+
+    def run(self, argv: list[str], env: dict[str, str]) -> _Child:
+        child = self.start(argv, env)
+        child.finish()
+        return child
+
+    def close(self) -> None:
+        for server in self._servers:
+            server.stdin.close()
+            server.wait(30)
+        self._servers.clear()
+
+
+class Executable:
+    """The installed `peagle` itself, the same interface as Forked."""
+
+    def start(self, argv: list[str], env: dict[str, str]) -> _Child:
+        proc = subprocess.Popen([PEAGLE, *argv], env={**env, **POLL_ENV}, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=_pump, args=(proc.stderr, lines), daemon=True).start()
+
+        def finish(timeout: float) -> tuple[int, str]:
+            out = proc.stdout.read()
+            return proc.wait(timeout), out
+
+        return _Child(proc.pid, lines, finish)
+
+    def run(self, argv: list[str], env: dict[str, str]) -> _Child:
+        child = self.start(argv, env)
+        child.finish()
+        return child
+
+    def close(self) -> None:
+        pass

@@ -86,7 +86,7 @@ def get_products(body: dict[str, Any], hosting_usd: dict[str, float]) -> tuple[i
 def answer(target: str, raw_body: bytes | str | None, emulator: Any) -> tuple[int, dict[str, str], str]:
     """One Pricing API call (`X-Amz-Target: AWSPriceListService.<Action>`), faults first."""
     action = target.removeprefix(TARGET_PREFIX)
-    injected = emulator._before_action(action)
+    injected, _after = emulator._before_action(action)  # faults after acting mean nothing for a read
     if injected is not None:
         return injected
     body = json.loads(raw_body or b"{}")

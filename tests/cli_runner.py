@@ -10,7 +10,7 @@ way the console script would, inside `isolated()`: while it runs it has
 - peagle's module state put back: every module-level set, dict and list of `peagle_deploy.*` (the
   registered secrets, for one), and its `functools.cache`s cleared, as a new process would start;
 - `tempfile.tempdir` and boto3's default session as a new process has them;
-- a fake clock for the waits between AWS polls (`FakeClock`, `lifecycle.wait.sleep/monotonic`): a
+- a fake clock for the waits between AWS polls (`FakeClock`, `peagle_deploy.clock`): a
   poll that a real run would wait 2 s for happens at once (`fake_clock=False` keeps real time).
 
 It must run in the main thread (signal handlers). Threads that the command leaves behind are not
@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -54,16 +55,16 @@ class FakeClock:
 
 @contextmanager
 def fake_wait_clock(clock: FakeClock | None = None) -> Iterator[FakeClock]:
-    """The CLI's polls and read retries (`peagle_deploy.lifecycle.wait.sleep/monotonic`) on a fake clock."""
-    from peagle_deploy.lifecycle import wait
+    """The CLI's polls and read retries (`peagle_deploy.clock.sleep/monotonic`) on a fake clock."""
+    from peagle_deploy import clock as peagle_clock
 
     clock = clock or FakeClock()
-    saved = wait.sleep, wait.monotonic
-    wait.sleep, wait.monotonic = clock.sleep, clock.monotonic
+    saved = peagle_clock.sleep, peagle_clock.monotonic
+    peagle_clock.sleep, peagle_clock.monotonic = clock.sleep, clock.monotonic
     try:
         yield clock
     finally:
-        wait.sleep, wait.monotonic = saved
+        peagle_clock.sleep, peagle_clock.monotonic = saved
 
 
 _CATCHABLE = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)]
@@ -144,3 +145,11 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: str | os.PathLik
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def run_cli_completed(*args: str, env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None,
+                      stdin: str = "", fake_clock: bool = True) -> subprocess.CompletedProcess:
+    """`run_cli` with `subprocess.run`'s result shape (returncode, stdout, stderr): a drop-in where a test
+    ran the executable only for its result."""
+    result = run_cli(*args, env=env, cwd=cwd, stdin=stdin, fake_clock=fake_clock)
+    return subprocess.CompletedProcess(["peagle", *args], result.code, result.stdout, result.stderr)

@@ -40,7 +40,7 @@ import botocore.session  # noqa: F401
 import sagemaker.core  # noqa: F401
 
 from peagle_deploy.cli.app import main
-from peagle_deploy.lifecycle import wait
+from peagle_deploy import clock
 from botocore_data import share_botocore_data  # tests/ is this script's folder, sys.path[0]
 
 share_botocore_data()
@@ -100,9 +100,9 @@ def _become(request: dict, fds: list[int]) -> None:
     sys.stderr = sys.__stderr__ = stream(2, "w", "backslashreplace", True)
     sys.argv = [request["argv0"], *request["argv"]]
     sys.path[0] = os.path.dirname(request["argv0"])  # the console script's folder, not tests/
-    clock = [1000.0]  # the waits between AWS polls do not wait in real time (tests/cli_runner.py: FakeClock)
-    wait.sleep = lambda seconds: clock.__setitem__(0, clock[0] + max(0.0, seconds))
-    wait.monotonic = lambda: clock[0]
+    now = [1000.0]  # the waits between AWS polls do not wait in real time (tests/cli_runner.py: FakeClock)
+    clock.sleep = lambda seconds: now.__setitem__(0, now[0] + max(0.0, seconds))
+    clock.monotonic = lambda: now[0]
 
 
 def serve(path: str) -> bool:

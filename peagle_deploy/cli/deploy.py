@@ -121,7 +121,7 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
     from ..errors import UsageError
     from ..inputs import check_price
     from ..lifecycle import deploy as run_deploy
-    from ..lifecycle import wait
+    from .. import clock
     from ..lifecycle.signals import SignalGuard
     from .render_plan import render_summary
 
@@ -156,7 +156,7 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
 
         result = run_deploy(plan, session, wait=wait, timeout_s=timeout,
                             keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note,
-                            sleep=wait.sleep, clock=wait.monotonic)
+                            sleep=clock.sleep, clock=clock.monotonic)
 
     def human(console):
         from rich.markup import escape

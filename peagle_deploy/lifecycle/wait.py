@@ -7,7 +7,6 @@ tests never really wait.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -21,12 +20,6 @@ Progress = Callable[[str, float, str], None]
 # UpdateRollbackFailed is an end state: the update and its rollback both failed, the endpoint serves a mix of
 # the two configurations until someone updates it again; waiting longer would only run into the timeout.
 WAITING = {"Creating", "Updating", "SystemUpdating", "OutOfService"}
-
-
-# The clock the CLI hands to its waits and read retries, looked up when a command runs: a test harness that
-# runs the CLI in-process or forked swaps these two for a fake clock, so no test waits 2 s for a poll.
-sleep = time.sleep
-monotonic = time.monotonic
 
 
 def log_group(name: str) -> str:

@@ -8,6 +8,8 @@ it receives (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2) to the forked c
 child ended (its exit code, or the same signal). Killing the shim (SIGKILL) kills the child.
 
 One server per pytest process, started on first use and stopped at the end of the session (conftest).
+The waits between AWS polls run on a fake clock (as in-process, tests/cli_runner.py) unless the
+environment given to the shim holds REAL_CLOCK=1 (removed before the command runs).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ if os.WIFSIGNALED(status):
 os._exit(os.waitstatus_to_exitcode(status))
 '''
 
+REAL_CLOCK = "FORKED_PEAGLE_REAL_CLOCK"
 _lock = threading.Lock()
 _server: dict = {}
 

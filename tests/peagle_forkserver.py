@@ -46,6 +46,9 @@ from botocore_data import share_botocore_data  # tests/ is this script's folder,
 share_botocore_data()
 
 HEADER = struct.Struct(">Q")
+# in the environment a test gives the shim: keep real time between polls (an emulator whose endpoints turn
+# InService in real time, e.g. with a ContainerBackend). Taken out before the command runs; peagle never sees it.
+REAL_CLOCK = "FORKED_PEAGLE_REAL_CLOCK"
 _SERVER_STDIO: list = []
 
 
@@ -78,6 +81,7 @@ def _become(request: dict, fds: list[int]) -> None:
     os.umask(request["umask"])
     os.environ.clear()
     os.environ.update(request["env"])
+    real_clock = os.environ.pop(REAL_CLOCK, None) == "1"
     for signum in request["ignored"]:
         signal.signal(signum, signal.SIG_IGN)
     tempfile.tempdir = None  # computed from TMPDIR on first use, as in a new process
@@ -100,9 +104,10 @@ def _become(request: dict, fds: list[int]) -> None:
     sys.stderr = sys.__stderr__ = stream(2, "w", "backslashreplace", True)
     sys.argv = [request["argv0"], *request["argv"]]
     sys.path[0] = os.path.dirname(request["argv0"])  # the console script's folder, not tests/
-    now = [1000.0]  # the waits between AWS polls do not wait in real time (tests/cli_runner.py: FakeClock)
-    clock.sleep = lambda seconds: now.__setitem__(0, now[0] + max(0.0, seconds))
-    clock.monotonic = lambda: now[0]
+    if not real_clock:  # the waits between AWS polls do not wait in real time (tests/cli_runner.py: FakeClock)
+        now = [1000.0]
+        clock.sleep = lambda seconds: now.__setitem__(0, now[0] + max(0.0, seconds))
+        clock.monotonic = lambda: now[0]
 
 
 def serve(path: str) -> bool:

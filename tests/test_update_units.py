@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 from datetime import UTC, datetime, timedelta
@@ -27,9 +28,15 @@ def deploy(emu, name="prod", **kwargs):
     return plan
 
 
+_SECONDS = itertools.count()
+
+
 def update(emu, name="prod", **kwargs):
+    """One update, a second after the one before on an injected clock: new names carry the UTC second, and
+    two updates in one second collide (issue 27 makes the names unique beyond it)."""
     session = AwsSession(emu.region)
-    plan = prepare(session, UpdateRequest(name=name, region=emu.region, **kwargs), sleep=NO_SLEEP)
+    now = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=next(_SECONDS))
+    plan = prepare(session, UpdateRequest(name=name, region=emu.region, **kwargs), sleep=NO_SLEEP, now=now)
     return plan, run_update(plan, session, sleep=NO_SLEEP, handle_signals=False)
 
 

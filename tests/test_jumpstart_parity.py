@@ -207,14 +207,14 @@ def test_gated_drafter_is_irrelevant_with_mode_off(gated_drafter_root):
     assert "AdditionalModelDataSources" not in plan.create_model["PrimaryContainer"]
 
 
-def test_installed_dry_run_of_gpt_oss_20b_shows_prepack_tp_degree_and_user_overrides(tmp_path):
-    """`peagle deploy gpt-oss-20b --dry-run --json` through the installed executable, with no credentials."""
+def test_dry_run_of_gpt_oss_20b_shows_prepack_tp_degree_and_user_overrides(tmp_path):
+    """`peagle deploy gpt-oss-20b --dry-run --json` as a process (forked, tests/forked_peagle.py), no credentials."""
     import os
     import subprocess
-    import sys
-    from pathlib import Path
 
-    exe = Path(sys.executable).with_name("peagle")
+    from .forked_peagle import forked_peagle
+
+    exe = forked_peagle()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"),
                AWS_EC2_METADATA_DISABLED="true")

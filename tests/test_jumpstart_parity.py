@@ -179,8 +179,7 @@ def gated_drafter_root(tmp_path, monkeypatch):
 
 
 def test_gated_drafter_needs_the_eula_and_gets_model_access_config(gated_drafter_root, monkeypatch):
-    import botocore.session
-    from botocore.validate import ParamValidator
+    from .aws_shapes import assert_valid_request
 
     with pytest.raises(UsageError) as err:
         build_plan(PlanRequest(model="qwen3-coder", offline=True))
@@ -193,9 +192,7 @@ def test_gated_drafter_needs_the_eula_and_gets_model_access_config(gated_drafter
     assert channel["S3DataSource"]["ModelAccessConfig"] == {"AcceptEula": True}
     assert "HostingEulaKey" not in json.dumps(plan.create_model)
     assert any("gated bucket" in note for note in plan.notes)
-    service = botocore.session.get_session().get_service_model("sagemaker")
-    report = ParamValidator().validate(plan.create_model, service.operation_model("CreateModel").input_shape)
-    assert not report.has_errors(), report.generate_report()
+    assert_valid_request("sagemaker", "CreateModel", plan.create_model)
 
     _shipped_specs_env(monkeypatch, gated_drafter_root)  # and it is exactly what the SDK builds
     expected = _sdk_expected(plan.model_id, "us-east-1", plan.instance_type)

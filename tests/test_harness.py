@@ -53,14 +53,14 @@ def test_a_signal_to_the_shim_reaches_the_forked_child(emu):
 
 
 def test_an_in_process_run_leaves_this_process_as_it_found_it(tmp_path):
-    from peagle_deploy import output
+    from peagle_deploy import redaction
 
-    before = (dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM), set(output._SECRET_VALUES))
+    before = (dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM), set(redaction._SECRET_VALUES))
     result = run_cli("deploy", "qwen3-coder", "--dry-run", "--offline", "--env", "HF_TOKEN=hf_harnessSecret123",
                      env={**os.environ, "ONLY_IN_THE_RUN": "1"}, cwd=tmp_path)
     assert result.code == 0, result.stderr
     assert "hf_harnessSecret123" not in result.stdout  # masked during the run
-    assert (dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM), set(output._SECRET_VALUES)) == before
+    assert (dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM), set(redaction._SECRET_VALUES)) == before
 
 
 def test_the_waits_between_polls_run_on_the_fake_clock(emu):

@@ -1,6 +1,7 @@
-"""A pytest plugin that counts, per test, the processes started with the installed `peagle` (or
-`peagle-container`) executable, and the fork-server requests, and writes them with each test's wall time
-(setup + call + teardown) to $PEAGLE_LAUNCH_REPORT as JSON lines.
+"""A pytest plugin that counts, per test, how `peagle` ran: processes started with the installed `peagle` (or
+`peagle-container`) executable, forked runs (the suite's shim, tests/forked_peagle.py) and in-process runs
+(tests/cli_runner.py), and writes them with each test's wall time (setup + call + teardown) to
+$PEAGLE_LAUNCH_REPORT as JSON lines. A launch inside `bash -c` is not seen (the docs examples).
 
     PEAGLE_LAUNCH_REPORT=/tmp/launches.jsonl python -m pytest -p tools.pytest_launches --durations=50
 
@@ -33,6 +34,8 @@ def _program(args) -> str | None:
     if not argv:
         return None
     name = Path(argv[0]).name
+    if name == "peagle" and "/peagle-fork-" in argv[0]:
+        return "forked"
     if name in ("peagle", "peagle-container"):
         return name
     if len(argv) > 1 and name.startswith("python") and argv[1].endswith("peagle_forkserver.py"):
@@ -52,6 +55,18 @@ def _counting_init(self, args, *a, **kw):
 
 def pytest_configure(config):
     subprocess.Popen.__init__ = _counting_init
+    try:
+        from tests import cli_runner
+    except ImportError:
+        return
+    real_run_cli = cli_runner.run_cli
+
+    def counting_run_cli(*args, **kwargs):
+        with _lock:
+            _current["launches"]["in-process"] += 1
+        return real_run_cli(*args, **kwargs)
+
+    cli_runner.run_cli = counting_run_cli
 
 
 def pytest_unconfigure(config):
@@ -89,10 +104,15 @@ def pytest_runtest_makereport(item, call):
 def summarise(path: str) -> None:
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     total = sum(r["seconds"] for r in rows)
-    launching = [r for r in rows if r["launches"].get("peagle") or r["launches"].get("peagle-container")]
     print(f"{len(rows)} tests, {total:.0f} s in tests")
-    print(f"{len(launching)} tests start the executable: {sum(r['seconds'] for r in launching):.0f} s, "
-          f"{sum(sum(r['launches'].values()) for r in launching)} launches")
+    executable = [r for r in rows if r["launches"].get("peagle") or r["launches"].get("peagle-container")]
+    forked = [r for r in rows if r["launches"].get("forked") and r not in executable]
+    in_process = [r for r in rows if r["launches"].get("in-process") and r not in executable and r not in forked]
+    for label, group, keys in (("start the executable", executable, ("peagle", "peagle-container")),
+                               ("run forked (and not the executable)", forked, ("forked",)),
+                               ("run in-process only", in_process, ("in-process",))):
+        print(f"{len(group)} tests {label}: {sum(r['seconds'] for r in group):.0f} s, "
+              f"{sum(r['launches'].get(k, 0) for r in group for k in keys)} runs")
     by_file: Counter = Counter()
     launches_by_file: Counter = Counter()
     for r in rows:

@@ -1,4 +1,13 @@
-"""Fixtures shared by several test files (keep this small: one fixture per shared need)."""
+"""Fixtures shared by several test files (keep this small: one fixture per shared need).
+
+How a test runs `peagle` (tests/README.md says when to use which, and lists the executable set):
+- in-process: `tests/cli_runner.py` `run_cli(*args, env=..., cwd=..., stdin=...)`, isolated (environment,
+  cwd, stdio, signal handlers, peagle's module state, a fake clock for the waits between AWS polls);
+- forked: `tests/forked_peagle.py` `forked_peagle()`, a `peagle` executable path for subprocess.run, bash
+  and PATH whose runs are children of one fork server that imported peagle, boto3 and the SDK once;
+- the installed executable: `PEAGLE` below, only where the subject is the process itself.
+botocore's data files are parsed once per process (tests/botocore_data.py).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +16,29 @@ from pathlib import Path
 
 import pytest
 
+from .botocore_data import share_botocore_data
+
 PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable of this environment
+share_botocore_data()
+
+
+def next_utc_second() -> None:
+    """Return once the UTC second has changed (at most a second): `peagle update` names its new config and model
+    NAME-u<UTC second>, so two updates of one endpoint in one second collide. Issue 27 makes the names unique
+    beyond one second; then this goes."""
+    import time
+
+    start = int(time.time())
+    for _ in range(300):
+        if int(time.time()) != start:
+            return
+        time.sleep(0.01)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from .forked_peagle import stop
+
+    stop()  # the fork server, if a test started it
 
 
 @pytest.fixture

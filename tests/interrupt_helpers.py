@@ -2,10 +2,9 @@
 
 - `stack(emu, plan, name)`: a peagle endpoint (model, config, endpoint, tags, autoscaling) made directly from a
   deploy plan's request bodies: what `peagle deploy` leaves, without its minute of waits and checks per scenario;
-- `Forked`: the installed `peagle`'s entry point run in a process forked from one that imported peagle (and the
-  JumpStart SDK) once (tests/peagle_forkserver.py), its pid known so a test can signal it and its stderr a FIFO
-  the test reads line by line (bounded waits, no polling);
-- `Run`: the installed executable itself, same interface, for the named set that must go through it;
+- `Executable`: the installed `peagle` run as a child whose stderr the test reads line by line (bounded waits,
+  no polling), its pid known so a test can signal it;
+- `Forked`: the same through the suite's fork server (tests/forked_peagle.py), for the many scenarios;
 - `settled_state(emu, name)` / `unmanaged_snapshot(emu)`: what the end-state assertions compare.
 """
 
@@ -16,35 +15,14 @@ import json
 import os
 import queue
 import subprocess
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from .conftest import PEAGLE
 
 POLL_ENV = {"PEAGLE_POLL_INTERVAL_S": "0", "COLUMNS": "200", "NO_COLOR": "1"}
 UNMANAGED = "someone-elses-endpoint"
-# What each forked child would otherwise import and parse again: peagle, the JumpStart SDK, and botocore's data
-# files (endpoints.json and the service models: about 1.5 s of JSON per process on a loaded 2-core machine, the
-# same files every time; parsed once here, in the fork server, from where every child inherits them)
-_PRELOAD = """
-import boto3, botocore.loaders, rich.console, rich.table
-import peagle_deploy.cli.app, peagle_deploy.plan, peagle_deploy.lifecycle.update, peagle_deploy.lifecycle.recover
-import peagle_deploy.lifecycle.inventory, sagemaker.core.jumpstart.accessors, sagemaker.core.jumpstart.artifacts
-_parsed, _load = {}, botocore.loaders.JSONFileLoader.load_file
-def _load_once(self, file_path):
-    if file_path not in _parsed:
-        _parsed[file_path] = _load(self, file_path)
-    return _parsed[file_path]
-botocore.loaders.JSONFileLoader.load_file = _load_once
-_warm = boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-for _service in ("sagemaker", "application-autoscaling", "logs", "s3", "sts", "cloudwatch", "service-quotas"):
-    _warm.client(_service, endpoint_url="http://127.0.0.1:9")
-del _warm
-"""
 
 
 def stack(emu: Any, plan: Any, name: str) -> None:
@@ -182,70 +160,14 @@ def _pump(stream: Any, lines: queue.Queue) -> None:
     lines.put(None)
 
 
-class Forked:
-    """One fork server per thread; `start(argv, env)` -> a running child (see _Child)."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-        self._servers: list[subprocess.Popen] = []
-        self._root = Path(tempfile.mkdtemp(prefix="peagle-forked-"))
-        self._count = 0
-        self._lock = threading.Lock()
-
-    def _server(self) -> subprocess.Popen:
-        server = getattr(self._local, "proc", None)
-        if server is None:
-            script = Path(__file__).with_name("peagle_forkserver.py")
-            code = f"{_PRELOAD}\nimport runpy\nrunpy.run_path({str(script)!r}, run_name='__main__')"
-            server = self._local.proc = subprocess.Popen(
-                [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
-            with self._lock:
-                self._servers.append(server)
-        return server
-
-    def start(self, argv: list[str], env: dict[str, str]) -> _Child:
-        server = self._server()
-        with self._lock:
-            self._count += 1
-            io_dir = self._root / str(self._count)
-        io_dir.mkdir()
-        err = io_dir / "err"
-        os.mkfifo(err)
-        request = {"argv": argv, "env": {**env, **POLL_ENV}, "cwd": str(io_dir), "stdin": None,
-                   "out": str(io_dir / "out"), "err": str(err), "announce": True}
-        server.stdin.write(json.dumps(request) + "\n")
-        server.stdin.flush()
-        pid = json.loads(server.stdout.readline())["pid"]
-        lines: queue.Queue = queue.Queue()
-        reader = threading.Thread(target=lambda: _pump(open(err, encoding="utf-8", errors="replace"), lines),
-                                  daemon=True)
-        reader.start()
-
-        def finish(_timeout: float) -> tuple[int, str]:
-            code = json.loads(server.stdout.readline())["code"]
-            reader.join(30)
-            return code, (io_dir / "out").read_text(encoding="utf-8", errors="replace")
-
-        return _Child(pid, lines, finish)
-
-    def run(self, argv: list[str], env: dict[str, str]) -> _Child:
-        child = self.start(argv, env)
-        child.finish()
-        return child
-
-    def close(self) -> None:
-        for server in self._servers:
-            server.stdin.close()
-            server.wait(30)
-        self._servers.clear()
-
-
 class Executable:
-    """The installed `peagle` itself, the same interface as Forked."""
+    """The installed `peagle` itself: `start(argv, env)` -> a running child (see _Child)."""
+
+    def program(self) -> str:
+        return PEAGLE
 
     def start(self, argv: list[str], env: dict[str, str]) -> _Child:
-        proc = subprocess.Popen([PEAGLE, *argv], env={**env, **POLL_ENV}, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([self.program(), *argv], env={**env, **POLL_ENV}, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=_pump, args=(proc.stderr, lines), daemon=True).start()
@@ -263,3 +185,14 @@ class Executable:
 
     def close(self) -> None:
         pass
+
+
+class Forked(Executable):
+    """The same, forked from the suite's fork server (tests/forked_peagle.py): the shim's pid is signalled and
+    forwards the signal to the command (SIGKILL kills both), and ends as the command ended."""
+
+    def program(self) -> str:
+        from .forked_peagle import forked_peagle
+
+        return forked_peagle()
+

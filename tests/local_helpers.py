@@ -1,5 +1,5 @@
-"""Shared by the `peagle local` and container-backend tests: the installed executable, a stand-in `vllm`
-on PATH, tiny model directories the entrypoint accepts, a free port."""
+"""Shared by the `peagle local` and container-backend tests: `peagle` as a process (forked,
+tests/forked_peagle.py), a stand-in `vllm` on PATH, tiny model directories the entrypoint accepts, a free port."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from pathlib import Path
 from peagle_deploy.testing.vllm_stand_in import install
 
 from .conftest import PEAGLE
+from .forked_peagle import forked_peagle
+
+__all__ = ["PEAGLE", "free_port", "model_dirs", "peagle", "stand_in_env"]
 
 
 def free_port() -> int:
@@ -46,5 +49,5 @@ def stand_in_env(root: Path, **extra: str) -> dict[str, str]:
 
 
 def peagle(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PEAGLE, *args], env=env, capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([forked_peagle(), *args], env=env, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)

@@ -1,45 +1,206 @@
-"""The installed `peagle`'s entry point without its start-up cost: one process imports
-`peagle_deploy.cli.app` (and boto3) once, then runs each request in a forked child, as the executable
-would run: its own process, environment, working directory, stdin/stdout/stderr, signal handlers and
-exit code. Only Python's start-up and the imports are shared (they read no environment).
+"""The installed `peagle` without its start-up cost: one server process imports `peagle_deploy.cli.app`
+(and boto3) once; each run is a child forked from it that becomes the executable's process.
 
-Protocol, one JSON object per line: in `{"argv", "env", "cwd", "stdin", "out", "err"}` (stdin: a file
-or null for /dev/null; out/err: files to write, a FIFO too), out `{"code": <exit code>}`; with `"announce": true`
-the child's `{"pid": <pid>}` comes first (to signal it). Used by tests/test_bad_inputs_table.py and the fault
-matrix (tests/test_fault_matrix.py); a subset of their cases still runs through the executable itself.
+A run is asked for by `peagle` shim executables (tests/forked_peagle.py writes one): the shim sends its
+argv, environment, working directory, umask, the signals it inherited as ignored, and its own stdin,
+stdout and stderr file descriptors (SCM_RIGHTS) over a Unix socket; the forked child takes all of them
+over, then runs the console script's `sys.exit(main())` and what Python does at exit (non-daemon threads
+joined, atexit handlers, stdio flushed, a KeyboardInterrupt ending by SIGINT; `run_console_script`). The server
+answers the shim with the child's pid, then its wait status; the shim forwards the signals it receives
+to the child and ends the way the child ended (its exit code, or killed by the same signal). A shim
+that disappears (SIGKILL) takes its child with it.
+
+What is shared with the executable is only Python's start-up and the imports below, which read no
+environment. What differs, and why the suite keeps a small set of tests on the executable itself:
+the child's parent is this server (not the caller), it is not the process group leader the caller may
+have made, and the console-script wrapper file itself does not run.
+
+Protocol: the shim sends 8 bytes (big-endian length) + a JSON object {"argv0", "argv", "env", "cwd",
+"umask", "ignored"} with three fds on the first byte; the server answers lines `{"pid": N}` and
+`{"status": <os.waitpid status>}`.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import selectors
+import signal
+import socket
+import struct
 import sys
-import traceback
 
-import boto3  # noqa: F401 - most cases reach it: import once, here
+import boto3  # noqa: F401 - most commands reach it: import once, here
+import botocore.loaders  # noqa: F401
 import botocore.session  # noqa: F401
+# The SDK's core (about 4 s of pydantic classes), which peagle's JumpStart resolution imports: it reads no
+# AWS setting. Its `jumpstart` modules do (they build a boto3 session for a default region, which fails on
+# a missing AWS_PROFILE), so each child imports those itself, as the executable would (0.2 s).
+import sagemaker.core  # noqa: F401
 
 from peagle_deploy.cli.app import main
+from peagle_deploy import clock
+from botocore_data import share_botocore_data  # tests/ is this script's folder, sys.path[0]
+
+share_botocore_data()
+
+HEADER = struct.Struct(">Q")
+# in the environment a test gives the shim: keep real time between polls (an emulator whose endpoints turn
+# InService in real time, e.g. with a ContainerBackend). Taken out before the command runs; peagle never sees it.
+REAL_CLOCK = "FORKED_PEAGLE_REAL_CLOCK"
+_SERVER_STDIO: list = []
 
 
-def run(request: dict) -> int:
-    """In the forked child: become the executable's process, then run its entry point."""
+def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
+    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
+    while len(data) < HEADER.size:
+        more = conn.recv(1 << 16)
+        if not more:
+            raise ConnectionError("the shim went away mid-request")
+        data += more
+    (length,) = HEADER.unpack_from(data)
+    body = data[HEADER.size:]
+    while len(body) < length:
+        more = conn.recv(1 << 16)
+        if not more:
+            raise ConnectionError("the shim went away mid-request")
+        body += more
+    return json.loads(body.decode("utf-8", "surrogateescape")), list(fds)
+
+
+def _become(request: dict, fds: list[int]) -> None:
+    """In the forked child: the executable's process state, as a fresh interpreter would have it."""
+    import tempfile
+
+    for fd, target in zip(fds, (0, 1, 2)):
+        os.dup2(fd, target)
+    for fd in set(fds) - {0, 1, 2}:
+        os.close(fd)
     os.chdir(request["cwd"])
+    os.umask(request["umask"])
     os.environ.clear()
     os.environ.update(request["env"])
-    for fd, path, flags in ((0, request["stdin"] or os.devnull, os.O_RDONLY),
-                            (1, request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                            (2, request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
-        opened = os.open(path, flags, 0o600)
-        os.dup2(opened, fd)
-        os.close(opened)
-    sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", closefd=False)  # nothing read ahead by serve()
-    sys.argv = ["peagle", *request["argv"]]
+    real_clock = os.environ.pop(REAL_CLOCK, None) == "1"
+    for signum in request["ignored"]:
+        signal.signal(signum, signal.SIG_IGN)
+    tempfile.tempdir = None  # computed from TMPDIR on first use, as in a new process
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    encoding, errors = sys.__stdout__.encoding, sys.__stdout__.errors
+
+    def stream(fd: int, mode: str, errors: str, line_buffering: bool) -> io.TextIOWrapper:
+        raw = io.FileIO(fd, mode, closefd=False)
+        interactive = raw.isatty()
+        buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
+        text = io.TextIOWrapper(buffered, encoding=encoding, errors=errors,
+                                line_buffering=line_buffering or (interactive and mode == "w"),
+                                write_through=unbuffered and mode == "w")
+        text.mode = mode
+        return text
+
+    _SERVER_STDIO.extend((sys.stdin, sys.stdout, sys.stderr))  # never finalized: they would close fds 0-2
+    sys.stdin = sys.__stdin__ = stream(0, "r", errors, False)
+    sys.stdout = sys.__stdout__ = stream(1, "w", errors, False)
+    sys.stderr = sys.__stderr__ = stream(2, "w", "backslashreplace", True)
+    sys.argv = [request["argv0"], *request["argv"]]
+    sys.path[0] = os.path.dirname(request["argv0"])  # the console script's folder, not tests/
+    if not real_clock:  # the waits between AWS polls do not wait in real time (tests/cli_runner.py: FakeClock)
+        now = [1000.0]
+        clock.sleep = lambda seconds: now.__setitem__(0, now[0] + max(0.0, seconds))
+        clock.monotonic = lambda: now[0]
+
+
+def serve(path: str) -> bool:
+    """Serve until stdin closes (returns False), or, in a forked child, return True to run the command."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, ("accept", None))
+    selector.register(sys.stdin, selectors.EVENT_READ, ("stdin", None))
+    running: dict[int, tuple[socket.socket, int]] = {}  # pid -> (connection, pidfd)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        for key, _ in selector.select():
+            kind, data = key.data
+            if kind == "stdin":
+                if not sys.stdin.readline():
+                    for pid, (conn, _) in running.items():
+                        os.kill(pid, signal.SIGKILL)
+                    listener.close()
+                    os.unlink(path)
+                    return False
+            elif kind == "accept":
+                conn, _ = listener.accept()
+                try:
+                    request, fds = _receive(conn)
+                except (ConnectionError, ValueError, OSError):
+                    conn.close()
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    listener.close()
+                    for other, pidfd in running.values():
+                        other.close()
+                        os.close(pidfd)
+                    conn.close()
+                    _become(request, fds)
+                    return True
+                for fd in fds:
+                    os.close(fd)
+                pidfd = os.pidfd_open(pid)
+                running[pid] = (conn, pidfd)
+                selector.register(pidfd, selectors.EVENT_READ, ("exited", pid))
+                selector.register(conn, selectors.EVENT_READ, ("shim", pid))
+                _answer(conn, {"pid": pid})
+            elif kind == "shim":  # the shim should say nothing more: EOF means it is gone
+                conn = key.fileobj
+                if not conn.recv(1):
+                    selector.unregister(conn)
+                    try:
+                        os.kill(data, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            elif kind == "exited":
+                conn, pidfd = running.pop(data)
+                _, status = os.waitpid(data, 0)
+                selector.unregister(pidfd)
+                os.close(pidfd)
+                try:
+                    selector.unregister(conn)
+                except KeyError:
+                    pass
+                _answer(conn, {"status": status})
+                conn.close()
+
+
+def _answer(conn: socket.socket, message: dict) -> None:
     try:
-        code = main()  # the console script: sys.exit(main())
+        conn.sendall((json.dumps(message) + "\n").encode())
+    except OSError:
+        pass  # the shim is gone
+
+
+def run_console_script() -> None:
+    """The console script's `sys.exit(main())`, then what the interpreter does at exit: wait for non-daemon
+    threads, run atexit handlers, flush stdout and stderr (exit 120 if that fails), and end with the exit
+    code, or by SIGINT after an uncaught KeyboardInterrupt. Only the module teardown that follows in a
+    real interpreter is skipped (it frees the SDK's thousands of classes: seconds for nothing)."""
+    import atexit
+    import threading
+    import traceback
+
+    interrupted = False
+    try:
+        code = main()
     except SystemExit as exc:
         code = exc.code
-    except BaseException:  # noqa: BLE001 - what the interpreter would do with it
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        code, interrupted = 1, True
+    except BaseException:  # noqa: BLE001 - what the interpreter does with it
         traceback.print_exc()
         code = 1
     if code is None:
@@ -47,32 +208,22 @@ def run(request: dict) -> int:
     elif not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    return code
-
-
-def serve() -> None:
-    for line in sys.stdin:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = run(request)
-            finally:
-                for stream in (sys.stdout, sys.stderr):
-                    try:
-                        stream.flush()
-                    except Exception:  # noqa: BLE001 - a closed pipe: nothing more to say
-                        pass
-                os._exit(code)
-        if request.get("announce"):
-            sys.__stdout__.write(json.dumps({"pid": pid}) + "\n")
-            sys.__stdout__.flush()
-        _, status = os.waitpid(pid, 0)
-        answer = {"code": os.waitstatus_to_exitcode(status)}
-        sys.__stdout__.write(json.dumps(answer) + "\n")
-        sys.__stdout__.flush()
+    threading._shutdown()  # noqa: SLF001 - the interpreter's own call at exit
+    atexit._run_exitfuncs()  # noqa: SLF001
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - Python reports it and exits 120
+            code = 120
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code & 0xFF)
 
 
 if __name__ == "__main__":
-    serve()
+    import gc
+
+    gc.freeze()  # the imports stay shared with every child: their GC does not touch (and copy) them
+    if serve(sys.argv[1]):
+        run_console_script()

@@ -1,5 +1,5 @@
-"""The installed `peagle` as a child process whose stderr a test can wait on, line by line (bounded waits),
-(the fault tests' emulator fixtures, `emulator_server` and `emu`, are in conftest.py)."""
+"""`peagle` (the installed executable, or a forked one) as a child process whose stderr a test can wait on,
+line by line (bounded waits) (the fault tests' emulator fixtures, `emulator_server` and `emu`, are in conftest.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from .conftest import PEAGLE
 
 
 class PeagleProcess:
-    def __init__(self, args: list[str], env: dict[str, str]):
-        self.proc = subprocess.Popen([PEAGLE, *args], env={**env, "COLUMNS": "200"}, stdin=subprocess.DEVNULL,
+    def __init__(self, args: list[str], env: dict[str, str], program: str = PEAGLE):
+        """`program`: the installed executable, or `forked_peagle()` (tests/forked_peagle.py)."""
+        self.proc = subprocess.Popen([program, *args], env={**env, "COLUMNS": "200"}, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.stderr_lines: list[str] = []
         self._lines: queue.Queue[str | None] = queue.Queue()

@@ -1,4 +1,4 @@
-"""Issue 15 item 2 (autoscaling) through the installed executable against the emulator server: deploy registers
+"""Issue 15 item 2 (autoscaling) through the CLI (in-process; the signal test forked) against the emulator server: deploy registers
 the variant after InService, a failure or signal there rolls everything back, status shows it (a read failure
 as unknown), cleanup deregisters before deleting the endpoint and never touches an unmanaged endpoint's target."""
 
@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 
 import pytest
 from peagle_deploy.autoscale import CONCURRENCY_METRIC, INVOCATIONS_METRIC
 
-from .peagle_process import PEAGLE, PeagleProcess
+from .cli_runner import run_cli_completed
+from .forked_peagle import forked_peagle
+from .peagle_process import PeagleProcess
 
 NAME = "scaled"
 EMPTY = {"endpoints": [], "configs": [], "models": []}
@@ -20,8 +21,7 @@ DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
 
 def peagle(emu, *args):
-    return subprocess.run([PEAGLE, *args], env={**emu.env, "COLUMNS": "200"}, capture_output=True, text=True,
-                          timeout=180, stdin=subprocess.DEVNULL)
+    return run_cli_completed(*args, env={**emu.env, "COLUMNS": "200"})
 
 
 def deploy(emu, *extra):
@@ -141,7 +141,7 @@ def test_a_refused_registration_rolls_back_and_keep_on_failure_keeps_it_for_clea
 def test_a_signal_while_registering_rolls_back_the_registration_too(emu):
     gate = emu.gate("RegisterScalableTarget", when="after")  # registered, the answer still on its way
     run = PeagleProcess(["deploy", "qwen3-coder", "--name", NAME, "--role", emu.role_arn, "--yes",
-                         "--autoscale", "1:2", "--target-concurrency", "8"], emu.env)
+                         "--autoscale", "1:2", "--target-concurrency", "8"], emu.env, program=forked_peagle())
     gate.wait_entered()
     run.signal(signal.SIGTERM)
     run.wait_for_stderr("received SIGTERM")

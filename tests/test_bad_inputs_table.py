@@ -19,9 +19,9 @@ starting with `error: `; no traceback; no AWS write (the emulator's write record
 per-case AWS_SDK_UA_APP_ID); and with `--json`, stdout is exactly one JSON document, which for a
 failure is `{"error": {"message", "hint", "exit_code", "kind"}}` with the same exit code.
 Cases run in parallel processes (PEAGLE_TABLE_WORKERS, default 4). The first case of each file runs
-the installed executable itself; the others run its entry point in a process forked from one that
-imported peagle once (tests/peagle_forkserver.py: own process, environment, working directory, stdio,
-exit code; about three quarters of a case's CPU is Python's start-up and imports).
+the installed executable itself; the others run through `forked_peagle()` (tests/forked_peagle.py: a
+child of a fork server that imported peagle once, with its own process, environment, working directory,
+stdio and exit code; about three quarters of a case's CPU is Python's start-up and imports).
 PEAGLE_TABLE_EXECUTABLE=1 runs every case through the executable.
 """
 
@@ -32,9 +32,7 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,6 +41,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import PEAGLE
+from .forked_peagle import forked_peagle
 
 CASE_DIR = Path(__file__).resolve().parent / "bad_input_cases"
 KEYS = {"id", "argv", "exit", "stderr", "env", "stdin", "files", "aws_write"}
@@ -101,45 +100,18 @@ def _run_case(case_id: str, case: dict, emulator, root: Path) -> Outcome:
             env[key] = _fill(value, tmp, emulator)
     argv = [_fill(a, tmp, emulator) for a in case["argv"]]
     start = time.monotonic()
-    if case_id in THROUGH_EXECUTABLE or os.environ.get("PEAGLE_TABLE_EXECUTABLE") == "1":
-        code, out, err = _run_executable(argv, tmp, env, case.get("stdin"))
-    else:
-        code, out, err = _run_forked(argv, tmp, env, case.get("stdin"), root / "_io" / tmp.name)
+    executable = case_id in THROUGH_EXECUTABLE or os.environ.get("PEAGLE_TABLE_EXECUTABLE") == "1"
+    code, out, err = _run(PEAGLE if executable else forked_peagle(), argv, tmp, env, case.get("stdin"))
     return Outcome(code, out, err, emulator.recorder.writes(caller), time.monotonic() - start)
 
 
-def _run_executable(argv: list[str], cwd: Path, env: dict, stdin: str | None) -> tuple[int | None, str, str]:
+def _run(program: str, argv: list[str], cwd: Path, env: dict, stdin: str | None) -> tuple[int | None, str, str]:
     try:
-        proc = subprocess.run([PEAGLE, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+        proc = subprocess.run([program, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
                               input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
         return proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         return None, str(exc.stdout or ""), f"timed out after {TIMEOUT_S}s"
-
-
-_forkservers = threading.local()
-_started: list[subprocess.Popen] = []
-
-
-def _run_forked(argv: list[str], cwd: Path, env: dict, stdin: str | None, io_dir: Path) -> tuple[int, str, str]:
-    server = getattr(_forkservers, "proc", None)
-    if server is None:
-        server = _forkservers.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("peagle_forkserver.py"))], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True, env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
-        _started.append(server)
-    io_dir.mkdir(parents=True)
-    stdin_path = None
-    if stdin is not None:
-        stdin_path = io_dir / "stdin"
-        stdin_path.write_text(stdin, encoding="utf-8")
-    request = {"argv": argv, "env": env, "cwd": str(cwd), "stdin": stdin_path and str(stdin_path),
-               "out": str(io_dir / "out"), "err": str(io_dir / "err")}
-    server.stdin.write(json.dumps(request) + "\n")
-    server.stdin.flush()
-    answer = json.loads(server.stdout.readline())
-    read = lambda name: (io_dir / name).read_text(encoding="utf-8", errors="replace")  # noqa: E731
-    return answer["code"], read("out"), read("err")
 
 
 @pytest.fixture(scope="module")
@@ -158,13 +130,7 @@ def outcomes(emulator_server, request):
     with tempfile.TemporaryDirectory(prefix="peagle-bad-inputs-") as root, ThreadPoolExecutor(workers) as pool:
         futures = {case_id: pool.submit(_run_case, case_id, case, emulator_server, Path(root))
                    for case_id, case in CASES if case_id in selected}
-        try:
-            yield {case_id: future.result() for case_id, future in futures.items()}
-        finally:
-            for server in _started:
-                server.stdin.close()
-                server.wait(30)
-            _started.clear()
+        yield {case_id: future.result() for case_id, future in futures.items()}
 
 
 def test_cases_are_well_formed():

@@ -1,4 +1,4 @@
-"""`peagle bench ENDPOINT` through the installed executable against the emulator: tags give mode/K, the
+"""`peagle bench ENDPOINT` as a `peagle` process (forked, tests/forked_peagle.py) against the emulator: tags give mode/K, the
 config gives the instance and its price, responses stream as real AWS event-stream frames, and
 acceptance comes from CloudWatch Logs. vLLM's stats lines are written as the emulated endpoint serves
 requests, so they fall inside the measured windows whatever the machine's speed, and `--logs-wait 0` reads
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.conftest import PEAGLE
+from tests.forked_peagle import forked_peagle
 from tests.test_metrics_acceptance import vllm_line
 
 TAGS = [{"Key": "peagle:managed", "Value": "true"}, {"Key": "peagle:mode", "Value": "p-eagle"},
@@ -24,7 +24,7 @@ PER_POSITION = [90, 80, 70, 60, 50, 40, 30]  # accepted per position out of 100 
 
 def peagle(emu, *args):
     env = {**emu.env, "COLUMNS": "200"}
-    return subprocess.run([PEAGLE, *args], env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([forked_peagle(), *args], env=env, capture_output=True, text=True, timeout=300)
 
 
 def served(k: int, parallel: bool = True) -> dict[str, str]:

@@ -6,8 +6,8 @@ import subprocess
 
 
 from .cli_runner import run_cli
-
 from .conftest import PEAGLE
+from .forked_peagle import forked_peagle
 
 
 def no_aws_env(tmp_path) -> dict[str, str]:
@@ -24,6 +24,8 @@ def dry_run_json(*args):
 
 
 def test_installed_executable_prints_the_plan_without_credentials(tmp_path):
+    """The README's first command, through the installed executable: a new process with no AWS account
+    imports the SageMaker SDK itself (which reads the AWS settings at import)."""
     out = subprocess.run([PEAGLE, "deploy", "qwen3-coder", "--dry-run"], env=no_aws_env(tmp_path),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -36,8 +38,8 @@ def test_installed_executable_prints_the_plan_without_credentials(tmp_path):
         assert body in text
 
 
-def test_installed_executable_json_is_one_document(tmp_path):
-    out = subprocess.run([PEAGLE, "deploy", "qwen3-coder", "--dry-run", "--json"], env=no_aws_env(tmp_path),
+def test_a_peagle_process_prints_one_json_document(tmp_path):
+    out = subprocess.run([forked_peagle(), "deploy", "qwen3-coder", "--dry-run", "--json"], env=no_aws_env(tmp_path),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)["plan"]

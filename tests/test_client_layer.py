@@ -1,5 +1,6 @@
 """invoke, bench and metrics give one and the same answer for the same target and the same stream
-(issue 12's table), through the installed executable, against a stand-in server on loopback."""
+(issue 12's table), through `peagle` processes (forked, tests/forked_peagle.py), against a stand-in server on
+loopback."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ import pytest
 from peagle_deploy.runtime.target_ref import parse_target
 from peagle_deploy.testing.fake_vllm import FakeVllm
 
-from .conftest import PEAGLE
+from .forked_peagle import forked_peagle
 
 pytestmark = pytest.mark.usefixtures("no_aws")
 
 
 def peagle(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([PEAGLE, *args], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([forked_peagle(), *args], capture_output=True, text=True, timeout=timeout,
                           env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "AWS_EC2_METADATA_DISABLED": "true"})
 
 
@@ -148,7 +149,7 @@ def test_first_ctrl_c_stops_bench_and_keeps_what_was_measured(tmp_path):
     import time
 
     with FakeVllm([f"t{i}" for i in range(10)], gap_s=0.1) as server:  # 1 s per request
-        proc = subprocess.Popen([PEAGLE, "bench", server.url, "-c", "1,2", "--duration", "3", "--warmup", "0",
+        proc = subprocess.Popen([forked_peagle(), "bench", server.url, "-c", "1,2", "--duration", "3", "--warmup", "0",
                                  "--out", str(tmp_path), "--no-chart", "--json"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env={"PATH": "/usr/bin:/bin", "AWS_EC2_METADATA_DISABLED": "true"})

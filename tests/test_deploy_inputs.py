@@ -90,17 +90,18 @@ def test_empty_name_is_refused_in_the_plan_too():
 
 
 def test_price_guard_is_passed_by_naming_the_price_and_the_deploy_carries_jumpstart_parity(tmp_path):
-    """Through the installed executable against the emulator: refused with --yes alone, created when the
-    script names a price at least the estimate; CreateModel got the prepacked artifact and the TP degree."""
+    """Through a `peagle` process (forked, tests/forked_peagle.py) against the emulator: refused with --yes alone,
+    created when the script names a price at least the estimate; CreateModel got the prepacked artifact and the
+    TP degree."""
     import json
     import math
     import subprocess
-    import sys
-    from pathlib import Path
 
     from peagle_deploy.testing import SageMakerEmulator
 
-    exe = str(Path(sys.executable).with_name("peagle"))
+    from .forked_peagle import forked_peagle
+
+    exe = forked_peagle()
     args = ["deploy", "gpt-oss-120b", "--instance-type", "ml.g7e.48xlarge", "--instance-count", "4",
             "--name", "guarded", "--yes", "--json"]
     with SageMakerEmulator.server() as emu:

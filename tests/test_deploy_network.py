@@ -30,6 +30,10 @@ def test_plan_carries_vpc_config_and_kms_key():
     assert plan.create_endpoint_config["KmsKeyId"] == KEY
     assert plan.vpc_config == plan.create_model["VpcConfig"] and plan.kms_key_id == KEY
     assert "create_endpoint_config.KmsKeyId" in plan.unverified  # local instance storage: said, not hidden
+    from .aws_shapes import assert_valid_request
+
+    assert_valid_request("sagemaker", "CreateModel", plan.create_model)  # subnet and group ids, the key's pattern
+    assert_valid_request("sagemaker", "CreateEndpointConfig", plan.create_endpoint_config)
 
 
 def test_plan_without_network_options_is_unchanged():

@@ -3,7 +3,8 @@
 Examples are the `peagle` lines of fenced shell blocks (backslash continuations joined; `cmd | peagle`
 pipelines too) and the `run: peagle ...` steps of YAML blocks. docs/cli.md is generated help, not
 examples. Each document's examples run in order through `bash -c` in one working folder of their own
-(so `--out results/` then `bench compare results/*.json` works), with the installed `peagle` first on
+(so `--out results/` then `bench compare results/*.json` works), documents at once, with a forked `peagle`
+(tests/forked_peagle.py: a process of its own, forked from a server that imported peagle once) first on
 PATH and AWS pointed at the emulator server. What a reader supplies is supplied here:
 - the endpoint names the docs use exist in the emulator as peagle endpoints that answer `invoke`;
 - the container / OpenAI URLs (localhost:8080, gpu-box:8000/v1) are the stand-in vLLM server;
@@ -19,15 +20,15 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from .forked_peagle import forked_peagle
+
 ROOT = Path(__file__).resolve().parent.parent
-PEAGLE_BIN = Path(sys.executable).parent
 DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli.md")]
 # docs/update.md really updates prod-endpoint: no other document uses it (bench and invoke need InService)
 ENDPOINTS = ("peagle-qwen3-coder-p-eagle-k3-261122-120000", "my-endpoint", "prod-endpoint")
@@ -136,7 +137,8 @@ def outcomes(emulator_server, tmp_path_factory):
     emulator_server.script_endpoints()
     for name in ENDPOINTS:
         _peagle_endpoint(emulator_server, name)
-    env = {**emulator_server.env, "PATH": f"{PEAGLE_BIN}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1"}
+    peagle_bin = Path(forked_peagle()).parent
+    env = {**emulator_server.env, "PATH": f"{peagle_bin}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1"}
     env.pop("PEAGLE_DEBUG", None)
     for name in ("HF_MODEL_ID", "SM_VLLM_MODEL", "SM_VLLM_SPECULATIVE_CONFIG"):
         env.pop(name, None)
@@ -159,7 +161,7 @@ def outcomes(emulator_server, tmp_path_factory):
                 results[(doc, command)] = _bash(shell, folder, env)
             return results
 
-        with ThreadPoolExecutor(3) as pool:
+        with ThreadPoolExecutor(4) as pool:
             per_doc = list(pool.map(run_doc, sorted({doc for doc, _ in ALL})))
     emulator_server.reset()
     return {key: result for results in per_doc for key, result in results.items()}

@@ -1,4 +1,5 @@
-"""The installed `peagle` executable against the emulator served on loopback (AWS_ENDPOINT_URL)."""
+"""`peagle` processes against the emulator served on loopback (AWS_ENDPOINT_URL): the first test through the
+installed executable (deploy, status, cleanup as a user's CI runs them), the others forked (tests/forked_peagle.py)."""
 
 import json
 import subprocess
@@ -7,11 +8,12 @@ import pytest
 
 
 from .conftest import PEAGLE
+from .forked_peagle import forked_peagle
 
 
-def peagle(emu, *args, env_extra=None, timeout=120):
+def peagle(emu, *args, env_extra=None, timeout=120, program=None):
     env = {**emu.env, **(env_extra or {}), "COLUMNS": "200"}
-    return subprocess.run([PEAGLE, *args], env=env, capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([program or forked_peagle(), *args], env=env, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
 
 
@@ -20,7 +22,8 @@ def test_deploy_status_cleanup_leaves_unmanaged_alone(emu):
     emu.create_endpoint_stack("team-model")  # not peagle's: must survive cleanup --all
 
     emu.script_endpoints(creating_polls=1)
-    deployed = peagle(emu, "deploy", "qwen3-coder", "--name", "e2e-qwen", "--role", emu.role_arn, "--yes", "--json")
+    deployed = peagle(emu, "deploy", "qwen3-coder", "--name", "e2e-qwen", "--role", emu.role_arn, "--yes", "--json",
+                      program=PEAGLE)
     assert deployed.returncode == 0, deployed.stderr
     result = json.loads(deployed.stdout)
     assert result["deployed"]["status"] == "InService"
@@ -29,17 +32,17 @@ def test_deploy_status_cleanup_leaves_unmanaged_alone(emu):
     assert states["vLLM start-up"] == "not verified" and result["verification"] == "not verified"
     assert result["plan"]["resolution_source"] == "sdk"  # the spec came from the emulated JumpStart bucket
 
-    status = peagle(emu, "status", "--json")
+    status = peagle(emu, "status", "--json", program=PEAGLE)
     assert status.returncode == 0, status.stderr
     assert [(e["name"], e["mode"], e["k"]) for e in json.loads(status.stdout)["endpoints"]] == [("e2e-qwen", "p-eagle", 3)]
 
-    human = peagle(emu, "status")
+    human = peagle(emu, "status", program=PEAGLE)
     assert "e2e-qwen" in human.stdout and "team-model" not in human.stdout
 
-    refused = peagle(emu, "cleanup", "--all")
+    refused = peagle(emu, "cleanup", "--all", program=PEAGLE)
     assert refused.returncode == 2 and "--yes" in refused.stderr  # no terminal, no --yes: refuse
 
-    cleaned = peagle(emu, "cleanup", "--all", "--yes", "--json")
+    cleaned = peagle(emu, "cleanup", "--all", "--yes", "--json", program=PEAGLE)
     assert cleaned.returncode == 0, cleaned.stderr
     deleted = {(d["kind"], d["name"]) for d in json.loads(cleaned.stdout)["deleted"]}
     assert deleted == {("endpoint", "e2e-qwen"), ("endpoint_config", "e2e-qwen"), ("model", "e2e-qwen")}

@@ -10,6 +10,7 @@ from peagle_deploy.testing import SageMakerEmulator
 from peagle_deploy.testing.container_backend import ContainerBackend
 from peagle_deploy.testing.vllm_stand_in import install
 
+from .forked_peagle import REAL_CLOCK
 from .local_helpers import model_dirs, peagle
 
 MODEL_URI = "s3://jumpstart-cache-prod-us-east-1/huggingface-llm/huggingface-llm-qwen3-coder-30b-a3b-instruct/"
@@ -30,7 +31,21 @@ def backend_for(tmp_path, *, mask_token=True, **env):
 
 
 def run(emu, *args, timeout=180):
-    return peagle(*args, env={**emu.env, "COLUMNS": "200"}, timeout=timeout)
+    # real time between polls: the container turns the endpoint InService when it answers /ping
+    return peagle(*args, env={**emu.env, "COLUMNS": "200", REAL_CLOCK: "1"}, timeout=timeout)
+
+
+def _wait_for_log_line(emu, name: str, text: str, timeout: float = 60.0) -> None:
+    """Until the container's line is in CloudWatch (bounded): the backend ships its log every poll."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        events = emu.client("logs").filter_log_events(logGroupName=f"/aws/sagemaker/Endpoints/{name}")["events"]
+        if any(text in e["message"] for e in events):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {text!r} line from {name}'s container in CloudWatch after {timeout}s")
 
 
 def test_deploy_invoke_metrics_status_cleanup_against_the_running_container(tmp_path):
@@ -52,6 +67,7 @@ def test_deploy_invoke_metrics_status_cleanup_against_the_running_container(tmp_
         streamed = run(emu, "invoke", "real-be", "hi", "--max-tokens", "5", "--no-stream")
         assert streamed.returncode == 0 and streamed.stdout.strip() == "!" * 5, streamed.stderr
 
+        _wait_for_log_line(emu, "real-be", "SpecDecoding metrics")  # shipped every 0.5 s by the backend
         metrics = run(emu, "metrics", "real-be", "--json")
         assert metrics.returncode == 0, metrics.stderr
         acceptance = json.loads(metrics.stdout)["acceptance"]

@@ -1,5 +1,6 @@
 """One AWS error mapping for every command (issue 10 item 9, issue 11 item 1's AWS parts, issue 12's one
-classifier), and the README's exit-code table, through the installed executable."""
+classifier), and the README's exit-code table, through `peagle` processes (forked, tests/forked_peagle.py: the
+exit status as a process returns it)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from peagle_deploy.errors import ExitCode
-from .peagle_process import PEAGLE
+from .forked_peagle import forked_peagle
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 NO_RETRY = {"AWS_MAX_ATTEMPTS": "1",  # botocore's retries would only add back-off sleeps here
@@ -20,7 +21,7 @@ NO_RETRY = {"AWS_MAX_ATTEMPTS": "1",  # botocore's retries would only add back-o
 
 
 def peagle(env, *args):
-    return subprocess.run([PEAGLE, *args], env={**env, "COLUMNS": "200"}, capture_output=True, text=True,
+    return subprocess.run([forked_peagle(), *args], env={**env, "COLUMNS": "200"}, capture_output=True, text=True,
                           timeout=180, stdin=subprocess.DEVNULL)
 
 

@@ -1,24 +1,22 @@
-"""Issue 10 items 3 and 5, issue 11 item 3, issue 12's tag model: cleanup and status through the installed
-executable against the emulator server."""
+"""Issue 10 items 3 and 5, issue 11 item 3, issue 12's tag model: cleanup and status through the CLI
+(in-process, tests/cli_runner.py) against the emulator server."""
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from .peagle_process import PEAGLE
+from .cli_runner import run_cli_completed
 
 PAST = (datetime.now(UTC) - timedelta(days=2)).isoformat()  # far from now: no test depends on the clock
 FUTURE = (datetime.now(UTC) + timedelta(days=2)).isoformat()
 
 
 def peagle(emu, *args, env_extra=None):
-    return subprocess.run([PEAGLE, *args], env={**emu.env, **(env_extra or {}), "COLUMNS": "200"},
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return run_cli_completed(*args, env={**emu.env, **(env_extra or {}), "COLUMNS": "200"})
 
 
 def tags(**values):

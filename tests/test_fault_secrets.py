@@ -1,5 +1,6 @@
 """Issue 10 item 6: no secret value from --env, nor any credential the session uses (whatever its source),
-appears in any output, human or --json; --show-secrets reveals the --env values on purpose."""
+appears in any output, human or --json; --show-secrets reveals the --env values on purpose. Each command is a
+`peagle` process (forked, tests/forked_peagle.py): everything it writes to stdout and stderr is checked."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 
 import pytest
 
-from .peagle_process import PEAGLE
+from .forked_peagle import forked_peagle
 
 HF = "hf_PeagleLeakTestTokenValue0123456789"
 API = "k1"  # too short to be masked by value: masked by its name
@@ -22,7 +23,7 @@ TOKEN = "profileSessionTokenValue9999"
 
 
 def peagle(env, *args):
-    return subprocess.run([PEAGLE, *args], env={**env, "COLUMNS": "200"}, capture_output=True, text=True,
+    return subprocess.run([forked_peagle(), *args], env={**env, "COLUMNS": "200"}, capture_output=True, text=True,
                           timeout=180, stdin=subprocess.DEVNULL)
 
 

@@ -1,10 +1,14 @@
-"""Issue 10 items 1, 2 and 7, through the installed executable against the emulator server.
+"""Issue 10 items 1, 2 and 7, through `peagle` processes against the emulator server.
 
 SIGINT, SIGTERM and SIGHUP at each step of a deploy: before the creates, while each create is in flight
 (before SageMaker acted, and after it acted with the answer still on its way), and during the wait. Each
 moment is pinned by an emulator gate that holds the call until the test has seen peagle acknowledge the
 signal: no sleeps, no timing. The end state is always 0 resources, or the printed cleanup command that
 removes what appeared later (run here, and checked).
+
+The signal goes to the installed executable itself for the moments in EXECUTABLE (and the two tests of a
+second signal): a signal delivered to the very process the caller started. The other moments run forked
+(tests/forked_peagle.py: the shim forwards the signal to a forked child with the same handlers).
 """
 
 from __future__ import annotations
@@ -17,14 +21,16 @@ import subprocess
 
 import pytest
 
+from .forked_peagle import forked_peagle
 from .peagle_process import PEAGLE, PeagleProcess
 
 NAME = "sig-under-test"
 EMPTY = {"endpoints": [], "configs": [], "models": []}
 
 
-def start_deploy(emu) -> PeagleProcess:
-    return PeagleProcess(["deploy", "qwen3-coder", "--name", NAME, "--role", emu.role_arn, "--yes"], emu.env)
+def start_deploy(emu, program: str = PEAGLE) -> PeagleProcess:
+    return PeagleProcess(["deploy", "qwen3-coder", "--name", NAME, "--role", emu.role_arn, "--yes"], emu.env,
+                         program=program)
 
 
 # (moment id, action held, calls of it let through first, held before or after SageMaker acts)
@@ -42,6 +48,7 @@ MOMENTS = [
 # representative ones by default (each run is a full `peagle deploy`, ~4 s of CPU). PEAGLE_SIGNAL_MATRIX=full
 # runs all 24 combinations.
 _SAMPLED = {"before-creates", "CreateModel-answer-in-flight", "in-CreateEndpoint", "during-wait"}
+EXECUTABLE = {"during-wait"}
 CASES = [(signum, *moment) for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT) for moment in MOMENTS
          if signum == signal.SIGTERM or moment[0] in _SAMPLED or os.environ.get("PEAGLE_SIGNAL_MATRIX") == "full"]
 
@@ -50,7 +57,7 @@ CASES = [(signum, *moment) for signum in (signal.SIGTERM, signal.SIGHUP, signal.
 def test_a_signal_at_each_step_of_deploy_leaves_nothing(emu, signum, moment, action, skip, when):
     emu.script_endpoints(creating_polls=1000)  # the wait never ends on its own
     gate = emu.gate(action, skip=skip, when=when)
-    run = start_deploy(emu)
+    run = start_deploy(emu, PEAGLE if moment in EXECUTABLE else forked_peagle())
     gate.wait_entered()
     run.signal(signum)
     run.wait_for_stderr(f"received {signum.name}")  # peagle has the signal: only now let the call go on
@@ -88,7 +95,7 @@ def test_a_second_signal_abandons_the_create_and_prints_the_command_that_removes
     gate.done.wait(30)
     assert emu.resource_names()["models"] == [NAME]  # it appeared after all
     argv = shlex.split(command)
-    cleaned = subprocess.run([PEAGLE, *argv[1:]], env=emu.env, capture_output=True, text=True, timeout=120,
+    cleaned = subprocess.run([forked_peagle(), *argv[1:]], env=emu.env, capture_output=True, text=True, timeout=120,
                              stdin=subprocess.DEVNULL)
     assert cleaned.returncode == 0, cleaned.stderr
     assert emu.resource_names() == EMPTY
@@ -115,7 +122,7 @@ def test_a_name_taken_between_the_check_and_create_endpoint_rolls_back_peagles_o
     refuses ours ('Cannot create already existing endpoint'); peagle removes its model and config, leaves
     theirs alone, and exits 2 (not 0, not a cleanup command that would delete nothing)."""
     gate = emu.gate("CreateEndpoint", when="before")
-    run = start_deploy(emu)
+    run = start_deploy(emu, forked_peagle())
     gate.wait_entered()
     sm = emu.client("sagemaker")
     sm.create_model(ModelName="their-model", ExecutionRoleArn=emu.role_arn, PrimaryContainer={"Image": "x"})

@@ -1,8 +1,9 @@
 """docs/iam.md is true: every AWS call each command really makes is allowed by the actions listed for it in
 peagle_deploy/iam_policy.py, and every listed action is really used (or says why the emulator cannot see it).
 
-The installed `peagle` runs each command against the emulator server; a WSGI recorder notes every request
-(reads and writes, S3 and the runtime included) by the process's AWS_SDK_UA_APP_ID. Scenarios cover the
+`peagle` runs each command against the emulator server, forked (tests/forked_peagle.py; the commands that
+only read run at once); a WSGI recorder notes every request (reads and writes, S3 and the runtime included)
+by the process's AWS_SDK_UA_APP_ID. Scenarios cover the
 paths that call more than the happy path (a deploy that fails and rolls back, cleanup --all/--expired).
 
 New commands and options slot in: a registered command without a scenario or without an IAM list fails
@@ -14,11 +15,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from peagle_deploy import iam_policy
-from tests.conftest import PEAGLE
+from tests.conftest import next_utc_second
+from tests.forked_peagle import forked_peagle
 
 NAME = "iam-probe"
 FAILING = "iam-probe-fails"
@@ -45,21 +48,22 @@ AUTOSCALE = ["--autoscale", "1:2", "--target-concurrency", "8"] if "--autoscale"
 
 
 def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None]]:
-    """(command, argv, emulator setup) in the order a user would run them; the last field scripts the emulator."""
+    """(command, argv, emulator setup) in the order a user would run them; the last field scripts the emulator
+    ("reads": runs beside the neighbouring "reads" runs, they change nothing another one reads)."""
     runs = [
-        ("deploy", ["deploy", "qwen3-coder", "--dry-run"], None),
-        ("deploy", ["deploy", "qwen3-coder", "--name", NAME, "--role", role, "--yes", *AUTOSCALE], None),
+        ("deploy", ["deploy", "qwen3-coder", "--dry-run"], "reads"),
+        ("deploy", ["deploy", "qwen3-coder", "--name", NAME, "--role", role, "--yes", *AUTOSCALE], "reads"),
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING, "--role", role, "--yes"], "fail"),
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-as", "--role", role, "--yes", *AUTOSCALE],
          "policy-fails"),
-        ("status", ["status"], None),
-        ("status", ["status", NAME], None),
-        ("invoke", ["invoke", NAME, "hello"], None),
-        ("invoke", ["invoke", NAME, "hello", "--no-stream"], None),
+        ("status", ["status"], "reads"),
+        ("status", ["status", NAME], "reads"),
+        ("invoke", ["invoke", NAME, "hello"], "reads"),
+        ("invoke", ["invoke", NAME, "hello", "--no-stream"], "reads"),
         ("bench", ["bench", NAME, "--concurrency", "1", "--num-prompts", "2", "--warmup", "1", "--out", out_dir],
-         None),
-        ("metrics", ["metrics", NAME, "--since", "15m"], None),
-        ("logs", ["logs", NAME, "--since", "1h"], None),
+         "reads"),
+        ("metrics", ["metrics", NAME, "--since", "15m"], "reads"),
+        ("logs", ["logs", NAME, "--since", "1h"], "reads"),
         ("update", ["update", NAME, "--k", "7", "--yes"], None),
         ("update", ["update", NAME, "--k", "5", "--yes"], "update-fails"),
         ("recover", ["recover", NAME], "interrupted"),
@@ -68,6 +72,17 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("cleanup", ["cleanup", "--all", "--yes"], "unmanaged"),
     ]
     return [run for run in runs if run[0] in COMMANDS and (run[2] != "policy-fails" or AUTOSCALE)]
+
+
+def _batches(runs: list) -> list[list[tuple[int, tuple]]]:
+    """Consecutive "reads" runs together (run at once), every other run alone, in order."""
+    batches: list[list[tuple[int, tuple]]] = []
+    for index, run in enumerate(runs):
+        if run[2] == "reads" and batches and batches[-1][-1][1][2] == "reads":
+            batches[-1].append((index, run))
+        else:
+            batches.append([(index, run)])
+    return batches
 
 
 @pytest.fixture(scope="module")
@@ -79,26 +94,35 @@ def recorded(emulator_server, tmp_path_factory):
     emu.script_endpoints()
     calls: dict[str, set[str]] = {}
     outcomes: dict[str, list[tuple[list[str], int, str]]] = {}
-    for index, (command, argv, setup) in enumerate(_scenarios(emu.role_arn, str(tmp_path_factory.mktemp("b")))):
-        if setup == "fail":
-            emu.script_endpoints(final="Failed", reason="scripted failure for the IAM test")
-        if setup == "policy-fails":  # registered, then the policy refused: the rollback deregisters
-            emu.fail("PutScalingPolicy", code="ValidationException", message="injected for the IAM test")
-        if setup == "update-fails":  # SageMaker rolls back: the update removes what it created
-            emu.script_update(fail=True, reason="scripted rollback for the IAM test")
-        if setup == "unmanaged":
-            emu.create_endpoint_stack("not-peagles")
-        if setup == "interrupted":
-            _interrupted_update(emu)
-        caller = f"iam-{index}-{command}"
-        proc = subprocess.run([PEAGLE, *argv], env={**emu.env, "AWS_SDK_UA_APP_ID": caller}, capture_output=True,
-                              text=True, timeout=300)
-        emu.script_endpoints()
-        emu.script_update()
-        if argv[:2] == ["deploy", "qwen3-coder"] and NAME in argv:
-            emu.put_log_lines(NAME, [SPEC_LINE])  # the container's stats line, for metrics and bench
-        outcomes.setdefault(command, []).append((argv, proc.returncode, proc.stderr[-2000:]))
-        calls.setdefault(command, set()).update(iam_policy.iam_action(c) for c in emu.recorder.api_calls(caller))
+
+    def run(index: int, command: str, argv: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run([forked_peagle(), *argv], env={**emu.env, "AWS_SDK_UA_APP_ID": f"iam-{index}-{command}"},
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+    runs = _scenarios(emu.role_arn, str(tmp_path_factory.mktemp("b")))
+    with ThreadPoolExecutor(8) as pool:
+        for batch in _batches(runs):
+            [(_, (_, _, setup))] = batch[:1]
+            if setup == "fail":
+                emu.script_endpoints(final="Failed", reason="scripted failure for the IAM test")
+            if setup == "policy-fails":  # registered, then the policy refused: the rollback deregisters
+                emu.fail("PutScalingPolicy", code="ValidationException", message="injected for the IAM test")
+            if setup == "update-fails":  # SageMaker rolls back: the update removes what it created
+                emu.script_update(fail=True, reason="scripted rollback for the IAM test")
+                next_utc_second()
+            if setup == "unmanaged":
+                emu.create_endpoint_stack("not-peagles")
+            if setup == "interrupted":
+                _interrupted_update(emu)
+            done = list(pool.map(lambda item: run(item[0], item[1][0], item[1][1]), batch))
+            emu.script_endpoints()
+            emu.script_update()
+            for (index, (command, argv, _)), proc in zip(batch, done):
+                if argv[:2] == ["deploy", "qwen3-coder"] and NAME in argv:
+                    emu.put_log_lines(NAME, [SPEC_LINE])  # the container's stats line, for metrics and bench
+                outcomes.setdefault(command, []).append((argv, proc.returncode, proc.stderr[-2000:]))
+                calls.setdefault(command, set()).update(
+                    iam_policy.iam_action(c) for c in emu.recorder.api_calls(f"iam-{index}-{command}"))
     emu.reset()
     return calls, outcomes
 

@@ -57,17 +57,16 @@ def test_gemma_is_gated_in_the_private_bucket():
 
 def test_plan_from_real_spec_overrides_spec_default_k_and_bodies_are_valid():
     """The spec's own SM_VLLM_SPECULATIVE_CONFIG says K=3: the user's K must win (the SDK's override trap)."""
-    import botocore.session
-    from botocore.validate import ParamValidator
+    from .aws_shapes import assert_valid_request
 
-    service = botocore.session.get_session().get_service_model("sagemaker")
     for model, extra in (("gpt-oss-20b", {}), ("gemma-4-31b", {"accept_eula": True})):
         plan = build_plan(PlanRequest(model=model, k=7, offline=True, role="arn:aws:iam::123456789012:role/r",
                                       **extra))
         env = plan.create_model["PrimaryContainer"]["Environment"]
         assert json.loads(env["SM_VLLM_SPECULATIVE_CONFIG"])["num_speculative_tokens"] == 7
-        report = ParamValidator().validate(plan.create_model, service.operation_model("CreateModel").input_shape)
-        assert not report.has_errors(), report.generate_report()  # no SDK-only field such as HostingEulaKey
+        assert_valid_request("sagemaker", "CreateModel", plan.create_model)  # no SDK-only field (HostingEulaKey)
+        assert_valid_request("sagemaker", "CreateEndpointConfig", plan.create_endpoint_config)
+        assert_valid_request("sagemaker", "CreateEndpoint", plan.create_endpoint)
         off = build_plan(PlanRequest(model=model, mode=Mode.OFF, offline=True, **extra))
         assert "SM_VLLM_SPECULATIVE_CONFIG" not in off.create_model["PrimaryContainer"]["Environment"]
 

@@ -179,8 +179,7 @@ def gated_drafter_root(tmp_path, monkeypatch):
 
 
 def test_gated_drafter_needs_the_eula_and_gets_model_access_config(gated_drafter_root, monkeypatch):
-    import botocore.session
-    from botocore.validate import ParamValidator
+    from .aws_shapes import assert_valid_request
 
     with pytest.raises(UsageError) as err:
         build_plan(PlanRequest(model="qwen3-coder", offline=True))
@@ -193,9 +192,7 @@ def test_gated_drafter_needs_the_eula_and_gets_model_access_config(gated_drafter
     assert channel["S3DataSource"]["ModelAccessConfig"] == {"AcceptEula": True}
     assert "HostingEulaKey" not in json.dumps(plan.create_model)
     assert any("gated bucket" in note for note in plan.notes)
-    service = botocore.session.get_session().get_service_model("sagemaker")
-    report = ParamValidator().validate(plan.create_model, service.operation_model("CreateModel").input_shape)
-    assert not report.has_errors(), report.generate_report()
+    assert_valid_request("sagemaker", "CreateModel", plan.create_model)
 
     _shipped_specs_env(monkeypatch, gated_drafter_root)  # and it is exactly what the SDK builds
     expected = _sdk_expected(plan.model_id, "us-east-1", plan.instance_type)
@@ -207,14 +204,14 @@ def test_gated_drafter_is_irrelevant_with_mode_off(gated_drafter_root):
     assert "AdditionalModelDataSources" not in plan.create_model["PrimaryContainer"]
 
 
-def test_installed_dry_run_of_gpt_oss_20b_shows_prepack_tp_degree_and_user_overrides(tmp_path):
-    """`peagle deploy gpt-oss-20b --dry-run --json` through the installed executable, with no credentials."""
+def test_dry_run_of_gpt_oss_20b_shows_prepack_tp_degree_and_user_overrides(tmp_path):
+    """`peagle deploy gpt-oss-20b --dry-run --json` as a process (forked, tests/forked_peagle.py), no credentials."""
     import os
     import subprocess
-    import sys
-    from pathlib import Path
 
-    exe = Path(sys.executable).with_name("peagle")
+    from .forked_peagle import forked_peagle
+
+    exe = forked_peagle()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"),
                AWS_EC2_METADATA_DISABLED="true")

@@ -130,6 +130,7 @@ def test_timeout_stops_the_server(tmp_path, dirs):
 
 
 def test_interrupt_during_start_stops_the_server(tmp_path, dirs):
+    """Through the installed executable: SIGTERM to the very process that started the server's group."""
     env = stand_in_env(tmp_path, PEAGLE_STAND_IN_DELAY_S="60")
     proc = subprocess.Popen([PEAGLE, "local", "start", str(dirs[0]), "--drafter", str(dirs[1]), "--port",
                              str(free_port())], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -13,7 +13,7 @@ import pytest
 from peagle_deploy.cli.logs import show_logs
 from peagle_deploy.output import Output
 from tests.cli_runner import run_cli
-from tests.peagle_process import PEAGLE
+from tests.forked_peagle import forked_peagle
 
 NAME = "peagle-logs-test"
 FAILING_START = [
@@ -146,9 +146,9 @@ def test_follow_json_is_refused(emu):
     assert result.code == 2 and "--follow prints lines as they arrive" in result.stderr
 
 
-def test_installed_executable_against_server(emu_server):
+def test_a_peagle_process_against_the_server(emu_server):
     emu_server.put_log_lines(NAME, FAILING_START, start_ms=_now_ms() - 5_000)
-    proc = subprocess.run([PEAGLE, "logs", NAME], env=emu_server.env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([forked_peagle(), "logs", NAME], env=emu_server.env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 3
     assert "\x1b[" not in proc.stdout  # piped: no styling, no wrapping

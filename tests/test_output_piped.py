@@ -1,4 +1,6 @@
-"""Output as a script or a CI log sees it: the installed `peagle`, stdout piped to a file.
+"""Output as a script or a CI log sees it: a `peagle` process (forked, tests/forked_peagle.py: the caller's own
+file descriptors), stdout piped to a file. A closed stdout without the SDK imported and shell completion (which
+keys on the console script's name) go through the installed executable itself.
 
 Nothing wraps off a terminal (names, URIs, JSON strings stay on one line), a closed stdout is a quiet
 exit 0, a bare `peagle` prints its help and exits 2, -h works everywhere, progress is plain lines.
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import PEAGLE
+from .forked_peagle import forked_peagle
 LONG_NAME = "peagle-a-deliberately-long-endpoint-name-that-tables-used-to-fold"[:63]
 
 
@@ -29,7 +32,7 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def _run(*args: str, env: dict[str, str] | None = None, tmp: Path, timeout: float = 120) -> tuple[int, str, str]:
     out_path, err_path = tmp / "stdout.txt", tmp / "stderr.txt"
     with open(out_path, "w") as out, open(err_path, "w") as err:
-        code = subprocess.run([str(PEAGLE), *args], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+        code = subprocess.run([forked_peagle(), *args], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                               env=env or _env(), timeout=timeout, cwd=tmp).returncode
     return code, out_path.read_text(), err_path.read_text()
 
@@ -99,18 +102,23 @@ def test_status_to_a_file_keeps_names_whole_and_says_expired(emulator, tmp_path)
 
 def test_status_watch_prints_plain_lines_and_ctrl_c_exits_0(emulator, tmp_path):
     _peagle_endpoint(emulator, LONG_NAME, None)
-    proc = subprocess.Popen([str(PEAGLE), "status", "--watch", "--interval", "0.2"], stdout=subprocess.PIPE,
+    # the second refresh waits at its ListEndpoints until the endpoint is deleted: no refresh reads it half-deleted
+    refresh = emulator.gate("ListEndpoints", skip=1)
+    proc = subprocess.Popen([forked_peagle(), "status", "--watch", "--interval", "0.2"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=_env(emulator.env), text=True,
                             cwd=tmp_path)
     try:
         first = proc.stdout.readline()  # blocks until the first snapshot is printed (bounded by the kill below)
         assert LONG_NAME in first and "InService" in first and "expires never" in first, first
+        refresh.wait_entered()
         emulator.client("sagemaker").delete_endpoint(EndpointName=LONG_NAME)
+        refresh.release()
         gone = proc.stdout.readline()
         assert gone.rstrip().endswith(f"{LONG_NAME} gone"), gone
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
+        refresh.release()
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
@@ -128,13 +136,14 @@ def test_deploy_progress_off_a_terminal_is_plain_lines(emulator, tmp_path):
     assert "is InService after" in out
 
 
-@pytest.mark.parametrize("args", [["models"], ["deploy", "qwen3-coder", "--dry-run", "--offline"], ["--help"],
-                                  ["deploy", "qwen3-coder", "--dry-run", "--offline", "--json"]])
-def test_closed_stdout_exits_0_quietly(args, tmp_path):
+@pytest.mark.parametrize("args,executable", [(["models"], True), (["deploy", "qwen3-coder", "--dry-run", "--offline"], False),
+                                             (["--help"], True),
+                                             (["deploy", "qwen3-coder", "--dry-run", "--offline", "--json"], False)])
+def test_closed_stdout_exits_0_quietly(args, executable, tmp_path):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before peagle writes: every write is EPIPE
     try:
-        proc = subprocess.run([str(PEAGLE), *args], stdout=write_end, stderr=subprocess.PIPE,
+        proc = subprocess.run([PEAGLE if executable else forked_peagle(), *args], stdout=write_end, stderr=subprocess.PIPE,
                               stdin=subprocess.DEVNULL, env=_env(), timeout=120, text=True, cwd=tmp_path)
     finally:
         os.close(write_end)

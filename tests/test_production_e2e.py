@@ -1,4 +1,5 @@
-"""Issue 15's "Must show", through the installed executable against the emulator in server mode:
+"""Issue 15's "Must show", through `peagle` processes (forked, tests/forked_peagle.py) against the emulator in
+server mode:
 
 deploy with autoscaling -> update K 3 -> 7 (the live config changes, the old config and model are gone, no moment
 without an InService endpoint) -> a scripted failed update rolls back and the endpoint keeps serving K=7 -> logs ->
@@ -13,7 +14,8 @@ import subprocess
 
 import pytest
 
-from .conftest import PEAGLE
+from .conftest import next_utc_second
+from .forked_peagle import forked_peagle
 
 NAME = "prod-qwen"
 
@@ -26,7 +28,7 @@ def emu(emu_recorded):
 
 def peagle(emu, *args):
     env = {**emu.env, "COLUMNS": "200", "NO_COLOR": "1"}
-    return subprocess.run([PEAGLE, *args], env=env, capture_output=True, text=True, timeout=300,
+    return subprocess.run([forked_peagle(), *args], env=env, capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL)
 
 
@@ -81,6 +83,7 @@ def test_deploy_update_rollback_cleanup(emu):
     # a scripted failed update: SageMaker rolls back, the endpoint keeps serving K=7
     emu.status_history.clear()
     emu.script_update(updating_polls=1, fail=True, reason="alarm prod-p99 went to ALARM during the baking period")
+    next_utc_second()
     failed = peagle(emu, "update", NAME, "--k", "11", "--yes")
     assert failed.returncode == 6, failed.stderr
     assert "the endpoint still serves the old configuration (K=7)" in failed.stderr

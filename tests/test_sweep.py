@@ -1,6 +1,7 @@
-"""`peagle sweep` through the installed executable against the emulator, with stand-in endpoints whose
-speed and acceptance depend on mode and K (peagle_deploy.testing.sweep_standins). Nothing here
-depends on timing: interrupts are synchronised on events the stand-in sets, waits are bounded."""
+"""`peagle sweep` as a process against the emulator, with stand-in endpoints whose speed and acceptance
+depend on mode and K (peagle_deploy.testing.sweep_standins). Nothing here depends on timing: interrupts are
+synchronised on events the stand-in sets, waits are bounded. Runs are forked (tests/forked_peagle.py), but
+the SIGKILL tests kill the installed executable itself."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from peagle_deploy.testing.sweep_standins import SweepStandIn, parse_endpoint, url_standins
 from tests.conftest import PEAGLE
+from tests.forked_peagle import forked_peagle
 
 FAST = ["--concurrency", "1,2", "--num-prompts", "2", "--warmup", "0", "--logs-wait", "0",
         "--provision-estimate", "60"]
@@ -22,7 +24,7 @@ LABELS = ["off", "eagle3 K=3", "eagle3 K=7", "eagle3 K=11", "p-eagle K=3", "p-ea
 
 def peagle(emu, *args, **kw):
     env = {**(emu.env if emu is not None else os.environ), "COLUMNS": "200"}
-    return subprocess.run([PEAGLE, *args], env=env, capture_output=True, text=True, timeout=600, **kw)
+    return subprocess.run([forked_peagle(), *args], env=env, capture_output=True, text=True, timeout=600, **kw)
 
 
 def leftovers(emu) -> dict[str, list]:
@@ -41,7 +43,7 @@ def standin(emu_server):
 
 
 def test_dry_run_without_credentials_plans_seven_endpoints_at_an_unknown_price(no_aws):
-    res = subprocess.run([PEAGLE, "sweep", "qwen3-coder", "--dry-run", "--json"], capture_output=True, text=True,
+    res = subprocess.run([forked_peagle(), "sweep", "qwen3-coder", "--dry-run", "--json"], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr
     plan = json.loads(res.stdout)["plan"]
@@ -50,7 +52,7 @@ def test_dry_run_without_credentials_plans_seven_endpoints_at_an_unknown_price(n
     [note] = [n for n in plan["notes"] if n.startswith("ml.g7e.2xlarge: price unknown")]
     assert "pricing:GetProducts" in note and "counts no dollars" in note
     # a budget cannot be held to an unknown price: refused (exit 2), one line, nothing planned as if free
-    budget = subprocess.run([PEAGLE, "sweep", "qwen3-coder", "--dry-run", "--budget", "40"], capture_output=True,
+    budget = subprocess.run([forked_peagle(), "sweep", "qwen3-coder", "--dry-run", "--budget", "40"], capture_output=True,
                             text=True, timeout=120)
     assert budget.returncode == 2 and "price of ml.g7e.2xlarge is unknown" in budget.stderr
     assert "--budget cannot be checked" in budget.stderr and len(budget.stderr.strip().splitlines()) == 1
@@ -118,11 +120,11 @@ def test_seven_configuration_sweep_produces_the_table_under_budget_and_leaves_no
     assert nothing_left(emu)
 
 
-def _start_and_hold(standin, tmp_path, suffix="-p-eagle-k3"):
+def _start_and_hold(standin, tmp_path, suffix="-p-eagle-k3", program=None):
     """Start a sweep and wait (bounded) until it is serving `suffix`: four configurations are done by then."""
     emu = standin.emulator
     release = standin.hold_at(suffix)
-    proc = subprocess.Popen([PEAGLE, "sweep", "qwen3-coder", *FAST, "--budget", "40", "--role", emu.role_arn,
+    proc = subprocess.Popen([program or forked_peagle(), "sweep", "qwen3-coder", *FAST, "--budget", "40", "--role", emu.role_arn,
                              "--yes", "--out", str(tmp_path)], env={**emu.env, "COLUMNS": "200"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if not standin.arrived[suffix].wait(300):
@@ -149,7 +151,7 @@ def test_sigint_half_way_tears_down_everything_and_says_what(standin, tmp_path):
 
 
 def test_sigkill_then_resume_removes_the_leftover_and_runs_only_what_is_left(standin, tmp_path):
-    proc, release = _start_and_hold(standin, tmp_path)
+    proc, release = _start_and_hold(standin, tmp_path, program=PEAGLE)
     proc.kill()
     proc.wait(60)
     release.set()
@@ -167,7 +169,7 @@ def test_sigkill_then_resume_removes_the_leftover_and_runs_only_what_is_left(sta
 
 
 def test_sigkill_then_cleanup_all_finds_what_the_sweep_left(standin, tmp_path):
-    proc, release = _start_and_hold(standin, tmp_path)
+    proc, release = _start_and_hold(standin, tmp_path, program=PEAGLE)
     proc.kill()
     proc.wait(60)
     release.set()
@@ -180,7 +182,7 @@ def test_sigkill_then_cleanup_all_finds_what_the_sweep_left(standin, tmp_path):
 def test_url_sweep_needs_no_aws(no_aws, tmp_path):
     specs = [("off", None), ("eagle3", 3), ("p-eagle", 3)]
     with url_standins(specs) as urls:
-        args = [PEAGLE, "sweep", "my-model", *FAST, "--out", str(tmp_path), "--json"]
+        args = [forked_peagle(), "sweep", "my-model", *FAST, "--out", str(tmp_path), "--json"]
         for u in urls:
             args += ["--url", u]
         res = subprocess.run(args, capture_output=True, text=True, timeout=300)

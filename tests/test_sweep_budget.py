@@ -15,7 +15,7 @@ from peagle_deploy.sweep.estimate import plan_sweep
 from peagle_deploy.sweep.runner import BudgetStop, Sweep
 from peagle_deploy.sweep.state import ConfigState, StateFile, SweepState
 from peagle_deploy.testing.sweep_standins import SweepStandIn
-from tests.conftest import PEAGLE
+from tests.forked_peagle import forked_peagle
 from tests.test_sweep import FAST, nothing_left
 
 
@@ -67,7 +67,7 @@ def test_spend_is_instance_hours_and_the_sweep_stops_before_exceeding_the_budget
 def test_a_failed_deploy_half_way_tears_down_everything_it_created(emu_server, tmp_path):
     standin = SweepStandIn(emu_server).install()
     release = standin.hold_at("-eagle3-k3")
-    proc = subprocess.Popen([PEAGLE, "sweep", "qwen3-coder", *FAST, "--budget", "40", "--role",
+    proc = subprocess.Popen([forked_peagle(), "sweep", "qwen3-coder", *FAST, "--budget", "40", "--role",
                              emu_server.role_arn, "--yes", "--out", str(tmp_path)],
                             env={**emu_server.env, "COLUMNS": "200"}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

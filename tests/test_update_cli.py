@@ -1,13 +1,12 @@
-"""`peagle update` through the installed executable against the emulator in server mode (AWS_ENDPOINT_URL)."""
+"""`peagle update` in-process (tests/cli_runner.py) against the emulator in server mode (AWS_ENDPOINT_URL)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
-from .conftest import PEAGLE
+from .cli_runner import run_cli_completed
 
 
 @pytest.fixture
@@ -18,8 +17,7 @@ def emu(emu_recorded):
 
 def peagle(emu, *args, caller="test"):
     env = {**emu.env, "COLUMNS": "200", "NO_COLOR": "1", "AWS_SDK_UA_APP_ID": caller}
-    return subprocess.run([PEAGLE, *args], env=env, capture_output=True, text=True, timeout=180,
-                          stdin=subprocess.DEVNULL)
+    return run_cli_completed(*args, env=env)
 
 
 def deploy(emu, name="prod"):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import signal
@@ -28,9 +29,15 @@ def deploy(emu, name="prod", **kwargs):
     return plan
 
 
+_SECONDS = itertools.count()
+
+
 def update(emu, name="prod", **kwargs):
+    """One update, a second after the one before on an injected clock: new names carry the UTC second, and
+    two updates in one second collide (issue 27 makes the names unique beyond it)."""
     session = AwsSession(emu.region)
-    plan = prepare(session, UpdateRequest(name=name, region=emu.region, **kwargs), sleep=NO_SLEEP)
+    now = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=next(_SECONDS))
+    plan = prepare(session, UpdateRequest(name=name, region=emu.region, **kwargs), sleep=NO_SLEEP, now=now)
     return plan, run_update(plan, session, sleep=NO_SLEEP, handle_signals=False)
 
 
@@ -53,6 +60,7 @@ def test_k_3_to_7_changes_the_live_config_and_removes_the_old_config_and_model(e
     deploy(emu)
     emu.script_update(updating_polls=2)
     plan, result = update(emu, k="7", bake=timedelta(minutes=5), rollback_alarms=[])
+    assert_valid_update_requests(plan)
 
     endpoint, config, model, tags = live(emu)
     assert endpoint["EndpointStatus"] == "InService"
@@ -72,10 +80,21 @@ def test_k_3_to_7_changes_the_live_config_and_removes_the_old_config_and_model(e
     assert set(emu.status_history["prod"]) <= {"InService", "Updating"}
 
 
+def assert_valid_update_requests(plan) -> None:
+    """Every body the update sends, strictly against botocore's SageMaker model (tests/aws_shapes.py)."""
+    from .aws_shapes import assert_valid_request
+
+    if plan.create_model is not None:
+        assert_valid_request("sagemaker", "CreateModel", plan.create_model)
+    assert_valid_request("sagemaker", "CreateEndpointConfig", plan.create_endpoint_config)
+    assert_valid_request("sagemaker", "UpdateEndpoint", plan.update_endpoint)
+
+
 def test_the_new_model_keeps_the_live_container_and_the_drafter(emu_in_process):
     emu = emu_in_process
     deployed = deploy(emu, env={"MY_SETTING": "kept"})
     plan, _ = update(emu, k="5")
+    assert_valid_update_requests(plan)
     container = plan.create_model["PrimaryContainer"]
     before = deployed.create_model["PrimaryContainer"]
     assert container["Environment"]["MY_SETTING"] == "kept"
@@ -90,7 +109,8 @@ def test_the_new_model_keeps_the_live_container_and_the_drafter(emu_in_process):
 def test_mode_off_drops_the_drafter_and_turning_it_back_on_restores_it(emu_in_process):
     emu = emu_in_process
     deployed = deploy(emu)
-    _, result = update(emu, mode=Mode.OFF)
+    off, result = update(emu, mode=Mode.OFF)
+    assert_valid_update_requests(off)
     _, _, model, tags = live(emu)
     assert ENV_VAR not in model["PrimaryContainer"].get("Environment", {})
     assert not model["PrimaryContainer"].get("AdditionalModelDataSources")
@@ -110,6 +130,7 @@ def test_instance_count_only_keeps_the_model_and_replaces_the_config(emu_in_proc
     emu = emu_in_process
     deploy(emu)
     plan, result = update(emu, instance_count=2)
+    assert_valid_update_requests(plan)
     assert plan.create_model is None
     assert [w.split()[0] for w in plan.writes] == ["AddTags", "CreateEndpointConfig", "UpdateEndpoint", "AddTags",
                                                    "DeleteEndpointConfig", "DeleteTags"]
@@ -214,7 +235,8 @@ def test_rollback_alarms_must_exist_and_are_sent(emu_in_process):
     emu.client("cloudwatch").put_metric_alarm(
         AlarmName="p99", MetricName="ModelLatency", Namespace="AWS/SageMaker", Statistic="Average", Period=60,
         EvaluationPeriods=1, Threshold=1.0, ComparisonOperator="GreaterThanThreshold")
-    update(emu, k="7", rollback_alarms=["p99"], bake=timedelta(0))
+    plan, _ = update(emu, k="7", rollback_alarms=["p99"], bake=timedelta(0))
+    assert_valid_update_requests(plan)  # the alarms' AutoRollbackConfiguration too
     sent = emu.update_requests[-1]["DeploymentConfig"]
     assert sent["AutoRollbackConfiguration"] == {"Alarms": [{"AlarmName": "p99"}]}
     assert sent["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"]["WaitIntervalInSeconds"] == 0

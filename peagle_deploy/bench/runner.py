@@ -523,13 +523,14 @@ def _acceptance(ref: TargetRef, session: Any, measured: _Measured, plan: BenchPl
         return measured.counters.acceptance(source=f"prometheus:{ref.metrics_url}") if measured.counters else None
     if not measured.windows or session is None:
         return None
+    from .. import clock
     from .cloudwatch import wait_for_acceptance
 
     # a log line covers the ~10 s before it: the line that reports each window's end comes after it
     windows = [(a, b + timedelta(seconds=VLLM_LOG_INTERVAL_S)) for a, b in measured.windows]
     try:
         return wait_for_acceptance(session.client("logs"), ref.name, windows, measured.windows[-1][1],
-                                   wait=plan.logs_wait)
+                                   wait=plan.logs_wait, clock=clock.monotonic, sleep=clock.sleep)
     except PeagleError as exc:
         out.note(f"no acceptance metrics: {exc.one_line()}")
         return None

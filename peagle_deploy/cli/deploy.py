@@ -128,6 +128,7 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
     from ..errors import UsageError
     from ..inputs import check_price
     from ..lifecycle import deploy as run_deploy
+    from .. import clock
     from ..lifecycle.signals import SignalGuard
     from .render_plan import render_summary
 
@@ -163,7 +164,8 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
             update(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
 
         result = run_deploy(plan, session, wait=wait, timeout_s=timeout,
-                            keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note)
+                            keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note,
+                            sleep=clock.sleep, clock=clock.monotonic)
 
     def human(console):
         console.print(f"[bold]{result.endpoint_name}[/bold] is {result.status} after {int(result.elapsed_s)}s")

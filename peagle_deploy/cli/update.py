@@ -49,6 +49,7 @@ def update(
         from ..durations import parse_duration
         from ..errors import UsageError
         from ..inputs import check_price, parse_max_price
+        from .. import clock
         from ..lifecycle.signals import SignalGuard
         from ..lifecycle.update import BAKE_MAX, UpdateRequest, check_request, prepare, run_update
         from ..speculative import parse_mode
@@ -71,7 +72,7 @@ def update(
         session = AwsSession(request.region, profile)
         with SignalGuard("nothing was changed"):
             session.check_credentials()
-            plan = prepare(session, request)
+            plan = prepare(session, request, sleep=clock.sleep)
         from ..output import register_secret_env
 
         # the live container's HF_TOKEN & co. (deploy --env): masked in every output, as deploy masks them
@@ -96,7 +97,8 @@ def update(
             def progress(status, elapsed, doing):
                 show(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
 
-            result = run_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note)
+            result = run_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note,
+                                sleep=clock.sleep, clock=clock.monotonic)
 
         from ..lifecycle.verify import overall, render_checks
 

@@ -4,7 +4,8 @@ What it adds to moto (5.2):
 - ml.g7e instance types (moto's endpoint-config validation predates them);
 - scripted endpoint status: Creating for N describes, then InService or Failed with a reason;
 - fault injection: fail a given API action N times with an AWS error code, or throttle every
-  other call (ThrottlingException, which botocore's adaptive retry absorbs);
+  other call (ThrottlingException, which botocore's adaptive retry absorbs; the emulator's environment
+  allows botocore 2 attempts, MAX_ATTEMPTS, so a scripted fault costs one back-off);
 - gates and latency, to land a signal at an exact moment: `gate("CreateEndpoint")` holds the next such
   call (before or after SageMaker acts on it) until the test releases it; `delay(action, s)` slows one;
 - duplicate names refused as SageMaker does ("Cannot create already existing endpoint ..."): moto
@@ -50,6 +51,11 @@ from unittest import mock
 ACCOUNT = "123456789012"
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_SESSION_TOKEN": "testing"}
+# botocore attempts in the emulator's environment (AWS_MAX_ATTEMPTS): one retry, so that a scripted throttle
+# or 5xx costs one back-off, not the adaptive mode's eight (tens of seconds of real sleeping). A test about
+# retries sets its own: `emu.max_attempts = None` leaves it out of `emu.env` (peagle's default, 8), or it sets
+# AWS_MAX_ATTEMPTS itself.
+MAX_ATTEMPTS = 2
 Middleware = Callable[[Any, "SageMakerEmulator"], Any]
 
 
@@ -123,6 +129,7 @@ class SageMakerEmulator:
 
     def __init__(self, region: str = "us-east-1", backend: Any = None):
         self.region = region
+        self.max_attempts: int | None = MAX_ATTEMPTS
         self.backend = backend  # a ContainerBackend runs each endpoint's container for real
         if backend is not None:
             backend.emulator = self
@@ -254,6 +261,8 @@ class SageMakerEmulator:
                    AWS_EC2_METADATA_DISABLED="true")
         if self.endpoint_url:
             env["AWS_ENDPOINT_URL"] = self.endpoint_url
+        if self.max_attempts:
+            env["AWS_MAX_ATTEMPTS"] = str(self.max_attempts)
         return env
 
     def reset(self) -> None:
@@ -534,7 +543,8 @@ class SageMakerEmulator:
 
         emulator = cls(region, backend)
         with ExitStack() as stack:
-            stack.enter_context(mock.patch.dict(os.environ, {**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region}))
+            stack.enter_context(mock.patch.dict(os.environ, {**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region,
+                                                             "AWS_MAX_ATTEMPTS": str(MAX_ATTEMPTS)}))
             for name in ("AWS_ENDPOINT_URL", "AWS_PROFILE"):
                 stack.enter_context(_without_env(name))
             stack.enter_context(mock_aws())
@@ -590,7 +600,8 @@ class SageMakerEmulator:
                 stack.callback(backend.stop_all)  # first on exit: no container outlives the emulator
             if set_env:
                 stack.enter_context(mock.patch.dict(os.environ, {
-                    **FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": emulator.endpoint_url, "AWS_DEFAULT_REGION": region}))
+                    **FAKE_CREDENTIALS, "AWS_ENDPOINT_URL": emulator.endpoint_url, "AWS_DEFAULT_REGION": region,
+                    "AWS_MAX_ATTEMPTS": str(MAX_ATTEMPTS)}))
             if seed_jumpstart:
                 emulator._seed()
             yield emulator

@@ -1,0 +1,39 @@
+"""botocore's data files parsed once per test process instead of once per boto3 session.
+
+Every `AwsSession` (and the SageMaker SDK's own sessions, and moto) builds a new botocore session whose
+loader parses the service models again: SageMaker's alone is 2.6 MB of JSON, about 0.1 s a parse on a
+loaded machine, and an in-process deploy builds several sessions. botocore already shares one parsed
+model between all clients of one session (its loader's instance cache), so sharing it between sessions
+of one process changes nothing it relies on; the files are the installed package's, read by full path.
+
+Used by conftest (the pytest process) and the fork server (tests/peagle_forkserver.py). The installed
+executable, and so the tests that run it, keep botocore as it is.
+"""
+
+from __future__ import annotations
+
+import threading
+
+_lock = threading.Lock()
+_shared: dict[str, object] = {}
+
+
+def share_botocore_data() -> None:
+    from botocore.loaders import JSONFileLoader
+
+    if getattr(JSONFileLoader.load_file, "shared", False):
+        return
+    parse = JSONFileLoader.load_file
+
+    def load_file(self, file_path):
+        with _lock:
+            if file_path in _shared:
+                return _shared[file_path]
+        data = parse(self, file_path)
+        if data is not None:
+            with _lock:
+                data = _shared.setdefault(file_path, data)
+        return data
+
+    load_file.shared = True
+    JSONFileLoader.load_file = load_file

@@ -1,0 +1,73 @@
+"""The suite's ways of running `peagle` (tests/README.md) do what they promise: a forked run is a process with
+the caller's argv, environment, working directory and file descriptors, ending as the child ended; an
+in-process run leaves this process as it found it; neither waits in real time between AWS polls."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+from .cli_runner import FakeClock, fake_wait_clock, run_cli
+from .conftest import PEAGLE
+from .forked_peagle import forked_peagle
+
+
+def test_a_forked_run_answers_like_the_executable(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "PEAGLE_"))}
+    env.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, COLUMNS="200")
+    for args in (["models", "--json"], ["deploy", "qwen3-coder", "--k", "0"], ["--version"], []):
+        runs = [subprocess.run([program, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                               stdin=subprocess.DEVNULL) for program in (PEAGLE, forked_peagle())]
+        assert [(r.returncode, r.stdout, r.stderr) for r in runs][0] == \
+            [(r.returncode, r.stdout, r.stderr) for r in runs][1], args
+
+
+def test_a_forked_run_has_the_callers_cwd_environment_stdin_and_umask(tmp_path):
+    (tmp_path / "request.json").write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    env = {"PATH": os.environ["PATH"], "AWS_EC2_METADATA_DISABLED": "true", "NO_COLOR": "1"}
+    # a relative --payload is read from the working directory (then nothing listens on the port: exit 6)
+    done = subprocess.run([forked_peagle(), "invoke", "http://127.0.0.1:9", "--payload", "request.json", "--json"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 6 and "connection refused by http://127.0.0.1:9" in done.stderr, done.stderr
+    assert json.loads(done.stdout)["error"]["exit_code"] == 6
+    piped = subprocess.run([forked_peagle(), "invoke", "http://127.0.0.1:9", "--payload", "-", "--json"], env=env,
+                           cwd=tmp_path, input="{not json", capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 2 and "stdin" in piped.stderr.lower(), piped.stderr  # it read our stdin
+
+
+def test_a_signal_to_the_shim_reaches_the_forked_child(emu):
+    proc = subprocess.Popen([forked_peagle(), "status", "--watch", "--interval", "60"], env=emu.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        first = proc.stdout.readline()  # the first refresh is printed: the child runs, its handlers are in place
+        assert first, proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and err == "", err  # `status --watch` ends quietly on Ctrl-C, as documented
+
+
+def test_an_in_process_run_leaves_this_process_as_it_found_it(tmp_path):
+    from peagle_deploy import redaction
+
+    before = (dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM), set(redaction._SECRET_VALUES))
+    result = run_cli("deploy", "qwen3-coder", "--dry-run", "--offline", "--env", "HF_TOKEN=hf_harnessSecret123",
+                     env={**os.environ, "ONLY_IN_THE_RUN": "1"}, cwd=tmp_path)
+    assert result.code == 0, result.stderr
+    assert "hf_harnessSecret123" not in result.stdout  # masked during the run
+    assert (dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM), set(redaction._SECRET_VALUES)) == before
+
+
+def test_the_waits_between_polls_run_on_the_fake_clock(emu):
+    emu.script_endpoints(creating_polls=3)
+    with fake_wait_clock(FakeClock()) as clock:
+        result = run_cli("deploy", "qwen3-coder", "--name", "clocked", "--role", emu.role_arn, "--yes",
+                         env=emu.env, fake_clock=False)  # this test's own fake clock, to read what was asked
+    assert result.code == 0, result.stderr
+    assert clock.sleeps[:3] == [2.0, 3.0, 4.5]  # three Creating polls, lifecycle.wait's back-off
+    assert "clocked: InService (9s)" in result.stderr  # elapsed time as the fake clock tells it: 2 + 3 + 4.5 s

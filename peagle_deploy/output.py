@@ -16,7 +16,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
@@ -105,13 +105,23 @@ def redact(text: str) -> str:
     return text
 
 
+def redact_except(text: str, keep: Collection[str]) -> str:
+    """`redact`, except that the values in `keep` stay whole and visible: the one credential a command was
+    asked to print (`Output.reveal`). The text around them is redacted piece by piece, so no pattern (a
+    secret-looking `NAME=` before a kept value, say) can reach into a kept value."""
+    if not keep:
+        return redact(text)
+    parts = re.split("(" + "|".join(re.escape(v) for v in sorted(keep, key=len, reverse=True)) + ")", text)
+    return "".join(part if i % 2 else redact(part) for i, part in enumerate(parts))
+
+
 # Off a terminal Rich would wrap at 80 columns (or $COLUMNS); nothing peagle prints is this wide, and
 # every renderable peagle uses sizes to its content (no expanding panels, rules or bars off a terminal).
 UNBOUNDED_WIDTH = 100_000
 
 
-def make_console(stream: IO[str], *, stderr: bool = False) -> Console:
-    """The one Rich console configuration, for stdout and stderr alike."""
+def make_console(stream: IO[str], *, stderr: bool = False, keep: Collection[str] = ()) -> Console:
+    """The one Rich console configuration, for stdout and stderr alike (`keep`: see `redact_except`)."""
     from rich.console import Console
 
     class PeagleConsole(Console):
@@ -119,7 +129,7 @@ def make_console(stream: IO[str], *, stderr: bool = False) -> Console:
             self.quiet = True
             stdout_closed()
 
-    writer = _RedactingWriter(stream)
+    writer = _RedactingWriter(stream, keep)
     if writer.isatty():
         return PeagleConsole(file=writer, highlight=False, stderr=stderr)
     return PeagleConsole(file=writer, highlight=False, stderr=stderr, width=UNBOUNDED_WIDTH)
@@ -261,6 +271,7 @@ class Output:
         self._console: Console | None = None
         self._err_console: Console | None = None
         self._emitted = False
+        self._revealed: set[str] = set()  # shown on stdout despite redaction: see `reveal`
 
     @property
     def stdout(self) -> IO[str]:
@@ -274,7 +285,7 @@ class Output:
     def console(self) -> Console:
         """Rich console on stdout, for human results."""
         if self._console is None:
-            self._console = make_console(self.stdout)
+            self._console = make_console(self.stdout, keep=self._revealed)
         return self._console
 
     @property
@@ -292,12 +303,17 @@ class Output:
                 raise RuntimeError("a command emitted two JSON documents")
             self._emitted = True
             text = json.dumps(to_jsonable(data), indent=2, sort_keys=False, default=str)
-            self.stdout.write(redact(text) + "\n")
+            self.stdout.write(redact_except(text, self._revealed) + "\n")
             self.stdout.flush()
         elif human is not None:
             human(self.console)
         else:
             self.console.print_json(json.dumps(to_jsonable(data), default=str))
+
+    def reveal(self, value: str) -> None:
+        """Let `value`, a credential the user asked this command for (`peagle openai`'s token), through to this
+        command's result on stdout. Never to stderr, error documents or files: they stay redacted."""
+        self._revealed.add(value)
 
     def fail(self, exc: Any) -> None:
         """A failure: one stderr line; with --json also the error document, unless a result went out."""
@@ -389,11 +405,12 @@ class PlainProgress:
 class _RedactingWriter:
     """A file-like wrapper that redacts whatever Rich writes through it."""
 
-    def __init__(self, target: IO[str]):
+    def __init__(self, target: IO[str], keep: Collection[str] = ()):
         self._target = target
+        self._keep = keep
 
     def write(self, text: str) -> int:
-        return self._target.write(redact(text))
+        return self._target.write(redact_except(text, self._keep))
 
     def flush(self) -> None:
         self._target.flush()

@@ -27,6 +27,7 @@ class TargetInfo(BaseModel):
     mode_source: str | None = None  # "tags" or "flags"
     instance_type: str | None = None
     instance_count: int | None = None
+    transport: str | None = None  # sagemaker: invoke-endpoint or openai-route (SageMaker's OpenAI route)
 
 
 class Settings(BaseModel):

@@ -155,6 +155,11 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
 
         result = run_deploy(plan, session, wait=wait, timeout_s=timeout,
                             keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note)
+    route = None
+    if result.status == "InService":  # SageMaker's OpenAI route, for the OpenAI SDK, gateways and agents
+        from ..runtime.openai_route import route_info
+
+        route = route_info(session, result.endpoint_name)
 
     def human(console):
         from rich.markup import escape
@@ -168,9 +173,12 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
             console.print(f"  autoscaling: {result.autoscaling.policy.describe()}", soft_wrap=True)
         if result.status != "InService":
             console.print(f"  follow it with: peagle status {result.endpoint_name} --region {result.region}")
+        if route is not None:
+            console.print(f"  OpenAI base URL: {route['base_url']} (api key: {route['command']})",
+                          markup=False, soft_wrap=True)
         console.print(f"  remove it with: peagle cleanup {result.endpoint_name} --region {result.region} --yes")
 
-    out.result({"deployed": result, "plan": shown}, human)
+    out.result({"deployed": result, "plan": shown, **({"openai": route} if route else {})}, human)
     for check in result.verification:
         for warning in check.warnings:
             out.warn(warning)

@@ -51,6 +51,11 @@ def base_url(session: Any, name: str) -> str:
     return endpoint + route_path(name)
 
 
+def route_info(session: Any, name: str) -> dict[str, str]:
+    """What deploy and status say of an InService endpoint's route: its base URL and the command for a token."""
+    return {"base_url": base_url(session, name), "command": f"peagle openai {name} --region {session.region}"}
+
+
 def token_facts(token: str) -> tuple[datetime, str]:
     """(expiry, region) read from the token's own presigned query: X-Amz-Date + X-Amz-Expires, and the
     region of X-Amz-Credential. Raises ValueError for anything that is not such a token."""

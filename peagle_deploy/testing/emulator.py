@@ -509,6 +509,12 @@ class SageMakerEmulator:
             def log_request(self, *args: Any, **kwargs: Any) -> None:  # keep test output readable
                 pass
 
+            def setup(self) -> None:
+                super().setup()  # werkzeug writes a streamed chunk in several small sends: no Nagle delay
+                import socket
+
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         from moto.core.models import MockAWS  # noqa: F401 - registers moto's backends
         from moto import settings
 

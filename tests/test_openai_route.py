@@ -413,3 +413,12 @@ def test_deploy_and_status_name_the_base_url_and_the_command(route):
     assert f"OpenAI base URL {expected['base_url']} (api key: {expected['command']})" in status.stdout
     assert json.loads(run_cli("status", "route-deployed", "--json").stdout)["openai"] == expected
     assert "openai" not in json.loads(run_cli("status", "--json").stdout)  # one endpoint's status only
+
+
+def test_iam_policy_lists_call_with_bearer_token_for_the_route_commands(no_aws):
+    for command in ("invoke", "bench", "openai"):
+        result = run_cli("iam-policy", command, "--json")
+        assert result.code == 0, result.stderr
+        actions = {a for statement in json.loads(result.stdout)["Statement"] for a in statement["Action"]}
+        assert {"sagemaker:CallWithBearerToken", "sagemaker:InvokeEndpoint"} <= actions, command
+    assert "sagemaker:CallWithBearerToken" not in run_cli("iam-policy", "deploy", "--json").stdout

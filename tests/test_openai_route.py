@@ -382,7 +382,7 @@ def test_the_token_never_reaches_invoke_or_bench_output_files_or_errors(monkeypa
             assert body[:40] not in text and body[-40:] not in text
 
 
-def test_reveal_lets_one_value_through_stdout_only():
+def test_reveal_lets_one_value_through_one_result_only():
     import io
 
     from peagle_deploy.output import Output, register_secret
@@ -391,8 +391,7 @@ def test_reveal_lets_one_value_through_stdout_only():
     register_secret(secret)
     stdout, stderr = io.StringIO(), io.StringIO()
     out = Output(True, stdout=stdout, stderr=stderr)
-    out.reveal(secret)
-    out.result({"api_key": secret, "note": f"OPENAI_API_KEY={secret}"})
+    out.result({"api_key": secret, "note": f"OPENAI_API_KEY={secret}"}, reveal=[secret])
     out.error(f"failed with {secret}")
     assert json.loads(stdout.getvalue()) == {"api_key": secret, "note": f"OPENAI_API_KEY={secret}"}
     assert secret not in stderr.getvalue() and "***" in stderr.getvalue()

@@ -50,14 +50,14 @@ def openai(
         _require_in_service(session, ref.name)
         url = base_url(session, ref.name)
         token = make_token(session, lifetime)
-        key = token.value.get_secret_value()
-        out.reveal(key)  # the one place a token is shown: this command's stdout, which asked for it
+        key = token.value.get_secret_value()  # shown only in this command's result, which asked for it
         expires = token.expires_at.isoformat().replace("+00:00", "Z")
         if export:
-            from ..output import redact_except
+            from ..redaction import redact, revealing
 
             lines = f"export OPENAI_BASE_URL={shlex.quote(url)}\nexport OPENAI_API_KEY={shlex.quote(key)}\n"
-            out.stdout.write(redact_except(lines, {key}))
+            with revealing([key]):
+                out.stdout.write(redact(lines))
             out.stdout.flush()
             return
         left = token.expires_at - datetime.now(timezone.utc)
@@ -74,7 +74,7 @@ def openai(
                           'model', markup=False, highlight=False, soft_wrap=True)
 
         out.result({"base_url": url, "api_key": key, "expires_at": expires, "endpoint": ref.name,
-                    "region": token.region}, human)
+                    "region": token.region}, human, reveal=[key])
         if not out.json_mode:
             out.note("the api_key acts as your AWS identity on this endpoint until it expires; keep it out of "
                      "logs and repositories")

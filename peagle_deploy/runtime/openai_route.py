@@ -11,7 +11,7 @@ holds the token acts as the caller until it expires, and needs `sagemaker:CallWi
 The base URL is botocore's own sagemaker-runtime endpoint for the session, so the region,
 AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME (the emulator) and FIPS settings apply exactly as
 they do to InvokeEndpoint. A token is registered with `output.register_secret` the moment it exists:
-only the one output that asks for it (`peagle openai`, `Output.reveal`) ever shows it.
+only the one output that asks for it (`peagle openai`: `Output.result(..., reveal=...)`) ever shows it.
 """
 
 from __future__ import annotations

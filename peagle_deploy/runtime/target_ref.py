@@ -31,9 +31,10 @@ import re
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import UsageError
+from ..redaction import redact_url, register_url
 
 Kind = Literal["sagemaker", "container", "openai"]
 KINDS = ("sagemaker", "container", "openai")
@@ -52,11 +53,18 @@ class TargetRef(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: Kind
-    name: str  # what the user typed (trailing slash removed)
-    root: str | None = None
+    name: str  # what the user typed (trailing slash removed), any user information as *** (redaction.py)
+    root: str | None = None  # never with user information: that travels only in `authorization`
     api_base: str | None = None  # openai: the .../v1 base; sagemaker over the route: the route's URL, if given
     transport: Transport | None = None  # sagemaker only
     region: str | None = None  # sagemaker: the region an AWS route URL names
+    # `Authorization` header from the URL's user:password (HTTP Basic, as curl sends it); never dumped or shown
+    authorization: str | None = Field(None, exclude=True, repr=False)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What every request to this target carries besides its body (its credentials, if any)."""
+        return {"Authorization": self.authorization} if self.authorization else {}
 
     @property
     def is_url(self) -> bool:
@@ -125,6 +133,7 @@ def parse_target(text: str, kind: str | None = None, transport: str | None = Non
             raise UsageError(f"{text!r} is neither a URL nor a SageMaker endpoint name",
                              "pass http(s)://host:port[/v1] or an endpoint name (letters, digits, hyphens, <= 63)")
         return TargetRef(kind="sagemaker", name=text, transport=transport or "invoke-endpoint")
+    authorization = register_url(text)  # before any message can quote it
     route = _route(text) if kind in (None, "sagemaker") else None
     if route is not None:
         return route.model_copy(update={"transport": transport or "openai-route"})
@@ -146,7 +155,7 @@ def parse_target(text: str, kind: str | None = None, transport: str | None = Non
         raise UsageError(f"the port in {text!r} is not a number from 1 to 65535", "use e.g. http://127.0.0.1:8080")
     if parts.query or parts.fragment:
         raise UsageError(f"target URL {text!r} has a query or fragment", "pass the server URL only")
-    origin = f"{parts.scheme}://{parts.netloc}"
+    origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
     path = parts.path.rstrip("/")
     for suffix in _SERVER_PATHS:
         if path.endswith(suffix):
@@ -166,7 +175,8 @@ def parse_target(text: str, kind: str | None = None, transport: str | None = Non
     api_base = None
     if resolved == "openai":
         api_base = origin + (base if guessed == "openai" else base + "/v1")
-    return TargetRef(kind=resolved, name=text.rstrip("/"), root=root, api_base=api_base)
+    return TargetRef(kind=resolved, name=redact_url(text.rstrip("/")), root=root, api_base=api_base,
+                     authorization=authorization)
 
 
 def _route(text: str) -> TargetRef | None:
@@ -180,5 +190,6 @@ def _route(text: str) -> TargetRef | None:
         raise UsageError(f"{name!r} in {text!r} is not a SageMaker endpoint name",
                          "letters, digits and hyphens, at most 63")
     host = _RUNTIME_HOST.match(parts.hostname)
-    base = f"{parts.scheme}://{parts.netloc}{match['prefix']}/endpoints/{name}/openai/v1"
+    host_port = parts.hostname + (f":{parts.port}" if parts.port else "")  # no user information: a bearer token
+    base = f"{parts.scheme}://{host_port}{match['prefix']}/endpoints/{name}/openai/v1"
     return TargetRef(kind="sagemaker", name=name, api_base=base, region=host["region"] if host else None)

@@ -51,7 +51,7 @@ class HttpTarget:
         self.log_hint = ref.log_hint
         self._url = urlsplit(ref.request_url)
         self._idle_timeout = idle_timeout
-        self._headers = headers or {}
+        self._headers = {**ref.headers, **(headers or {})}
         self._auth = auth  # headers made per request (a bearer token that is renewed)
 
     def _failure(self, status: int, detail: bytes, error_type: str | None) -> PeagleError:

@@ -104,6 +104,11 @@ def bench_run(
                      "WithResponseStream, the default), openai-route (its OpenAI-compatible route, a bearer token "
                      "made on the fly), or both: the two side by side, level by level, in one run."),
     ] = None,
+    save_requests: Annotated[
+        Path | None,
+        typer.Option("--save-requests", help="Also write every finished request as a JSON line to this file "
+                     "(streamed to disk as the run goes, like vllm bench serve --save-detailed)."),
+    ] = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
@@ -142,10 +147,14 @@ def bench_run(
             logs_wait=logs_wait,
             chart=not no_chart,
             transport=None if transport == "both" else transport,
+            save_requests=save_requests,
         )
         if transport == "both":
             from ..bench.transports import render, run_side_by_side
 
+            if save_requests is not None:
+                raise UsageError("--save-requests writes one run's requests; --transport both makes two",
+                                 "bench one transport at a time to save its requests")
             comparison, failure = run_side_by_side(plan, out)
             out.result(comparison, lambda console: render(console, comparison))
             if failure is not None:

@@ -13,10 +13,13 @@ the credential scope must name the emulator's region and `sagemaker`; the token 
 (`emulator.clock`, injectable, decides "now"). Refusals carry SageMaker's status and JSON body (`REFUSALS`);
 the OpenAI SDK raises AuthenticationError for 401 and PermissionDeniedError for 403.
 
-Behind the route: the endpoint's container (`ContainerBackend`, its `/invocations`, the SageMaker container
-contract's one inference path) or, without a backend, the emulator's scripted stand-in (`emulator.runtime`),
-which answers like vLLM: `model` missing, empty or the served name (`peagle-emulated`) is accepted, any other
-name is vLLM's 404 (an LLM gateway that puts the endpoint name there gets what vLLM would say).
+Behind the route: the endpoint's container (`ContainerBackend`) at its own `/v1/chat/completions`, or, without a
+backend, the emulator's scripted stand-in (`emulator.runtime`), which answers like vLLM there: `model` missing,
+empty or the served name (`peagle-emulated`) is accepted, any other name is vLLM's 404. Why that path and not
+`/invocations`: through the real route vLLM refuses an endpoint name in `model` (Bifrost's SageMaker provider
+documents it, and sends an empty `model` for that reason; Hugging Face's guide asks for a container that implements
+`/v1/chat/completions`), and vLLM refuses it at `/v1/chat/completions` only: its SageMaker `/invocations` handler
+serves any `model` (tests/real_vllm/test_openai_route_real.py checks both against vLLM 0.32).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from .streaming import chat_json, chat_sse
 
 _ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/openai/v1(?P<rest>/.*)?$")
 CHAT = "/chat/completions"
+CONTAINER_PATH = "/v1/chat/completions"  # where the route hands the body to the container (module docstring)
 PREFIX = "sagemaker-api-key-"
 TOKEN_HOST = "sagemaker.amazonaws.com"
 SERVED_MODEL = "peagle-emulated"
@@ -148,7 +152,7 @@ def _forward(start_response: Any, port: int, raw: bytes, content_type: str) -> I
     """The container's answer as is: its status, its content type, its bytes as they arrive."""
     try:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-        connection.request("POST", "/invocations", body=raw, headers={"Content-Type": content_type})
+        connection.request("POST", CONTAINER_PATH, body=raw, headers={"Content-Type": content_type})
         response = connection.getresponse()
     except OSError as exc:
         return _reply(start_response, 502, {"message": f"the container is unreachable: {exc}"}, "ServiceUnavailable")

@@ -6,6 +6,7 @@ LLM gateway sends is vLLM's truth here: an empty `model` is served, the endpoint
 from __future__ import annotations
 
 import json
+import urllib.request
 
 import pytest
 
@@ -40,8 +41,15 @@ def test_openai_sdk_through_the_route_to_real_vllm(emulator):  # noqa: F811 - th
     # P-EAGLE at K=3 with every draft accepted: vLLM sends several tokens per chunk, which the route passes on
     assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) < 8
 
-    with pytest.raises(openai.NotFoundError):  # what a gateway that puts the endpoint's name there gets
-        sdk.chat.completions.create(model=name, messages=HI, max_tokens=4)
+    with pytest.raises(openai.NotFoundError, match=f"The model `{name}` does not exist"):
+        sdk.chat.completions.create(model=name, messages=HI, max_tokens=4)  # what a gateway sending the name gets
+    # the same body at vLLM's SageMaker /invocations is served: why the emulator's route uses /v1/chat/completions
+    port = backend.port(name)
+    body = json.dumps({"model": name, "messages": HI, "max_tokens": 4}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        assert json.loads(answer.read())["choices"][0]["message"]["content"] == "!" * 4
 
     invoked = run(emu, "invoke", doc["base_url"], "Write a Python quicksort", "--max-tokens", "12",
                   "--temperature", "0")

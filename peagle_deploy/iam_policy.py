@@ -180,6 +180,8 @@ _AAS_REMOVE = [
     _p("application-autoscaling:DeleteScalingPolicy", "remove the target tracking policy before the endpoint"),
     _p("application-autoscaling:DeregisterScalableTarget", "deregister the variant before the endpoint goes"),
 ]
+_ROUTE_TOKEN = _p("sagemaker:CallWithBearerToken", "SageMaker's OpenAI route: a bearer token is a presigned "
+                                                    "CallWithBearerToken request, checked on every call")
 _ALARMS = "Application Auto Scaling manages the target tracking alarms with the caller's permissions; " \
           "the emulator makes no CloudWatch call"
 
@@ -249,7 +251,17 @@ COMMANDS: dict[str, list[Permission]] = {
     ],
     "invoke": [
         _p("sagemaker:InvokeEndpoint", "send the request (InvokeEndpointWithResponseStream and InvokeEndpoint "
-                                       "both need this action)"),
+                                       "both need this action, and so does the OpenAI route)"),
+        _ROUTE_TOKEN.model_copy(update={"why": "--transport openai-route or an OpenAI route URL: the bearer token "
+                                               "made on the fly is a CallWithBearerToken request"}),
+    ],
+    "openai": [
+        _p("sagemaker:DescribeEndpoint", "refuse an endpoint that does not exist or is not InService"),
+        _ROUTE_TOKEN.model_copy(update={
+            "why": "the token's own action: whoever uses the token calls the route as you",
+            "unobserved": "peagle openai only makes the token (locally, no AWS call); its user's requests need it"}),
+        _p("sagemaker:InvokeEndpoint", "the route's requests, made with the token as you",
+           unobserved="peagle openai only makes the token (locally, no AWS call); its user's requests need it"),
     ],
     "bench": [
         _p("sagemaker:DescribeEndpoint", "the endpoint's config name and status"),
@@ -257,6 +269,7 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:DescribeModel", "the served SM_VLLM_SPECULATIVE_CONFIG: the mode and K the endpoint runs"),
         _TAGS.model_copy(update={"why": "the mode and K label peagle tagged (checked against the served config)"}),
         _p("sagemaker:InvokeEndpoint", "the benchmark's requests"),
+        _ROUTE_TOKEN.model_copy(update={"why": "--transport openai-route or both: the bearer token made on the fly"}),
         _LOGS.model_copy(update={"why": "acceptance from vLLM's SpecDecoding metrics lines"}),
         _PRICE.model_copy(update={"why": "the SageMaker hosting price, for $ per million tokens (without it: "
                                          "unknown)"}),

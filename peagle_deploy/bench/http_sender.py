@@ -8,6 +8,7 @@ error text (runtime.failures). docs/performance.md ("Load generator ceiling") ha
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..runtime.failures import TargetHttpError, error_text
@@ -21,11 +22,13 @@ class HttpChatSender:
     /v1/chat/completions) and report token chunks to the RequestRecord."""
 
     def __init__(self, url: str, *, model: str | None = None, max_tokens: int = 256, temperature: float = 0.0,
-                 timeout: float = 600.0, headers: dict[str, str] | None = None):
+                 timeout: float = 600.0, headers: dict[str, str] | None = None,
+                 auth: Callable[[], dict[str, str]] | None = None):
         self.url = url
         self.request = {"max_tokens": max_tokens, "temperature": temperature, **({"model": model} if model else {})}
         self.timeout = timeout
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **(headers or {})}
+        self._auth = auth  # per-request headers: a bearer token renewed before it expires (SageMaker's OpenAI route)
         self._bodies: dict[int, bytes] = {}
         self._session: Any = None
 
@@ -52,7 +55,8 @@ class HttpChatSender:
         clock = time.perf_counter
         tally = ChunkTally(rec)
         feed = tally.feed
-        async with self._session.post(self.url, data=self.body(messages), headers=self.headers) as resp:
+        headers = self.headers if self._auth is None else {**self.headers, **self._auth()}
+        async with self._session.post(self.url, data=self.body(messages), headers=headers) as resp:
             if resp.status != 200:
                 raise TargetHttpError(resp.status, error_text(await resp.read()))
             async for data in resp.content.iter_any():

@@ -34,6 +34,7 @@ class TargetInfo(BaseModel):
     label_disagrees: str | None = Field(None, description="the label against the server's values, in one line")
     instance_type: str | None = None
     instance_count: int | None = None
+    transport: str | None = None  # sagemaker: invoke-endpoint or openai-route (SageMaker's OpenAI route)
 
 
 class Settings(BaseModel):

@@ -57,6 +57,7 @@ class BenchPlan:
     timeout: float = 600.0
     logs_wait: float = 60.0
     chart: bool = True
+    transport: str | None = None  # a SageMaker endpoint's: invoke-endpoint (default) or openai-route
     save_requests: Path | None = None  # every finished request, one JSON line each (streamed, not kept)
 
 
@@ -262,8 +263,9 @@ def resolve_target(plan: BenchPlan, ref: TargetRef, out: Output) -> tuple[Target
         from ..aws import AwsSession
         from .target_info import describe_endpoint
 
-        session = AwsSession(plan.region, plan.profile)
+        session = AwsSession(ref.session_region(plan.region), plan.profile)
         info = describe_endpoint(session.client("sagemaker"), ref.name)
+        info.transport = ref.transport
     else:
         info = TargetInfo(kind=ref.kind, name=ref.name)
     info.model = plan.model or info.model
@@ -304,6 +306,16 @@ def resolve_price(info: TargetInfo, plan: BenchPlan, session: Any) -> Price | No
 
 
 def make_sender(ref: TargetRef, info: TargetInfo, plan: BenchPlan, session: Any) -> Any:
+    if ref.is_route:  # SageMaker's OpenAI route: plain SSE over HTTP, a bearer token made on the fly
+        from ..runtime.openai_route import TokenSource, base_url
+        from .http_sender import HttpChatSender
+
+        tokens = TokenSource(session)
+        tokens.headers()  # made (and sagemaker-core imported) before anything is measured
+        # no model name from the tags: vLLM behind the route takes none (or its served name), not peagle's alias
+        return HttpChatSender((ref.api_base or base_url(session, ref.name)) + "/chat/completions", model=plan.model,
+                              max_tokens=plan.max_tokens, temperature=plan.temperature, timeout=plan.timeout,
+                              auth=tokens.headers)
     if ref.kind == "sagemaker":
         from .sagemaker_sender import SageMakerChatSender
 
@@ -453,7 +465,7 @@ def _stopped_failure(exc: LevelStopped, ref: TargetRef) -> PeagleError:
 
 def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
     started = datetime.now(timezone.utc)
-    ref = parse_target(plan.target)
+    ref = parse_target(plan.target, transport=plan.transport)
     if plan.out_dir is not None:
         check_out_dir(plan.out_dir)
     info, session = resolve_target(plan, ref, out)
@@ -477,7 +489,16 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
                 out.warn(f"--save-requests {measured.request_log.path}: writing stopped "
                          f"({measured.request_log.failure}); the results are complete")
     acceptance = None if isinstance(failure, Interrupted) else _acceptance(ref, session, measured, plan, out)
-    result = BenchResult(
+    result = build_result(plan, info, price, measured, acceptance, failure, started)
+    files = write_outputs(result, plan.out_dir, chart=plan.chart) if plan.out_dir is not None else []
+    if measured.request_log is not None:
+        files.append(str(measured.request_log.path))
+    return BenchRun(result, files, failure)
+
+
+def build_result(plan: BenchPlan, info: TargetInfo, price: Price | None, measured: _Measured,
+                 acceptance: Acceptance | None, failure: PeagleError | None, started: datetime) -> BenchResult:
+    return BenchResult(
         tool_version=__version__,
         started_at=started,
         finished_at=datetime.now(timezone.utc),
@@ -498,10 +519,6 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
         complete=failure is None,
         stopped=failure.one_line() if failure is not None else None,
     )
-    files = write_outputs(result, plan.out_dir, chart=plan.chart) if plan.out_dir is not None else []
-    if measured.request_log is not None:
-        files.append(str(measured.request_log.path))
-    return BenchRun(result, files, failure)
 
 
 def _request_log(path: Path | None) -> Any:

@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "recover": ("recover", "Finish an interrupted update, cleanup or sweep teardown: complete or revert, restore "
                            "autoscaling, tidy up."),
     "invoke": ("invoke", "Send an OpenAI-style chat completion; print tokens live, then TTFT, latency and tokens/s."),
+    "openai": ("openai_route", "The OpenAI base URL of an endpoint (SageMaker's OpenAI-compatible route) and a "
+                               "short-lived bearer token."),
     "metrics": ("metrics", "Mean acceptance length, acceptance rate and per-position acceptance over a window."),
     "logs": ("logs", "Print the container's log lines of endpoint NAME (CloudWatch Logs group "
                      "/aws/sagemaker/Endpoints/NAME)."),

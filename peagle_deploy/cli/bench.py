@@ -37,7 +37,8 @@ def bench_run(
     target: Annotated[
         str,
         typer.Argument(
-            help="SageMaker endpoint name, container URL (http://host:8080) or OpenAI URL (http://host:8000/v1)."
+            help="SageMaker endpoint name (or its OpenAI route URL), container URL (http://host:8080) or OpenAI "
+                 "URL (http://host:8000/v1)."
         ),
     ],
     concurrency: Annotated[
@@ -97,6 +98,12 @@ def bench_run(
                      "Logs after the run (they lag behind)."),
     ] = 60.0,
     no_chart: Annotated[bool, typer.Option("--no-chart", help="Do not write the PNG chart.")] = False,
+    transport: Annotated[
+        str | None,
+        typer.Option("--transport", help="A SageMaker endpoint's transport: invoke-endpoint (InvokeEndpoint"
+                     "WithResponseStream, the default), openai-route (its OpenAI-compatible route, a bearer token "
+                     "made on the fly), or both: the two side by side, level by level, in one run."),
+    ] = None,
     save_requests: Annotated[
         Path | None,
         typer.Option("--save-requests", help="Also write every finished request as a JSON line to this file "
@@ -119,7 +126,7 @@ def bench_run(
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
         from ..runtime.target_ref import parse_target
 
-        parse_target(target)  # a bad target is exit 2 before anything else
+        parse_target(target, transport=None if transport == "both" else transport)  # bad input: exit 2 first
         plan = BenchPlan(
             target=target,
             dataset=load_dataset(dataset),
@@ -139,8 +146,20 @@ def bench_run(
             timeout=timeout,
             logs_wait=logs_wait,
             chart=not no_chart,
+            transport=None if transport == "both" else transport,
             save_requests=save_requests,
         )
+        if transport == "both":
+            from ..bench.transports import render, run_side_by_side
+
+            if save_requests is not None:
+                raise UsageError("--save-requests writes one run's requests; --transport both makes two",
+                                 "bench one transport at a time to save its requests")
+            comparison, failure = run_side_by_side(plan, out)
+            out.result(comparison, lambda console: render(console, comparison))
+            if failure is not None:
+                raise failure
+            return
         bench = run_bench(plan, out)
         result = bench.result
 

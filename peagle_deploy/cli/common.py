@@ -16,6 +16,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (default: AWS_REGION, then us-east-1).")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="AWS profile name.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+TransportOpt = Annotated[str | None, typer.Option(
+    "--transport", help="How a SageMaker endpoint is reached: invoke-endpoint (InvokeEndpoint, the default) or "
+                        "openai-route (its OpenAI-compatible route, with a bearer token made on the fly).")]
 
 
 def run(json_mode: bool, body: Callable[[Output], Any]) -> None:

@@ -166,6 +166,11 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
         result = run_deploy(plan, session, wait=wait, timeout_s=timeout,
                             keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note,
                             sleep=clock.sleep, clock=clock.monotonic)
+    route = None
+    if result.status == "InService":  # SageMaker's OpenAI route, for the OpenAI SDK, gateways and agents
+        from ..runtime.openai_route import route_info
+
+        route = route_info(session, result.endpoint_name)
 
     def human(console):
         console.print(f"[bold]{result.endpoint_name}[/bold] is {result.status} after {int(result.elapsed_s)}s")
@@ -176,11 +181,14 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
             console.print(f"  autoscaling: {result.autoscaling.policy.describe()}", soft_wrap=True)
         if result.status != "InService":
             console.print(f"  follow it with: peagle status {result.endpoint_name} --region {result.region}")
+        if route is not None:
+            console.print(f"  OpenAI base URL: {route['base_url']} (api key: {route['command']})",
+                          markup=False, soft_wrap=True)
         console.print(f"  remove it with: peagle cleanup {result.endpoint_name} --region {result.region} --yes")
 
     from ..lifecycle.verify import overall, render_checks
 
-    document = {"deployed": result, "plan": shown}
+    document = {"deployed": result, "plan": shown, **({"openai": route} if route else {})}
     if result.verification:
         document["verification"] = overall(result.verification)
     out.result(document, human)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, ProfileOpt, RegionOpt, run
+from .common import JsonOpt, ProfileOpt, RegionOpt, TransportOpt, run
 
 
 def register(app: typer.Typer) -> None:
@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
 
 
 def invoke(
-    target: Annotated[str, typer.Argument(help="Endpoint name, container URL (http://host:8080) or OpenAI base URL (.../v1).")],
+    target: Annotated[str, typer.Argument(help="Endpoint name, its OpenAI route URL (peagle openai NAME), container URL (http://host:8080) or OpenAI base URL (.../v1).")],
     prompt: Annotated[str | None, typer.Argument(help="The user message (or use --payload).")] = None,
     system: Annotated[str | None, typer.Option(help="A system message.")] = None,
     max_tokens: Annotated[int, typer.Option(help="Most tokens to generate.")] = 512,
@@ -24,6 +24,7 @@ def invoke(
     stream: Annotated[bool, typer.Option(help="Stream tokens as they arrive.")] = True,
     kind: Annotated[str | None, typer.Option("--target-kind", "--kind",
                                              help="Force the target kind: sagemaker, container or openai.")] = None,
+    transport: TransportOpt = None,
     timeout: Annotated[float, typer.Option(help="Seconds the whole call may take (and without data) before giving up.")] = 120.0,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
@@ -62,8 +63,8 @@ def invoke(
                                     top_p=top_p)
         if timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {timeout:g}", "pass e.g. --timeout 120")
-        client = PeagleClient(target, kind=kind, region=region, profile=profile, idle_timeout=timeout,
-                              total_timeout=timeout)
+        client = PeagleClient(target, kind=kind, transport=transport, region=region, profile=profile,
+                              idle_timeout=timeout, total_timeout=timeout)
         if stream:
             for piece in client.stream(request):
                 out.write_live(piece)
@@ -81,7 +82,8 @@ def invoke(
                 ttft += f" (first content {stats.ttfc_s * 1000:.0f} ms)"
             rate = "n/a" if stats.tokens_per_s is None else f"{stats.tokens_per_s:.1f} tok/s"
             tokens = "?" if stats.output_tokens is None else str(stats.output_tokens)
-            out.info(f"[{result.target_kind}] TTFT {ttft}, latency {stats.latency_s * 1000:.0f} ms, "
+            via = f" via {result.transport}" if result.transport == "openai-route" else ""
+            out.info(f"[{result.target_kind}{via}] TTFT {ttft}, latency {stats.latency_s * 1000:.0f} ms, "
                      f"{tokens} tokens ({stats.output_tokens_source}), {rate}, finish: {stats.finish_reason}")
 
         out.result(result, human)

@@ -61,8 +61,19 @@ def status(
         if unknown:  # a read failure, not an endpoint failure: the status itself is still right
             out.warn(f"could not read Application Auto Scaling ({unknown[0].autoscaling.detail}); "
                      "autoscaling shown as unknown")
-        out.result({"endpoints": rows, "unused": unused},
-                   lambda console: status_view.render(console, rows, unused=unused, missing=name))
+        route = None
+        if name is not None and rows and rows[0].status == "InService":  # the route, for OpenAI clients
+            from ..runtime.openai_route import route_info
+
+            route = route_info(session, rows[0].name)
+
+        def human(console):
+            status_view.render(console, rows, unused=unused, missing=name)
+            if route is not None:
+                console.print(f"{rows[0].name}: OpenAI base URL {route['base_url']} (api key: {route['command']})",
+                              markup=False, soft_wrap=True)
+
+        out.result({"endpoints": rows, "unused": unused, **({"openai": route} if route else {})}, human)
 
     run(json_output, body)
 

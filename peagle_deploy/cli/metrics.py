@@ -14,7 +14,8 @@ def register(app: typer.Typer) -> None:
 
 
 def metrics(
-    target: Annotated[str, typer.Argument(help="SageMaker endpoint name, or a container / OpenAI server URL.")],
+    target: Annotated[str, typer.Argument(help="SageMaker endpoint name (or its OpenAI route URL), or a container / "
+                                                "OpenAI server URL.")],
     since: Annotated[
         str | None, typer.Option("--since", help="Endpoint: window length back from --end (e.g. 90s, 15m, 2h). "
                                                  "Default 15m.")
@@ -33,7 +34,8 @@ def metrics(
     """Mean acceptance length, acceptance rate and per-position acceptance over a window.
 
     For an endpoint: vLLM's 'SpecDecoding metrics' log lines in CloudWatch Logs group /aws/sagemaker/Endpoints/NAME
-    over the window (--since, or --start/--end).
+    over the window (--since, or --start/--end). Its OpenAI route URL (.../endpoints/NAME/openai/v1) names the same
+    endpoint: the route serves chat completions only, so its metrics come from CloudWatch too.
 
     For a URL: the vllm:spec_decode_* counters of its /metrics page, scraped at the start and the end of a
     --window, as 'peagle bench' does (the totals since the server started blend all earlier traffic).
@@ -58,7 +60,7 @@ def metrics(
             from ..bench.window import resolve_window
 
             begin, stop = resolve_window(start, end, since)
-            logs = AwsSession(region, profile).client("logs")
+            logs = AwsSession(ref.session_region(region), profile).client("logs")  # the route URL: its region
             acc = read_cloudwatch(logs, ref.name, begin, stop)
             out.info(f"window: {begin:%Y-%m-%d %H:%M:%S} to {stop:%H:%M:%S} UTC (CloudWatch Logs {ref.log_group})")
         advice = None

@@ -39,17 +39,19 @@ class CallStats(BaseModel):
 class ChatResult(BaseModel):
     target: str
     target_kind: str
+    transport: str | None = None  # a SageMaker endpoint's: invoke-endpoint or openai-route
     text: str
     response: dict[str, Any]
     stats: CallStats
 
 
 class PeagleClient:
-    def __init__(self, target: str, *, kind: str | None = None, region: str | None = None,
-                 profile: str | None = None, idle_timeout: float = 60.0, total_timeout: float = 900.0,
-                 clock: Callable[[], float] = time.perf_counter):
-        self.target: HttpTarget | SageMakerTarget = open_target(parse_target(target, kind), region=region,
-                                                                profile=profile, idle_timeout=idle_timeout)
+    def __init__(self, target: str, *, kind: str | None = None, transport: str | None = None,
+                 region: str | None = None, profile: str | None = None, idle_timeout: float = 60.0,
+                 total_timeout: float = 900.0, clock: Callable[[], float] = time.perf_counter):
+        self.target: HttpTarget | SageMakerTarget = open_target(parse_target(target, kind, transport),
+                                                                region=region, profile=profile,
+                                                                idle_timeout=idle_timeout)
         self.total_timeout = total_timeout
         self.clock = clock
         self.last: ChatResult | None = None
@@ -75,7 +77,7 @@ class PeagleClient:
         text = message.get("content") or choice.get("text") or ""
         tokens = (response.get("usage") or {}).get("completion_tokens")
         self.last = ChatResult(
-            target=self.target.name, target_kind=self.target.kind, text=text, response=response,
+            target=self.target.name, target_kind=self.target.kind, transport=self.target.ref.transport, text=text, response=response,
             stats=CallStats(ttft_s=None, latency_s=latency, output_tokens=tokens,
                             output_tokens_source="usage" if tokens is not None else "unknown",
                             tokens_per_s=tokens / latency if tokens and latency > 0 else None,
@@ -137,7 +139,7 @@ class PeagleClient:
         tokens = tokens if tokens is not None else chunks
         text = "".join(pieces)
         self.last = ChatResult(
-            target=self.target.name, target_kind=self.target.kind, text=text,
+            target=self.target.name, target_kind=self.target.kind, transport=self.target.ref.transport, text=text,
             response={"id": last_chunk.get("id"), "model": last_chunk.get("model"), "object": "chat.completion",
                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                    "finish_reason": finish}], "usage": usage},

@@ -11,6 +11,18 @@ one server root, and from it to one request URL, one metrics URL and one ping UR
     http://h:8000/metrics (or /ping, /health)  container (the server root)
 
 vLLM serves `/metrics`, `/ping` and `/health` at the server root, whatever the API path.
+
+A SageMaker endpoint is reached by one of two transports: `invoke-endpoint` (InvokeEndpoint and
+InvokeEndpointWithResponseStream, SigV4; the default) or `openai-route` (SageMaker's OpenAI-compatible
+route, plain SSE, a bearer token made on the fly; `runtime.openai_route`). The route is chosen by the
+route's own URL, as `peagle openai NAME` prints it, or by `--transport openai-route` with the name:
+
+    https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/NAME/openai/v1   sagemaker NAME, openai-route
+    (any host)/endpoints/NAME/openai/v1[/chat/completions]                          (the emulator, a VPC endpoint)
+    NAME --transport openai-route                                                   the URL botocore resolves
+
+Either way the target stays the endpoint NAME (its tags, its CloudWatch logs, its metrics); only the
+transport of the requests differs. `--target-kind openai` still treats such a URL as a plain OpenAI server.
 """
 
 from __future__ import annotations
@@ -26,6 +38,11 @@ from ..redaction import redact_url, register_url
 
 Kind = Literal["sagemaker", "container", "openai"]
 KINDS = ("sagemaker", "container", "openai")
+Transport = Literal["invoke-endpoint", "openai-route"]
+TRANSPORTS = ("invoke-endpoint", "openai-route")
+# the route's path, after any prefix of the host's (a proxy, the emulator); and the region in an AWS host name
+_ROUTE_PATH = re.compile(r"^(?P<prefix>.*)/endpoints/(?P<name>[^/]+)/openai/v1(?:/chat/completions)?$")
+_RUNTIME_HOST = re.compile(r"^runtime(?:-fips)?\.sagemaker\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
 _ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")  # SageMaker's EndpointName pattern
 _SERVER_PATHS = ("/metrics", "/ping", "/health")
 
@@ -38,7 +55,9 @@ class TargetRef(BaseModel):
     kind: Kind
     name: str  # what the user typed (trailing slash removed), any user information as *** (redaction.py)
     root: str | None = None  # never with user information: that travels only in `authorization`
-    api_base: str | None = None  # openai: the .../v1 base
+    api_base: str | None = None  # openai: the .../v1 base; sagemaker over the route: the route's URL, if given
+    transport: Transport | None = None  # sagemaker only
+    region: str | None = None  # sagemaker: the region an AWS route URL names
     # `Authorization` header from the URL's user:password (HTTP Basic, as curl sends it); never dumped or shown
     authorization: str | None = Field(None, exclude=True, repr=False)
 
@@ -52,10 +71,14 @@ class TargetRef(BaseModel):
         return self.kind != "sagemaker"
 
     @property
+    def is_route(self) -> bool:
+        return self.transport == "openai-route"
+
+    @property
     def request_url(self) -> str | None:
         if self.kind == "container":
             return self.root + "/invocations"
-        if self.kind == "openai":
+        if self.kind == "openai" or (self.is_route and self.api_base):
             return self.api_base + "/chat/completions"
         return None
 
@@ -85,11 +108,21 @@ class TargetRef(BaseModel):
             return f"container logs: peagle logs {self.name} (CloudWatch log group {self.log_group})"
         return "check the server's own log"
 
+    def session_region(self, region: str | None) -> str | None:
+        """--region, else the region the route URL names; both given must agree."""
+        if region and self.region and region != self.region:
+            raise UsageError(f"--region {region} differs from the region in {self.api_base} ({self.region})",
+                             "drop --region, or pass the URL of that region")
+        return region or self.region
 
-def parse_target(text: str, kind: str | None = None) -> TargetRef:
-    """The one rule. `kind` forces the kind of a URL (`--target-kind`)."""
+
+def parse_target(text: str, kind: str | None = None, transport: str | None = None) -> TargetRef:
+    """The one rule. `kind` forces the kind of a URL (`--target-kind`); `transport` picks how a SageMaker
+    endpoint is reached (`--transport`, default invoke-endpoint, or openai-route for a route URL)."""
     if kind is not None and kind not in KINDS:
         raise UsageError(f"unknown target kind {kind!r}", "use sagemaker, container or openai")
+    if transport is not None and transport not in TRANSPORTS:
+        raise UsageError(f"unknown transport {transport!r}", "use invoke-endpoint or openai-route")
     text = (text or "").strip()
     if not text.startswith(("http://", "https://")):
         if "://" in text:
@@ -99,11 +132,17 @@ def parse_target(text: str, kind: str | None = None) -> TargetRef:
         if not _ENDPOINT_NAME.match(text):
             raise UsageError(f"{text!r} is neither a URL nor a SageMaker endpoint name",
                              "pass http(s)://host:port[/v1] or an endpoint name (letters, digits, hyphens, <= 63)")
-        return TargetRef(kind="sagemaker", name=text)
+        return TargetRef(kind="sagemaker", name=text, transport=transport or "invoke-endpoint")
     authorization = register_url(text)  # before any message can quote it
+    route = _route(text) if kind in (None, "sagemaker") else None
+    if route is not None:
+        return route.model_copy(update={"transport": transport or "openai-route"})
     if kind == "sagemaker":
         raise UsageError(f"--target-kind sagemaker needs an endpoint name, got the URL {text!r}",
-                         "pass the endpoint name")
+                         "pass the endpoint name (or its OpenAI route URL, .../endpoints/NAME/openai/v1)")
+    if transport is not None:
+        raise UsageError(f"--transport picks how a SageMaker endpoint is reached; {text!r} is a server URL",
+                         "pass the endpoint name, or drop --transport")
     parts = urlsplit(text)
     try:
         port = parts.port
@@ -138,3 +177,19 @@ def parse_target(text: str, kind: str | None = None) -> TargetRef:
         api_base = origin + (base if guessed == "openai" else base + "/v1")
     return TargetRef(kind=resolved, name=redact_url(text.rstrip("/")), root=root, api_base=api_base,
                      authorization=authorization)
+
+
+def _route(text: str) -> TargetRef | None:
+    """A URL of SageMaker's OpenAI route (`.../endpoints/NAME/openai/v1[/chat/completions]`), else None."""
+    parts = urlsplit(text)
+    match = _ROUTE_PATH.match(parts.path.rstrip("/"))
+    if match is None or not parts.hostname or parts.query or parts.fragment:
+        return None
+    name = match["name"]
+    if not _ENDPOINT_NAME.match(name):
+        raise UsageError(f"{name!r} in {text!r} is not a SageMaker endpoint name",
+                         "letters, digits and hyphens, at most 63")
+    host = _RUNTIME_HOST.match(parts.hostname)
+    host_port = parts.hostname + (f":{parts.port}" if parts.port else "")  # no user information: a bearer token
+    base = f"{parts.scheme}://{host_port}{match['prefix']}/endpoints/{name}/openai/v1"
+    return TargetRef(kind="sagemaker", name=name, api_base=base, region=host["region"] if host else None)

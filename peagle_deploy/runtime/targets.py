@@ -1,6 +1,7 @@
-"""Transports for one chat request (`peagle invoke`): a URL over HTTP, or a SageMaker endpoint.
+"""Transports for one chat request (`peagle invoke`): a URL over HTTP, or a SageMaker endpoint (through
+InvokeEndpoint(WithResponseStream), or through its OpenAI route: HTTP with a bearer token made on the fly).
 
-Both take the same body and return the same bytes: an OpenAI chat-completion JSON, or an SSE stream
+All take the same body and return the same bytes: an OpenAI chat-completion JSON, or an SSE stream
 of chat-completion chunks. What a target is (kind, request URL) comes from `target_ref.parse_target`;
 what a failure means from `failures` (HTTP) and `aws.translate_error` (AWS). Every call has a total
 deadline as well as an idle timeout.
@@ -11,11 +12,11 @@ from __future__ import annotations
 import http.client
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import EndpointFailed, UsageError, WaitTimeout
+from ..errors import CredentialsError, EndpointFailed, PeagleError, UsageError, WaitTimeout
 from .eventstream import StreamFailure, botocore_payload_parts
 from .failures import error_text, http_failure
 from .target_ref import TargetRef
@@ -42,7 +43,8 @@ class Deadline:
 class HttpTarget:
     """A container or OpenAI URL over the standard library's HTTP client (one request, one connection)."""
 
-    def __init__(self, ref: TargetRef, *, idle_timeout: float = 60.0, headers: dict[str, str] | None = None):
+    def __init__(self, ref: TargetRef, *, idle_timeout: float = 60.0, headers: dict[str, str] | None = None,
+                 auth: Callable[[], dict[str, str]] | None = None):
         self.ref = ref
         self.kind = ref.kind
         self.name = ref.name
@@ -50,13 +52,18 @@ class HttpTarget:
         self._url = urlsplit(ref.request_url)
         self._idle_timeout = idle_timeout
         self._headers = {**ref.headers, **(headers or {})}
+        self._auth = auth  # headers made per request (a bearer token that is renewed)
+
+    def _failure(self, status: int, detail: bytes, error_type: str | None) -> PeagleError:
+        return http_failure(status, error_text(detail), self.name, self.log_hint)
 
     def _post(self, body: bytes, accept: str, deadline: Deadline) -> tuple[http.client.HTTPConnection, Any]:
         cls = http.client.HTTPSConnection if self._url.scheme == "https" else http.client.HTTPConnection
         conn = cls(self._url.hostname, self._url.port, timeout=max(0.01, min(self._idle_timeout, deadline.left())))
         try:
             conn.request("POST", self._url.path, body=body, headers={
-                "Content-Type": "application/json", "Accept": accept, **self._headers})
+                "Content-Type": "application/json", "Accept": accept, **self._headers,
+                **(self._auth() if self._auth else {})})
             response = conn.getresponse()
         except ConnectionRefusedError:
             conn.close()
@@ -73,7 +80,7 @@ class HttpTarget:
         if response.status != 200:
             detail = response.read(4000)
             conn.close()
-            raise http_failure(response.status, error_text(detail), self.name, self.log_hint)
+            raise self._failure(response.status, detail, response.getheader("x-amzn-ErrorType"))
         return conn, response
 
     def _reads(self, response: Any, conn: Any, deadline: Deadline) -> Iterator[bytes]:
@@ -156,15 +163,7 @@ class SageMakerTarget:
             status = int(response.get("OriginalStatusCode") or 500)
             return http_failure(status, error_text(str(original)), f"the container of {self.name}", self.log_hint)
         if code in ("ValidationError", "ValidationException"):
-            try:
-                described = self._session.client("sagemaker").describe_endpoint(EndpointName=self.name)
-            except Exception:  # noqa: BLE001 - it does not exist (or cannot be described)
-                return UsageError(f"no endpoint named {self.name!r} in {self._session.region}",
-                                  "check the name and --region (peagle status lists peagle's endpoints)")
-            if described["EndpointStatus"] != "InService":
-                return EndpointFailed(f"endpoint {self.name} is {described['EndpointStatus']}, not InService",
-                                      f"wait for it (peagle status {self.name}) or read its FailureReason")
-            return UsageError(f"SageMaker rejected the request: {message}", "check the payload")
+            return refused_request(self._session, self.name, message)
         return translate_error(exc) or exc
 
     def send(self, body: bytes, deadline: Deadline) -> bytes:
@@ -212,8 +211,53 @@ class SageMakerTarget:
             raise EndpointFailed(f"{self.name} sent a corrupt event stream: {exc}", self.log_hint) from None
 
 
+def refused_request(session: Any, name: str, message: str) -> PeagleError:
+    """SageMaker's ValidationError for a request to `name`: no such endpoint (2), not InService (6), or the
+    request itself (2). DescribeEndpoint tells which."""
+    try:
+        described = session.client("sagemaker").describe_endpoint(EndpointName=name)
+    except Exception:  # noqa: BLE001 - it does not exist (or cannot be described)
+        return UsageError(f"no endpoint named {name!r} in {session.region}",
+                          "check the name and --region (peagle status lists peagle's endpoints)")
+    if described["EndpointStatus"] != "InService":
+        return EndpointFailed(f"endpoint {name} is {described['EndpointStatus']}, not InService",
+                              f"wait for it (peagle status {name}) or read its FailureReason")
+    return UsageError(f"SageMaker rejected the request: {message}", "check the payload")
+
+
+class OpenAIRouteTarget(HttpTarget):
+    """A SageMaker endpoint through its OpenAI route: plain HTTP and SSE to .../endpoints/NAME/openai/v1, with a
+    bearer token made on the fly (`runtime.openai_route`). The container's own answers, errors included, come
+    back as is; SageMaker's own refusals (no such endpoint, a refused token) are explained like InvokeEndpoint's."""
+
+    def __init__(self, ref: TargetRef, *, region: str | None = None, profile: str | None = None,
+                 idle_timeout: float = 60.0):
+        from ..aws import AwsSession
+        from .openai_route import TokenSource, base_url
+
+        self._session = AwsSession(ref.session_region(region), profile, read_timeout=idle_timeout)
+        routed = ref if ref.api_base else ref.model_copy(update={"api_base": base_url(self._session, ref.name)})
+        tokens = TokenSource(self._session)
+        tokens.headers()  # no credentials is exit 3 before any request
+        super().__init__(routed, idle_timeout=idle_timeout, auth=tokens.headers)
+
+    def _failure(self, status: int, detail: bytes, error_type: str | None) -> PeagleError:
+        text = error_text(detail)
+        error_type = error_type.split(":")[0] if error_type else None  # AWS may add ':<namespace>'
+        if error_type in ("ValidationError", "ValidationException"):
+            return refused_request(self._session, self.name, text)
+        if error_type is not None and status in (401, 403):
+            return CredentialsError(f"SageMaker refused the bearer token for {self.name} (HTTP {status}: {text})",
+                                    "the caller needs sagemaker:CallWithBearerToken and sagemaker:InvokeEndpoint "
+                                    "(peagle iam-policy invoke), a clock within minutes of AWS, and the "
+                                    "endpoint's region")
+        return super()._failure(status, detail, error_type)
+
+
 def open_target(ref: TargetRef, *, region: str | None = None, profile: str | None = None,
                 idle_timeout: float = 60.0) -> HttpTarget | SageMakerTarget:
+    if ref.kind == "sagemaker" and ref.is_route:
+        return OpenAIRouteTarget(ref, region=region, profile=profile, idle_timeout=idle_timeout)
     if ref.kind == "sagemaker":
-        return SageMakerTarget(ref, region=region, profile=profile, idle_timeout=idle_timeout)
+        return SageMakerTarget(ref, region=ref.session_region(region), profile=profile, idle_timeout=idle_timeout)
     return HttpTarget(ref, idle_timeout=idle_timeout)

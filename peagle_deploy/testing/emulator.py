@@ -31,6 +31,8 @@ What it adds to moto (5.2):
   deleted with their target, faults and gates too): see `peagle_deploy.testing.autoscaling_emulation`;
 - a real backend (`backend=ContainerBackend(...)`, see `peagle_deploy.testing.container_backend`): each
   endpoint runs its model's container for real, with its logs in the emulated CloudWatch group.
+- SageMaker's OpenAI-compatible route (server mode): `/endpoints/NAME/openai/v1/chat/completions` with bearer
+  tokens checked against `credentials` at `clock()` (see `peagle_deploy.testing.openai_route`).
 
     with SageMakerEmulator.server() as emu:
         emu.script_endpoints(creating_polls=3)
@@ -42,6 +44,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -148,6 +151,8 @@ class SageMakerEmulator:
         self.update_requests: list[dict[str, Any]] = []  # every UpdateEndpoint body SageMaker accepted
         self.status_history: dict[str, list[str]] = {}  # endpoint -> every status DescribeEndpoint answered
         self._lock = threading.Lock()
+        self.credentials = {FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"]: FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]}
+        self.clock: Callable[[], float] = time.time  # "now" for bearer-token expiry (the OpenAI route)
         from .streaming import RuntimeScript
 
         self.runtime = RuntimeScript()  # how endpoints answer `invoke` (server mode)
@@ -572,16 +577,23 @@ class SageMakerEmulator:
             def log_request(self, *args: Any, **kwargs: Any) -> None:  # keep test output readable
                 pass
 
+            def setup(self) -> None:
+                super().setup()  # werkzeug writes a streamed chunk in several small sends: no Nagle delay
+                import socket
+
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
         from moto.core.models import MockAWS  # noqa: F401 - registers moto's backends
         from moto import settings
 
+        from .openai_route import openai_route_middleware
         from .streaming import runtime_middleware
 
         emulator = cls(region, backend)
         app: Any = DomainDispatcherApplication(create_backend_app)
         from .pricing_emulation import pricing_middleware
 
-        for middleware in [runtime_middleware, pricing_middleware, *([backend.middleware] if backend else []),
+        for middleware in [runtime_middleware, openai_route_middleware, pricing_middleware, *([backend.middleware] if backend else []),
                            *(middlewares or [])]:
             app = middleware(app, emulator)
         server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)

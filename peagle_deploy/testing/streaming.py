@@ -87,7 +87,9 @@ class RuntimeScript:
     """How emulated endpoints answer invocations."""
 
     tokens: list[str] = field(default_factory=lambda: ["Hello", ",", " wörld", " ✓", "!"])
-    part_size: int = 7  # PayloadPart size in bytes: small, so lines and characters split across parts
+    part_size: int = 7  # PayloadPart size in bytes: small, so lines and characters split across parts; 0: one
+    # PayloadPart per SSE event (what SageMaker passes on from vLLM, which flushes every token)
+    token_gap_s: float = 0.0  # pause before each part (each SSE event on the OpenAI route): a decode pace
     model_error: tuple[int, str] | None = None  # (container status, container message)
     truncate: bool = False  # end the stream with no finish_reason and no [DONE]
     stall_s: float = 0.0  # sleep before the last part
@@ -145,12 +147,15 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             return [chat_json(script.tokens)]
         sse = chat_sse(script.tokens, finish_reason=None if script.truncate else "stop",
                        done=not script.truncate, usage=not script.truncate)
-        parts = split_at(sse, range(script.part_size, len(sse), script.part_size))
+        parts = (split_at(sse, range(script.part_size, len(sse), script.part_size)) if script.part_size else
+                 [event + b"\n\n" for event in sse.split(b"\n\n") if event])
         start_response("200 OK", [("Content-Type", "application/vnd.amazon.eventstream"),
                                   ("X-Amzn-SageMaker-Content-Type", "text/event-stream")])
 
         def body() -> Iterable[bytes]:
             for i, part in enumerate(parts):
+                if script.token_gap_s:
+                    time.sleep(script.token_gap_s)
                 if script.stall_s and i == len(parts) - 1:
                     time.sleep(script.stall_s)
                 if script.stream_error and i == len(parts) // 2:

@@ -14,7 +14,8 @@ a REST request that changes something (S3's PUT, DELETE, PATCH, and POST other t
 
 Every request, read or write, is also recorded as the API call it is, `service:Operation` with the service's
 SigV4 signing name (`sagemaker:DescribeEndpoint`, `logs:FilterLogEvents`, `s3:GetObject`,
-`sagemaker:InvokeEndpointWithResponseStream`): `recorder.api_calls("case-1")`. `peagle_deploy.iam_policy`
+`sagemaker:InvokeEndpointWithResponseStream`; a bearer-token request to the OpenAI route is
+`sagemaker:CallWithBearerToken` and `sagemaker:InvokeEndpoint`): `recorder.api_calls("case-1")`. `peagle_deploy.iam_policy`
 maps API calls to the IAM actions that allow them (tests/test_iam_policy.py).
 """
 
@@ -30,7 +31,8 @@ from urllib.parse import parse_qs
 WRITE_PREFIXES = ("Create", "Delete", "Update", "Put", "Start", "Stop", "Add", "Remove", "Tag", "Untag",
                   "Attach", "Detach", "Register", "Deregister", "Modify", "Set", "Request")
 _APP_ID = re.compile(r"\bapp/([^\s]+)")
-_INVOCATION = re.compile(r"/invocations(-response-stream)?/?$")
+_INVOCATION = re.compile(r"/invocations(-response-stream)?/?$|/openai/v1/chat/completions/?$")
+_ROUTE = re.compile(r"^/endpoints/[^/]+/openai/v1/")
 
 
 class WriteRecorder:
@@ -60,7 +62,7 @@ class WriteRecorder:
             caller = match.group(1) if match else None
             with self._lock:
                 self.requests.append((caller, action, write))
-                self.calls.append((caller, api_call(environ, action)))
+                self.calls.extend((caller, call) for call in api_calls(environ, action))
             return app(environ, start_response)
 
         return recording
@@ -86,6 +88,14 @@ def _classify(environ: dict[str, Any]) -> tuple[str, bool]:
 
 _SIGNING = re.compile(r"Credential=[^/]+/\d{8}/[^/]+/([^/]+)/aws4_request")
 _S3_LIST = ("list-type", "prefix", "delimiter", "max-keys", "marker", "continuation-token")
+
+
+def api_calls(environ: dict[str, Any], action: str) -> list[str]:
+    """The API calls one request is: a request to SageMaker's OpenAI route with a bearer token is two (the
+    token's own CallWithBearerToken, and InvokeEndpoint); any other request is `api_call`'s one."""
+    if _ROUTE.match(environ.get("PATH_INFO", "")) and environ.get("HTTP_AUTHORIZATION", "").startswith("Bearer "):
+        return ["sagemaker:CallWithBearerToken", "sagemaker:InvokeEndpoint"]
+    return [api_call(environ, action)]
 
 
 def api_call(environ: dict[str, Any], action: str) -> str:

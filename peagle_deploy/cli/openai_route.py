@@ -1,0 +1,104 @@
+"""`peagle openai NAME`: the endpoint's OpenAI base URL and a bearer token, for the OpenAI SDK and friends."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .common import JsonOpt, ProfileOpt, RegionOpt, run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("openai")(openai)
+
+
+def openai(
+    name: Annotated[str, typer.Argument(help="The endpoint (InService).")],
+    duration: Annotated[str, typer.Option("--duration", help="How long the token works: 1s to 12h (e.g. 15m, 1h, "
+                                                            "12h). Shorter is safer.")] = "1h",
+    export: Annotated[bool, typer.Option("--export", help="Print 'export OPENAI_BASE_URL=...' and "
+                                                          "'export OPENAI_API_KEY=...' lines for eval.")] = False,
+    region: RegionOpt = None,
+    profile: ProfileOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """The OpenAI base URL of an endpoint (SageMaker's OpenAI-compatible route) and a short-lived bearer token.
+
+    The token is made locally from your AWS credentials by sagemaker-core's generator and acts as you until it
+    expires: whoever uses it needs sagemaker:CallWithBearerToken and sagemaker:InvokeEndpoint (docs/openai.md).
+    Only chat completions are routed. eval "$(peagle openai NAME --export)" sets it up for the OpenAI SDK.
+    """
+
+    def body(out):
+        import shlex
+        from datetime import datetime, timezone
+
+        from ..aws import AwsSession
+        from ..durations import parse_duration
+        from ..errors import UsageError
+        from ..runtime.openai_route import MAX_LIFETIME, base_url, make_token
+        from ..runtime.target_ref import parse_target
+
+        if export and json_output:
+            raise UsageError("--export and --json print two different things", "pick one of them")
+        lifetime = parse_duration(duration, flag="--duration", maximum=MAX_LIFETIME)
+        ref = parse_target(name)
+        if ref.kind != "sagemaker" or ref.api_base:
+            raise UsageError(f"{name!r} is not an endpoint name", "pass the endpoint's name (peagle status lists them)")
+        session = AwsSession(region, profile)
+        _require_in_service(session, ref.name)
+        url = base_url(session, ref.name)
+        token = make_token(session, lifetime)
+        key = token.value.get_secret_value()  # shown only in this command's result, which asked for it
+        expires = token.expires_at.isoformat().replace("+00:00", "Z")
+        if export:
+            from ..redaction import redact, revealing
+
+            lines = f"export OPENAI_BASE_URL={shlex.quote(url)}\nexport OPENAI_API_KEY={shlex.quote(key)}\n"
+            with revealing([key]):
+                out.stdout.write(redact(lines))
+            out.stdout.flush()
+            return
+        left = token.expires_at - datetime.now(timezone.utc)
+
+        def human(console):
+            from ..output import human_duration
+
+            console.print(f"base_url: {url}", markup=False, highlight=False, soft_wrap=True)
+            console.print(f"api_key:  {key}", markup=False, highlight=False, soft_wrap=True)
+            console.print(f"expires:  {expires} (in {human_duration(left.total_seconds())})", markup=False,
+                          highlight=False, soft_wrap=True)
+            console.print('  from openai import OpenAI; client = OpenAI(base_url=..., api_key=...)\n'
+                          '  client.chat.completions.create(model="", messages=[...])  # model "": the served '
+                          'model', markup=False, highlight=False, soft_wrap=True)
+
+        out.result({"base_url": url, "api_key": key, "expires_at": expires, "endpoint": ref.name,
+                    "region": token.region}, human, reveal=[key])
+        if not out.json_mode:
+            out.note("the api_key acts as your AWS identity on this endpoint until it expires; keep it out of "
+                     "logs and repositories")
+
+    run(json_output, body)
+
+
+def _require_in_service(session, name: str) -> None:
+    """Not found: exit 2 (bad input); found but not InService: exit 6, as `peagle invoke` says it."""
+    from ..aws import error_code, translate_error
+    from ..errors import EndpointFailed, UsageError
+
+    try:
+        described = session.client("sagemaker").describe_endpoint(EndpointName=name)
+    except Exception as exc:  # botocore's errors, through the one AWS classifier
+        if error_code(exc) in ("ValidationException", "ValidationError"):
+            raise UsageError(f"no endpoint named {name!r} in {session.region}",
+                             "check the name and --region (peagle status lists peagle's endpoints)") from None
+        translated = translate_error(exc)
+        if translated is None:
+            raise
+        raise translated from None
+    status = described.get("EndpointStatus")
+    if status != "InService":
+        reason = f" ({described['FailureReason']})" if described.get("FailureReason") else ""
+        raise EndpointFailed(f"endpoint {name} is {status}, not InService{reason}",
+                             f"wait for it (peagle status {name}); the route answers InService endpoints only")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable of this environment
+# The published prompt sets (--dataset humaneval / mt-bench, the default) come from the user cache, which the
+# README's set-up command fills (`peagle datasets fetch`); tests never fetch them from the network.
+os.environ.setdefault("PEAGLE_DATASETS_OFFLINE", "1")
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .conversation import Conversation, answer_text
 from .stats import LatencyHistogram, summarize, time_weighted_mean
 
 Messages = list[dict[str, str]]
@@ -140,6 +141,7 @@ async def run_level(
     prompts: Sequence[Messages],
     concurrency: int,
     *,
+    follow_ups: Sequence[Sequence[str]] | None = None,
     warmup: int = 0,
     duration: float | None = None,
     num_prompts: int | None = None,
@@ -154,7 +156,9 @@ async def run_level(
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
 ) -> LevelMeasurement:
     """Run one level. `on_window("open")` / `on_window("close")` are called as the measured window
-    opens and closes (the runner reads a server's own counters at the same moments)."""
+    opens and closes (the runner reads a server's own counters at the same moments). `follow_ups[j]`: the
+    later user turns of record j (MT-Bench), each sent by the same worker after the answer to the turn
+    before (bench/conversation.py); every turn is one request."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     if duration is None and num_prompts is None:
@@ -164,7 +168,8 @@ async def run_level(
     total = None if num_prompts is None else warmup + num_prompts
     records: list[RequestRecord] = []
     changes: list[tuple[float, int]] = []
-    state = {"next": 0, "in_flight": 0, "warm_done": 0, "done": 0, "errors": 0, "ok": 0, "chunks_done": 0}
+    state = {"next": 0, "records": 0, "in_flight": 0, "warm_done": 0, "done": 0, "errors": 0, "ok": 0,
+             "chunks_done": 0}
     active: set[RequestRecord] = set()
     window_open = asyncio.Event()
     stopped: list[LevelStopped] = []
@@ -206,11 +211,22 @@ async def run_level(
         nonlocal stop
         n_prompts = len(prompts)
         failures_in_a_row = 0
+        talk: Conversation | None = None  # this worker's multi-turn record in progress
         while not stop:
             i = state["next"]
             if total is not None and i >= total:
                 return
             state["next"] = i + 1
+            if talk is not None and talk.ready:
+                messages = talk.take()
+            elif follow_ups:
+                j = state["records"]
+                state["records"] = j + 1
+                talk = Conversation(prompts[j % n_prompts], follow_ups[j % n_prompts])
+                messages = prompts[j % n_prompts]
+            else:
+                messages = prompts[i % n_prompts]
+            answer = bytearray() if talk is not None and talk.wants_answer else None
             if i >= warmup and not window_open.is_set():
                 await window_open.wait()  # measured requests start once warm-up is over: no overlap
                 if stop:
@@ -222,7 +238,9 @@ async def run_level(
             rec.start = clock()
             changes.append((rec.start, state["in_flight"]))
             try:
-                await send(prompts[i % n_prompts], rec)
+                await (send(messages, rec) if answer is None else send(messages, rec, answer=answer))
+                if answer is not None and talk is not None:
+                    talk.answered(answer_text(answer))
             except asyncio.CancelledError:
                 rec.cut = True
                 raise
@@ -230,6 +248,7 @@ async def run_level(
                 rec.error = classify(exc)
                 rec.error_text = _error_text(exc)
                 state["errors"] += 1
+                talk = None  # no answer to follow up: the next request starts a new record
             finally:
                 rec.end = clock()
                 state["in_flight"] -= 1

@@ -283,7 +283,8 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                         return scrapes[edge]  # the window opens once this reading is in
                     return None
 
-                m = await run_level(sender, plan.dataset.prompts, conc, warmup=warmup, duration=plan.duration,
+                m = await run_level(sender, plan.dataset.prompts, conc, follow_ups=plan.dataset.follow_ups,
+                                    warmup=warmup, duration=plan.duration,
                                     num_prompts=plan.num_prompts, on_progress=lambda p: progress.update(p, plan.duration),
                                     on_window=on_window, idle_limit=idle_limit)
                 level = _level_result(m, price)
@@ -372,6 +373,7 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
             dataset=plan.dataset.name,
             dataset_source=plan.dataset.source,
             num_prompts_in_dataset=len(plan.dataset),
+            turns_in_dataset=plan.dataset.turns if plan.dataset.follow_ups else None,
             max_tokens=plan.max_tokens,
             temperature=plan.temperature,
             warmup=plan.warmup,

@@ -41,9 +41,10 @@ def _root(
 
 
 def _register() -> None:
-    from . import bench, container, deploy, iam, invoke, lifecycle, local, logs, metrics, models, sweep, update
+    from . import bench, container, datasets, deploy, iam, invoke, lifecycle, local, logs, metrics, models, sweep, update
 
-    for module in (models, deploy, update, lifecycle, invoke, bench, metrics, logs, container, local, sweep, iam):
+    for module in (models, deploy, update, lifecycle, invoke, bench, datasets, metrics, logs, container, local, sweep,
+                   iam):
         module.register(app)
 
 

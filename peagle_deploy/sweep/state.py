@@ -34,6 +34,8 @@ class ConfigState(BaseModel):
     price_per_hour_usd: float | None = None
     spent_usd: float = 0.0
     result_file: str | None = None
+    outputs_file: str | None = Field(None, description="greedy outputs kept for the agreement check against off")
+    outputs_note: str | None = Field(None, description="why no outputs were kept")
     error: str | None = None
 
 

@@ -10,8 +10,13 @@ import pytest
 
 PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable of this environment
 # The published prompt sets (--dataset humaneval / mt-bench, the default) come from the user cache, which the
-# README's set-up command fills (`peagle datasets fetch`); tests never fetch them from the network.
+# README's set-up command fills (`peagle datasets fetch`); tests never fetch them from the network, and tests
+# that give a command its own HOME still read that cache.
 os.environ.setdefault("PEAGLE_DATASETS_OFFLINE", "1")
+if "PEAGLE_CACHE_DIR" not in os.environ:
+    from peagle_deploy.bench.benchmark_sets import cache_dir
+
+    os.environ["PEAGLE_CACHE_DIR"] = str(cache_dir().parent)
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ for EAGLE-3 and P-EAGLE (parallel drafting) alike: acceptance rate 1.0 per posit
 length K+1. How: one hidden dimension (`SIGNAL_DIM`) carries a constant 1.0 through every residual stream
 (the embeddings set it, no layer writes to it, `fc` copies it, `mask_hidden` carries it for the parallel
 slots); the final norms keep only that dimension and each lm_head gives it to one token only.
+`write_mode_sensitive_drafter` / `build_mode_sensitive_drafter` write a drafter whose acceptance tells the
+modes apart instead (P-EAGLE accepts position 1 only, EAGLE-3 every position; `mode_sensitive_acceptance`).
 
 Needs numpy, safetensors and tokenizers (all three come with vLLM; elsewhere
 `pip install 'peagle-deploy[tiny-models]'`); they are imported only when a model is built.

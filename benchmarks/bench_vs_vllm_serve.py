@@ -161,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=5, help="interleaved pairs per level")
     parser.add_argument("--min-window", type=float, default=30.0, help="seconds each measured window lasts at least")
     parser.add_argument("--output-len", type=int, default=128)
+    parser.add_argument("--model", help="the served model name (default: the first of /v1/models); a local path")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args(argv)
     if shutil.which("vllm", path=str(BIN)) is None:
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             proc, url = start_tiny_server(args.tiny, args.k, workdir)
         else:
             url = args.url.rstrip("/")
-        model = served_model(url)
+        model = args.model or served_model(url)
         summaries = []
         for c in [int(x) for x in args.levels.split(",")]:
             n = calibrate(url, model, c, args.output_len, prompts, workdir, args.min_window)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -136,10 +137,13 @@ def collect(target: str, prompts: Sequence[list[dict[str, str]]], *, max_tokens:
     extra: dict[str, Any] = {"logprobs": True}
     if model:
         extra["model"] = model
+    local = threading.local()  # one client per worker thread (a client keeps per-call state)
 
     def one(index: int) -> tuple[int, Answer, Unit]:
-        client = PeagleClient(target, region=region, profile=profile, idle_timeout=min(timeout, 120.0),
-                              total_timeout=timeout)
+        client = getattr(local, "client", None)
+        if client is None:
+            client = local.client = PeagleClient(target, region=region, profile=profile,
+                                                 idle_timeout=min(timeout, 120.0), total_timeout=timeout)
         request = ChatRequest(messages=prompts[index // samples], max_tokens=max_tokens, temperature=temperature,
                               **extra)
         answer, unit = answer_of(client.chat(request).response)

@@ -253,6 +253,27 @@ def server_pool(tiny, mode_drafters, vllm_bin, tmp_path_factory):
 
 
 _POOLS: list[ServerPool] = []
+# The order of the pool's users, so that each server starts once with at most POOL_SIZE alive and the K=3
+# P-EAGLE server has served greedy requests only when test_speculative.py reads its totals since start:
+# off; P-EAGLE K=3; off against P-EAGLE K=3 (greedy, then sampled); EAGLE-3 K=3; both at K=7.
+ORDER = [("test_mode_off", None), ("test_speculative", "p-eagle"), ("test_output_agreement", None),
+         ("test_speculative", "eagle3"), ("test_speculative_k7", None)]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Pool users in ORDER, after the modules that start vLLM themselves, before the server-less ones."""
+    def stage(item) -> tuple[int, int]:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        param = item.callspec.params.get("spec_server") if hasattr(item, "callspec") else None
+        for position, (name, mode) in enumerate(ORDER):
+            if module == name and mode in (None, param):
+                return (1, position)
+        return (0 if module != "test_tiny_models" else 2, 0)
+
+    here = Path(__file__).parent
+    tier = [item for item in items if here in item.path.parents]
+    if tier:  # sorted is stable: the order inside each stage is pytest's own
+        items[:] = [item for item in items if here not in item.path.parents] + sorted(tier, key=stage)
 
 
 @pytest.fixture(autouse=True, scope="module")

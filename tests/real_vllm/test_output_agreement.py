@@ -49,7 +49,9 @@ def test_temperature_one_checks_the_sampled_distribution(servers):
     if version in SAMPLING_DEFECT:
         assert run.code == 6, run.stderr
         assert sampled["differs"] and sampled["p_value"] <= 0.01
-        assert sampled["candidate_top_share"] < 0.5, sampled
+        # how far P-EAGLE's share of "!" falls varies from run to run (1.1%, 18.9% and 77.9% seen): the test
+        # is the verdict, not the size
+        assert sampled["candidate_top_share"] < sampled["baseline_top_share"], sampled
         warning = next(line for line in run.stderr.splitlines() if "OUTPUT CHANGED" in line)
         assert "DIFFERENT distributions at temperature 1" in warning
     else:

@@ -10,7 +10,7 @@ import pytest
 from peagle_deploy.testing.tiny_models import mode_sensitive_acceptance
 
 from .conftest import K_DEEP, SERVER_DRAFTER, peagle
-from .test_speculative import assert_designed_acceptance, assert_designed_counters, one_request_drafts
+from .test_speculative import assert_designed_acceptance, assert_designed_counters
 
 pytestmark = pytest.mark.real_vllm
 USES_SERVER_POOL = True
@@ -22,7 +22,6 @@ def deep_server(request, server_pool):
 
 
 def test_acceptance_per_position_as_designed_at_k7(deep_server, tmp_path):
-    assert one_request_drafts(deep_server) > 0
     assert_designed_counters(deep_server, K_DEEP)
     metrics = peagle("metrics", deep_server.url, "--window", "0s", "--json")
     assert metrics.code == 0, metrics.stderr

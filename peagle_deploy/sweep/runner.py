@@ -137,7 +137,9 @@ class Sweep:
 
         label = config.label
         if config.url:
-            self.sf.update(label, status="deployed", endpoint=target, created_at=self.clock(), deleted_at=None,
+            from ..redaction import redact_url
+
+            self.sf.update(label, status="deployed", endpoint=redact_url(target), created_at=self.clock(), deleted_at=None,
                            price_per_hour_usd=self._row(label).price_per_hour_usd)
         r = self.request
         plan = BenchPlan(target=target, dataset=load_dataset(r.dataset), concurrency=r.concurrency,
@@ -173,9 +175,11 @@ class Sweep:
         except PeagleError as exc:
             self.sf.update(config.label, outputs_note=f"no outputs kept: {exc.one_line()}")
             return
+        from ..safe_write import write_text
+
         path = self.out_dir / "runs" / f"outputs-{config.slug}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(sample.model_dump_json() + "\n", encoding="utf-8")
+        write_text(path, sample.model_dump_json() + "\n")
         self.sf.update(config.label, outputs_file=str(path), outputs_note=None)
 
     def _teardown_one(self, label: str, name: str) -> None:

@@ -241,3 +241,15 @@ def test_written_bytes_in_cache_survive_a_reader(test_set, tmp_path, monkeypatch
     assert not benchmark_sets.is_cached(spec)
     res = run_cli("datasets", "fetch", "test-set")
     assert res.code == 2 and "is not in" in res.stderr
+
+
+def test_mt_bench_second_turns_through_a_sagemaker_endpoint(real_cache, emu_server, tmp_path):
+    """The event-stream sender hands the answer back too: turn 2 carries turn 1's answer."""
+    emu_server.create_endpoint_stack("mt-ep", tags=[{"Key": "peagle:managed", "Value": "true"}])
+    emu_server.runtime.tokens = ["Ha", "waii", " ✓"]
+    res = run_cli("bench", "mt-ep", "--dataset", "mt-bench", "-c", "1", "-n", "4", "--warmup", "0",
+                  "--logs-wait", "0", "--no-chart", "-o", str(tmp_path), "--json")
+    assert res.code == 0, res.stderr
+    sent = [r["messages"] for r in emu_server.runtime.requests]
+    assert [len(m) for m in sent] == [1, 3, 1, 3]
+    assert sent[1][1] == {"role": "assistant", "content": "Hawaii ✓"} and sent[1][0] == sent[0][0]

@@ -1,24 +1,31 @@
-"""`vllm bench serve` and `peagle bench run` against the same real vLLM server, side by side.
+"""`peagle bench run` and `vllm bench serve` against the same real vLLM server, in interleaved pairs.
 
-    # a running server (any OpenAI-compatible vLLM):
+    # starts vLLM (CPU build) with the tiny P-EAGLE models through peagle's entrypoint, then measures:
+    .venv-vllm/bin/python benchmarks/bench_vs_vllm_serve.py --tiny p-eagle --levels 1,4,8,16 --pairs 5 \\
+        --min-window 30 --json bench-vs-vllm.json
+    # or a server you run (its served model name must be a local path: vllm bench serve loads its tokenizer)
     .venv-vllm/bin/python benchmarks/bench_vs_vllm_serve.py --url http://127.0.0.1:8080 --levels 1,4
-    # or let the script start vLLM (CPU build) with the tiny P-EAGLE models through peagle's entrypoint:
-    .venv-vllm/bin/python benchmarks/bench_vs_vllm_serve.py --tiny p-eagle --levels 1,4,8
 
-Both tools send streaming chat completions (vllm: `--backend openai-chat`, peagle: the `/v1` URL) with the same
-output length, the same number of measured requests per level and temperature 0. Prints a Markdown table of
-output tokens/s, TTFT and ITL (means and medians, ms) per level; --json writes the raw figures too. A benchmark,
-not a timed test: numbers depend on the machine.
+Same request shape for both tools: streaming chat completions to /v1/chat/completions, the same prompts (one
+JSONL file: vllm's `custom` data set with --skip-chat-template, peagle's --dataset), the same output length,
+temperature 0, the same number of measured requests per level (calibrated so each window lasts at least
+--min-window seconds), warm-up = concurrency. Each pair runs both tools back to back, the order alternating
+between pairs, so a drift of the machine's load hits both. Prints a Markdown table per level: median output
+tok/s of each tool, the median of the per-pair ratios peagle / vllm and their spread, the window length and the
+machine load. A benchmark, not a timed test: the numbers depend on the machine and its load.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +34,8 @@ import urllib.request
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+WORDS = ("speculative decoding drafts tokens that the target model verifies in parallel one forward pass "
+         "endpoints serve answer ping invocations log acceptance quick brown fox jumps over lazy dog").split()
 
 
 def _free_port() -> int:
@@ -71,44 +80,74 @@ def served_model(url: str) -> str:
         return json.load(answer)["data"][0]["id"]
 
 
-def vllm_bench(url: str, model: str, concurrency: int, prompts: int, out_len: int, in_len: int,
-               workdir: Path) -> dict:
-    name = f"vllm-c{concurrency}.json"
+def write_prompts(path: Path, count: int = 64, words: int = 48, seed: int = 20261124) -> Path:
+    """`count` prompts of `words` random words (about 64 tokens with the tiny tokenizer), one JSONL file."""
+    rng = random.Random(seed)
+    path.write_text("".join(json.dumps({"prompt": " ".join(rng.choice(WORDS) for _ in range(words))}) + "\n"
+                            for _ in range(count)))
+    return path
+
+
+def vllm_bench(url: str, model: str, c: int, n: int, out_len: int, prompts: Path, workdir: Path, tag: str) -> dict:
+    name = f"vllm-{tag}.json"
     cmd = [str(BIN / "vllm"), "bench", "serve", "--backend", "openai-chat", "--base-url", url,
            "--endpoint", "/v1/chat/completions", "--model", model, "--tokenizer", model,
-           "--dataset-name", "random", "--random-input-len", str(in_len), "--random-output-len", str(out_len),
-           "--num-prompts", str(prompts), "--max-concurrency", str(concurrency), "--num-warmups",
-           str(concurrency), "--temperature", "0", "--ignore-eos", "--disable-tqdm", "--save-result",
+           "--dataset-name", "custom", "--dataset-path", str(prompts), "--skip-chat-template",
+           "--custom-output-len", str(out_len), "--num-prompts", str(n), "--max-concurrency", str(c),
+           "--num-warmups", str(c), "--temperature", "0", "--ignore-eos", "--disable-tqdm", "--save-result",
            "--result-dir", str(workdir), "--result-filename", name]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=1800)
+    began = time.monotonic()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
     raw = json.loads((workdir / name).read_text())
-    return {"output_tok_s": raw["output_throughput"], "ttft_mean": raw["mean_ttft_ms"],
-            "ttft_p50": raw["median_ttft_ms"], "itl_mean": raw["mean_itl_ms"], "itl_p50": raw["median_itl_ms"],
-            "tpot_mean": raw["mean_tpot_ms"], "completed": raw["completed"]}
+    return {"output_tok_s": raw["output_throughput"], "window_s": raw["duration"], "wall_s": time.monotonic() - began,
+            "output_tokens": raw["total_output_tokens"], "completed": raw["completed"],
+            "ttft_p50": raw["median_ttft_ms"], "itl_p50": raw["median_itl_ms"], "tpot_mean": raw["mean_tpot_ms"]}
 
 
-def peagle_bench(url: str, concurrency: int, prompts: int, out_len: int, workdir: Path) -> dict:
-    cmd = [str(BIN / "peagle"), "bench", "run", url + "/v1", "-c", str(concurrency), "-n", str(prompts),
-           "--max-tokens", str(out_len), "--warmup", str(concurrency), "--temperature", "0", "--no-chart",
-           "-o", str(workdir / f"peagle-c{concurrency}"), "--json"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800)
+def peagle_bench(url: str, c: int, n: int, out_len: int, prompts: Path, workdir: Path, tag: str) -> dict:
+    cmd = [str(BIN / "peagle"), "bench", "run", url + "/v1", "-c", str(c), "-n", str(n), "--dataset", str(prompts),
+           "--max-tokens", str(out_len), "--warmup", str(c), "--temperature", "0", "--no-chart",
+           "-o", str(workdir / f"peagle-{tag}"), "--json"]
+    began = time.monotonic()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=3600)
     level = json.loads(out.stdout)["result"]["levels"][0]
-    return {"output_tok_s": level["output_tokens_per_s"], "ttft_mean": level["ttft_ms"]["mean"],
-            "ttft_p50": level["ttft_ms"]["p50"], "itl_mean": level["itl_ms"]["mean"],
-            "itl_p50": level["itl_ms"]["p50"], "tpot_mean": level["tpot_ms"]["mean"],
-            "completed": level["completed"]}
+    return {"output_tok_s": level["output_tokens_per_s"], "window_s": level["window_s"],
+            "wall_s": time.monotonic() - began, "output_tokens": level["output_tokens"],
+            "completed": level["completed"], "ttft_p50": level["ttft_ms"]["p50"], "itl_p50": level["itl_ms"]["p50"],
+            "tpot_mean": level["tpot_ms"]["mean"], "client_cpu": level.get("client_cpu"),
+            "loop_lag_mean_ms": (level.get("loop_lag_ms") or {}).get("mean"),
+            "held": level.get("concurrency_held")}
 
 
-def table(rows: list[dict]) -> str:
-    head = ("| c | tool | output tok/s | TTFT mean | TTFT p50 | ITL mean | ITL p50 | TPOT mean | requests |\n"
-            "|---|---|---|---|---|---|---|---|---|")
-    lines = [head]
-    for row in rows:
-        for tool in ("vllm bench serve", "peagle bench"):
-            r = row[tool]
-            lines.append(f"| {row['c']} | {tool} | {r['output_tok_s']:.1f} | {r['ttft_mean']:.1f} | "
-                         f"{r['ttft_p50']:.1f} | {r['itl_mean']:.1f} | {r['itl_p50']:.1f} | {r['tpot_mean']:.2f} | "
-                         f"{r['completed']} |")
+def calibrate(url: str, model: str, c: int, out_len: int, prompts: Path, workdir: Path, min_window: float) -> int:
+    """Measured requests per run so that a window lasts at least `min_window` s (from a short probe run)."""
+    probe_n = max(4 * c, 8)
+    probe = vllm_bench(url, model, c, probe_n, out_len, prompts, workdir, f"probe-c{c}")
+    per_s = probe["completed"] / probe["window_s"]
+    return max(probe_n, math.ceil(per_s * min_window * 1.15))
+
+
+def summarize(c: int, n: int, pairs: list[dict]) -> dict:
+    ratios = [p["peagle"]["output_tok_s"] / p["vllm"]["output_tok_s"] for p in pairs]
+    return {"c": c, "requests": n, "pairs": len(pairs),
+            "vllm_median": statistics.median(p["vllm"]["output_tok_s"] for p in pairs),
+            "peagle_median": statistics.median(p["peagle"]["output_tok_s"] for p in pairs),
+            "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "peagle_lower": sum(r < 1 for r in ratios), "ratios": ratios,
+            "window_s_median": statistics.median(min(p["vllm"]["window_s"], p["peagle"]["window_s"]) for p in pairs),
+            "load": [p["load"] for p in pairs]}
+
+
+def table(levels: list[dict]) -> str:
+    lines = ["| c | requests/run | pairs | vllm bench serve tok/s (median) | peagle bench tok/s (median) | "
+             "peagle / vllm: median | min - max | pairs peagle lower | window s (median) | load avg (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for s in levels:
+        loads = [x for x in s["load"] if x is not None]
+        lines.append(f"| {s['c']} | {s['requests']} | {s['pairs']} | {s['vllm_median']:.1f} | {s['peagle_median']:.1f} "
+                     f"| {s['ratio_median']:.3f} | {s['ratio_min']:.3f} - {s['ratio_max']:.3f} | "
+                     f"{s['peagle_lower']} of {s['pairs']} | {s['window_s_median']:.1f} | "
+                     f"{min(loads):.1f} - {max(loads):.1f} |")
     return "\n".join(lines)
 
 
@@ -118,33 +157,46 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--url", help="a running vLLM server, e.g. http://127.0.0.1:8080")
     where.add_argument("--tiny", choices=["p-eagle", "eagle3", "off"], help="start vLLM with the tiny models")
     parser.add_argument("--k", type=int, default=3)
-    parser.add_argument("--levels", default="1,4,8", help="concurrency levels, comma-separated")
-    parser.add_argument("--prompts", type=int, default=32, help="measured requests per level (both tools)")
+    parser.add_argument("--levels", default="1,4,8,16", help="concurrency levels, comma-separated")
+    parser.add_argument("--pairs", type=int, default=5, help="interleaved pairs per level")
+    parser.add_argument("--min-window", type=float, default=30.0, help="seconds each measured window lasts at least")
     parser.add_argument("--output-len", type=int, default=128)
-    parser.add_argument("--input-len", type=int, default=64, help="vllm bench serve's random prompt length")
+    parser.add_argument("--model", help="the served model name (default: the first of /v1/models); a local path")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args(argv)
     if shutil.which("vllm", path=str(BIN)) is None:
         sys.stderr.write(f"error: no vllm next to {sys.executable}; run it with .venv-vllm/bin/python\n")
         return 2
     workdir = Path(tempfile.mkdtemp(prefix="bench-vs-vllm-"))
+    prompts = write_prompts(workdir / "prompts.jsonl")
     proc = None
+    raw: dict = {"settings": {k: v for k, v in vars(args).items() if k != "json"}, "levels": []}
     try:
         if args.tiny:
             proc, url = start_tiny_server(args.tiny, args.k, workdir)
         else:
             url = args.url.rstrip("/")
-        model = served_model(url)
-        rows = []
+        model = args.model or served_model(url)
+        summaries = []
         for c in [int(x) for x in args.levels.split(",")]:
-            rows.append({"c": c, "vllm bench serve": vllm_bench(url, model, c, args.prompts, args.output_len,
-                                                                args.input_len, workdir),
-                         "peagle bench": peagle_bench(url, c, args.prompts, args.output_len, workdir)})
-            sys.stderr.write(f"level {c} done\n")
-        print(table(rows))
-        if args.json:
-            args.json.write_text(json.dumps({"url": url, "model": model, "settings": vars(args) | {"json": None},
-                                             "rows": rows}, indent=2, default=str))
+            n = calibrate(url, model, c, args.output_len, prompts, workdir, args.min_window)
+            pairs = []
+            for i in range(args.pairs):
+                tools = ("vllm", "peagle") if i % 2 == 0 else ("peagle", "vllm")
+                pair = {"order": list(tools), "load": os.getloadavg()[0]}
+                for tool in tools:
+                    tag = f"c{c}-{i}-{tool}"
+                    pair[tool] = (vllm_bench(url, model, c, n, args.output_len, prompts, workdir, tag)
+                                  if tool == "vllm" else peagle_bench(url, c, n, args.output_len, prompts, workdir, tag))
+                pairs.append(pair)
+                sys.stderr.write(f"c={c} pair {i + 1}/{args.pairs}: peagle/vllm "
+                                 f"{pair['peagle']['output_tok_s'] / pair['vllm']['output_tok_s']:.3f} "
+                                 f"(load {pair['load']:.1f})\n")
+            summaries.append(summarize(c, n, pairs))
+            raw["levels"].append({"c": c, "requests": n, "pairs": pairs})
+            if args.json:
+                args.json.write_text(json.dumps(raw | {"summary": summaries}, indent=2))
+        print(table(summaries))
     finally:
         if proc is not None and proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)

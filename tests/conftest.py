@@ -11,6 +11,7 @@ botocore's data files are parsed once per process (tests/botocore_data.py).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,16 @@ import pytest
 from .botocore_data import share_botocore_data
 
 PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable of this environment
+# The published prompt sets (--dataset humaneval / mt-bench, the default) come from the user cache, which the
+# README's set-up command fills (`peagle datasets fetch`); tests never fetch them from the network, and tests
+# that give a command its own HOME still read that cache.
+os.environ.setdefault("PEAGLE_DATASETS_OFFLINE", "1")
+if "PEAGLE_CACHE_DIR" not in os.environ:
+    from peagle_deploy.bench.benchmark_sets import cache_dir
+
+    os.environ["PEAGLE_CACHE_DIR"] = str(cache_dir().parent)
+
+
 share_botocore_data()
 
 

@@ -149,3 +149,22 @@ def test_advise_command_with_measured_runs(tmp_path):
     assert res.code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["recommended_mode"] == "eagle3" and doc["measured"]["eagle3_wins"] == [1, 8]
+
+
+def test_published_rows_are_paired_by_data_set_only(tmp_path):
+    """A HumanEval run sits beside the published HumanEval table only; a look-alike run beside none, and says so."""
+    humaneval = [str(write_result(r, tmp_path / "a")) for r in
+                 [run("off", None, {1: 100}, minute=1), run("p-eagle", 7, {1: 300}, minute=2)]]
+    res = run_cli("bench", "compare", *humaneval, "--published", "aws-blog", "--json")
+    assert res.code == 0, res.stderr
+    assert [t["dataset"] for t in json.loads(res.stdout)["published"]] == ["humaneval"]
+    assert "no published figures" not in res.stderr
+
+    alike = str(write_result(run("p-eagle", 7, {1: 300}, dataset="humaneval-like", minute=3), tmp_path / "b"))
+    res = run_cli("bench", "compare", alike, "--published", "aws-blog", "--json")
+    assert res.code == 0, res.stderr
+    assert json.loads(res.stdout)["published"] == []
+    assert "no published figures for data set 'humaneval-like' (published: humaneval, speed-bench-code)" in res.stderr
+
+    res = run_cli("bench", "compare", "--published", "aws-blog", "--json")  # no runs: every published table
+    assert {t["dataset"] for t in json.loads(res.stdout)["published"]} == {"humaneval", "speed-bench-code"}

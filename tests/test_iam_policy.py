@@ -29,7 +29,7 @@ SPEC_LINE = ("INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length:
              "tokens/s, Drafted throughput: 120.00 tokens/s, Accepted: 900 tokens, Drafted: 1200 tokens, "
              "Per-position acceptance rate: 0.850, 0.700, 0.560, Avg Draft acceptance rate: 70.3%")
 # commands that call no AWS API (or only through the commands above: sweep = deploy + bench + cleanup)
-NO_AWS = {"models", "container", "local", "sweep", "iam-policy"}
+NO_AWS = {"models", "container", "local", "sweep", "iam-policy", "datasets"}
 
 
 def _registered() -> tuple[set[str], set[str]]:

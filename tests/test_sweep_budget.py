@@ -42,7 +42,8 @@ def test_spend_is_instance_hours_and_the_sweep_stops_before_exceeding_the_budget
     emu_server.hosting_prices["ml.g7e.2xlarge"] = 3.36  # what the emulated Pricing API answers
     request = SweepRequest(model="qwen3-coder", configurations=configurations(["off", "p-eagle"], [3, 7]),
                            concurrency=[1], num_prompts=1, warmup=0, budget_usd=6.8, role=emu_server.role_arn,
-                           logs_wait_s=0, provision_s=60, teardown_s=60, sweep_id="swtest-0001")
+                           logs_wait_s=0, provision_s=60, teardown_s=60, sweep_id="swtest-0001",
+                           agreement_prompts=0)  # every request costs an hour here: the bench's request only
     plan, deployments = plan_sweep(request, offline=False)
     assert plan.within_budget and plan.estimated_usd < 1  # the estimate fits; the hours actually used do not
     sf = StateFile(tmp_path / "state.json", SweepState(

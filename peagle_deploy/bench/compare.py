@@ -319,6 +319,21 @@ def read_published(path: Path | None = None) -> list[CompareTable]:
             for bench, points in grouped.items()]
 
 
+def published_matching(measured: list[CompareTable], published: list[CompareTable]) -> tuple[list[CompareTable],
+                                                                                               list[str]]:
+    """The published tables of the data sets the runs used (a run is set beside published rows of its own
+    data set only), and a note for each measured data set that has none."""
+    if not measured:
+        return published, []
+    datasets = {t.dataset for t in measured}
+    kept = [t for t in published if t.dataset in datasets]
+    available = ", ".join(sorted({str(t.dataset) for t in published})) or "none"
+    notes = [f"no published figures for data set {d!r} (published: {available}); run 'peagle bench --dataset "
+             f"humaneval' to compare with the published HumanEval rows" for d in sorted(map(str, datasets))
+             if not any(t.dataset == d for t in published)]
+    return kept, notes
+
+
 def _comment(text: str, key: str) -> str | None:
     """The value of a `# key: value` comment line of a published CSV."""
     for line in text.splitlines():

@@ -1,4 +1,5 @@
-"""Prompt sets: the built-in ones in templates/datasets/ and the user's own JSONL.
+"""Prompt sets: the published benchmarks' own (bench/benchmark_sets.py: humaneval, mt-bench, fetched on
+first use), the small look-alikes shipped in templates/datasets/, and the user's own JSONL.
 
 A JSONL line is either `{"prompt": "..."}` (sent as one user message) or
 `{"messages": [{"role": "...", "content": "..."}, ...]}` (sent as is). Other keys (a HumanEval
@@ -17,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..errors import UsageError
 from ..resources import templates_dir
 
-BUILTIN = ("humaneval", "code", "chat")
+BUILTIN = ("humaneval-like", "code", "chat")  # shipped look-alikes (templates/datasets/README.md)
+DATASET_HELP = ("humaneval or mt-bench (the real sets, fetched on first use: peagle datasets), the look-alikes "
+                "humaneval-like, code, chat, or a JSONL file of {\"prompt\"} / {\"messages\"} lines.")
 
 
 class Message(BaseModel):
@@ -51,11 +54,23 @@ class Dataset(BaseModel):
     name: str
     source: str
     prompts: list[list[dict[str, str]]]
+    # the later user turns of each record (MT-Bench's second question), sent after the answer to the one
+    # before; empty for single-turn sets
+    follow_ups: list[list[str]] = []
     prompt_keys: list[str] = []  # the keys that held the prompts: "prompt" and/or "messages"
     ignored_keys: list[str] = []
 
+    @property
+    def turns(self) -> int:
+        """Requests one pass over the set sends."""
+        return len(self.prompts) + sum(len(t) for t in self.follow_ups)
+
     def describe(self) -> str:
-        text = f"{len(self)} prompts from {self.source}, key {' and '.join(repr(k) for k in self.prompt_keys)}"
+        if self.follow_ups:
+            return f"{len(self)} conversations ({self.turns} turns) from {self.source}"
+        text = f"{len(self)} prompts from {self.source}"
+        if self.prompt_keys:
+            text += f", key {' and '.join(repr(k) for k in self.prompt_keys)}"
         if self.ignored_keys:
             text += f" (ignored: {', '.join(self.ignored_keys)})"
         return text
@@ -113,7 +128,16 @@ def parse_jsonl(text: str, source: str, keys: dict[str, set[str]] | None = None)
 
 
 def load_dataset(name_or_path: str) -> Dataset:
-    """A built-in set by name (humaneval, code, chat) or a JSONL file path."""
+    """A published set (humaneval, mt-bench), a look-alike (humaneval-like, code, chat) or a JSONL file path."""
+    from . import benchmark_sets
+
+    if name_or_path in benchmark_sets.SETS:
+        spec = benchmark_sets.SETS[name_or_path]
+        records = benchmark_sets.load(name_or_path)
+        has_later = any(records.later)
+        return Dataset(name=spec.name, source=f"{spec.package} {spec.version} ({spec.licence})",
+                       prompts=[[{"role": "user", "content": text}] for text in records.first],
+                       follow_ups=records.later if has_later else [])
     if name_or_path in BUILTIN:
         path = templates_dir() / "datasets" / f"{name_or_path}.jsonl"
         keys: dict[str, set[str]] = {}
@@ -124,7 +148,7 @@ def load_dataset(name_or_path: str) -> Dataset:
     if not path.is_file():
         raise UsageError(
             f"dataset {name_or_path!r} is neither a built-in set nor a file",
-            f"use one of {', '.join(BUILTIN)} or a path to a .jsonl file",
+            f"use one of {', '.join((*benchmark_sets.SETS, *BUILTIN))} or a path to a .jsonl file",
         )
     try:
         text = path.read_text(encoding="utf-8")

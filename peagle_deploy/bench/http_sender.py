@@ -14,6 +14,7 @@ from typing import Any
 from ..runtime.failures import TargetHttpError, error_text
 from ..runtime.payload import ChatRequest
 from ..runtime.sse import ChunkTally
+from .conversation import FollowUp
 from .loadgen import Messages, RequestRecord
 
 
@@ -33,6 +34,8 @@ class HttpChatSender:
         self._session: Any = None
 
     def body(self, messages: Messages) -> bytes:
+        if isinstance(messages, FollowUp):  # built for this request only: its id() is reused later
+            return ChatRequest(messages=messages, **self.request).body(stream=True)
         key = id(messages)
         body = self._bodies.get(key)
         if body is None:
@@ -51,7 +54,8 @@ class HttpChatSender:
         if self._session is not None:
             await self._session.close()
 
-    async def __call__(self, messages: Messages, rec: RequestRecord) -> None:
+    async def __call__(self, messages: Messages, rec: RequestRecord, answer: bytearray | None = None) -> None:
+        """`answer`: when given, the raw stream is copied into it (a multi-turn record's next turn needs the text)."""
         clock = time.perf_counter
         tally = ChunkTally(rec)
         feed = tally.feed
@@ -61,4 +65,6 @@ class HttpChatSender:
                 raise TargetHttpError(resp.status, error_text(await resp.read()))
             async for data in resp.content.iter_any():
                 feed(data, clock())
+                if answer is not None:
+                    answer += data
         tally.finish(clock())

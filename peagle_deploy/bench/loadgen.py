@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .aggregate import LevelAggregate
+from .conversation import Conversation, answer_text
 from .stats import LatencySamples
 
 Messages = list[dict[str, str]]
@@ -146,6 +147,7 @@ async def run_level(
     prompts: Sequence[Messages],
     concurrency: int,
     *,
+    follow_ups: Sequence[Sequence[str]] | None = None,
     warmup: int = 0,
     duration: float | None = None,
     num_prompts: int | None = None,
@@ -162,7 +164,9 @@ async def run_level(
 ) -> LevelMeasurement:
     """Run one level. `on_window("open")` / `on_window("close")` are called as the measured window
     opens and closes (the runner reads a server's own counters at the same moments); `on_request(record)`
-    as each request ends (its `gaps` are still there)."""
+    as each request ends (its `gaps` are still there). `follow_ups[j]`: the later user turns of record j
+    (MT-Bench), each sent by the same worker after the answer to the turn before (bench/conversation.py);
+    every turn is one request."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     if duration is None and num_prompts is None:
@@ -171,7 +175,8 @@ async def run_level(
     clock = time.perf_counter
     total = None if num_prompts is None else warmup + num_prompts
     agg = LevelAggregate(concurrency, warmup, duration)
-    state = {"next": 0, "in_flight": 0, "warm_done": 0, "done": 0, "errors": 0, "ok": 0, "chunks_done": 0}
+    state = {"next": 0, "records": 0, "in_flight": 0, "warm_done": 0, "done": 0, "errors": 0, "ok": 0,
+             "chunks_done": 0}
     active: set[RequestRecord] = set()
     window_open = asyncio.Event()
     stopped: list[LevelStopped] = []
@@ -214,11 +219,22 @@ async def run_level(
         nonlocal stop
         n_prompts = len(prompts)
         failures_in_a_row = 0
+        talk: Conversation | None = None  # this worker's multi-turn record in progress
         while not stop:
             i = state["next"]
             if total is not None and i >= total:
                 return
             state["next"] = i + 1
+            if talk is not None and talk.ready:
+                messages = talk.take()
+            elif follow_ups:
+                j = state["records"]
+                state["records"] = j + 1
+                talk = Conversation(prompts[j % n_prompts], follow_ups[j % n_prompts])
+                messages = prompts[j % n_prompts]
+            else:
+                messages = prompts[i % n_prompts]
+            answer = bytearray() if talk is not None and talk.wants_answer else None
             if i >= warmup and not window_open.is_set():
                 await window_open.wait()  # measured requests start once warm-up is over: no overlap
                 if stop:
@@ -229,7 +245,9 @@ async def run_level(
             state["in_flight"] += 1
             rec.start = clock()
             try:
-                await send(prompts[i % n_prompts], rec)
+                await (send(messages, rec) if answer is None else send(messages, rec, answer=answer))
+                if answer is not None and talk is not None:
+                    talk.answered(answer_text(answer))
             except asyncio.CancelledError:
                 rec.cut = True
                 raise
@@ -237,6 +255,7 @@ async def run_level(
                 rec.error = classify(exc)
                 rec.error_text = _error_text(exc)
                 state["errors"] += 1
+                talk = None  # no answer to follow up: the next request starts a new record
             finally:
                 rec.end = clock()
                 state["in_flight"] -= 1

@@ -43,6 +43,8 @@ class Settings(BaseModel):
     dataset: str
     dataset_source: str
     num_prompts_in_dataset: int
+    turns_in_dataset: int | None = Field(None, description="requests one pass sends, when records have "
+                                                           "several turns (MT-Bench: 80 records, 160 turns)")
     max_tokens: int
     temperature: float
     warmup: int | None = Field(description="warm-up requests per level; null: one per in-flight slot")

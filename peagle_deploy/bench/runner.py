@@ -401,7 +401,8 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
 
                 if log is not None:
                     log.level(conc, time.perf_counter())
-                m = await run_level(sender, plan.dataset.prompts, conc, warmup=warmup, duration=plan.duration,
+                m = await run_level(sender, plan.dataset.prompts, conc, follow_ups=plan.dataset.follow_ups,
+                                    warmup=warmup, duration=plan.duration,
                                     num_prompts=plan.num_prompts, on_progress=lambda p: progress.update(p, plan.duration),
                                     on_window=on_window, idle_limit=idle_limit, on_request=log)
                 lag_mean = m.loop_lag_ms.mean if m.loop_lag_ms is not None else None
@@ -507,6 +508,7 @@ def build_result(plan: BenchPlan, info: TargetInfo, price: Price | None, measure
             dataset=plan.dataset.name,
             dataset_source=plan.dataset.source,
             num_prompts_in_dataset=len(plan.dataset),
+            turns_in_dataset=plan.dataset.turns if plan.dataset.follow_ups else None,
             max_tokens=plan.max_tokens,
             temperature=plan.temperature,
             warmup=plan.warmup,

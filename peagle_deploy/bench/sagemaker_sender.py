@@ -18,6 +18,7 @@ from ..runtime.eventstream import StreamFailure, payload_parts
 from ..runtime.failures import TargetHttpError, error_text
 from ..runtime.payload import ChatRequest
 from ..runtime.sse import ChunkTally, StreamError
+from .conversation import FollowUp
 from .loadgen import Messages, RequestRecord
 
 
@@ -43,6 +44,8 @@ class SageMakerChatSender:
         self._pool: ThreadPoolExecutor | None = None
 
     def body(self, messages: Messages) -> bytes:
+        if isinstance(messages, FollowUp):  # built for this request only: its id() is reused later
+            return ChatRequest(messages=messages, **self.request).body(stream=True)
         key = id(messages)
         body = self._bodies.get(key)
         if body is None:
@@ -60,19 +63,22 @@ class SageMakerChatSender:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def __call__(self, messages: Messages, rec: RequestRecord) -> None:
+    async def __call__(self, messages: Messages, rec: RequestRecord, answer: bytearray | None = None) -> None:
+        """`answer`: when given, the stream's payload bytes are copied into it (for a multi-turn record)."""
         cancel = threading.Event()
         streams: list[Any] = []
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._pool, self._blocking, self.body(messages), rec, cancel, streams)
+            await loop.run_in_executor(self._pool, self._blocking, self.body(messages), rec, cancel, streams,
+                                       answer)
         except asyncio.CancelledError:
             cancel.set()
             for stream in streams:  # a thread blocked in a read wakes up now, not at its read timeout
                 stream.close()
             raise
 
-    def _blocking(self, body: bytes, rec: RequestRecord, cancel: threading.Event, streams: list[Any]) -> None:
+    def _blocking(self, body: bytes, rec: RequestRecord, cancel: threading.Event, streams: list[Any],
+                  answer: bytearray | None = None) -> None:
         import botocore.exceptions
 
         from ..aws import error_code, error_message
@@ -99,6 +105,8 @@ class SageMakerChatSender:
                 if cancel.is_set():
                     return
                 tally.feed(part, clock())
+                if answer is not None:
+                    answer += part
         except StreamFailure as exc:
             raise StreamError(exc.message, exc.kind) from None
         except Exception:

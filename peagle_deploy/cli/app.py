@@ -42,6 +42,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                           "attach."),
     "bench": ("bench", "Benchmark a target: 'peagle bench TARGET \\[options]' (same as 'peagle bench run'), compare "
                        "runs, advise K."),
+    "datasets": ("datasets", "The published benchmark sets 'peagle bench --dataset' reads: humaneval, mt-bench "
+                             "(fetched on first use)."),
     "container": ("container", "The bundled vLLM + P-EAGLE container: its argv and its Dockerfile."),
     "local": ("local", "Run the SageMaker container environment on this machine (vLLM + P-EAGLE), then invoke, bench "
                        "and metrics against it."),

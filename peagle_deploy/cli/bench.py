@@ -47,7 +47,9 @@ def bench_run(
     dataset: Annotated[
         str,
         typer.Option(
-            "--dataset", "-d", help='humaneval, code, chat, or a JSONL file of {"prompt"} / {"messages"} lines.'
+            "--dataset", "-d", help='humaneval or mt-bench (the published sets, fetched on first use: '
+            "see 'peagle datasets'), the look-alikes humaneval-like, code, chat, or a JSONL file of "
+            '{"prompt"} / {"messages"} lines.'
         ),
     ] = "humaneval",
     num_prompts: Annotated[
@@ -189,7 +191,7 @@ def bench_compare(
     """Runs side by side (P-EAGLE vs EAGLE-3 vs off, by K) with speed-ups, like the published tables."""
 
     def body(out):
-        from ..bench.compare import compare_results, compare_warnings, read_published
+        from ..bench.compare import compare_results, compare_warnings, published_matching, read_published
         from ..bench.results import read_result
 
         from ..errors import UsageError
@@ -203,7 +205,10 @@ def bench_compare(
         tables = compare_results([read_result(p) for p in results or []])
         reference = []
         if published is not None:
-            reference = read_published(None if published == "aws-blog" else Path(published))
+            reference, unmatched = published_matching(
+                tables, read_published(None if published == "aws-blog" else Path(published)))
+            for note in unmatched:
+                out.note(note)
         for warning in compare_warnings(tables):  # like with like only: say what was kept apart, and why
             out.warn(warning)
         files = []
@@ -314,5 +319,87 @@ def bench_advise(
             render_advice(console, advice)
 
         out.result(advice, human)
+
+    run(json_output, body)
+
+
+@bench_app.command("agree")
+def bench_agree(
+    baseline: Annotated[str, typer.Argument(help="The target without speculation (mode off): endpoint or URL.")],
+    candidate: Annotated[str, typer.Argument(help="The speculative target to check against it: endpoint or URL.")],
+    dataset: Annotated[
+        str, typer.Option("--dataset", "-d", help="Prompts, as for 'peagle bench' (the first --num-prompts).")
+    ] = "humaneval",
+    num_prompts: Annotated[int, typer.Option("--num-prompts", "-n", min=1, help="Prompts to send.")] = 16,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, help="max_tokens of each request.")] = 128,
+    temperature: Annotated[
+        str, typer.Option("--temperature", help="Comma-separated: 0 compares greedy outputs token by token, "
+                          "> 0 compares sampled output distributions (e.g. 0,1).")
+    ] = "0",
+    samples: Annotated[
+        int, typer.Option("--samples", min=2, help="Answers per prompt and target at each temperature > 0.")
+    ] = 16,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight.")] = 4,
+    alpha: Annotated[
+        float, typer.Option("--alpha", min=0.001, max=0.5, help="False-alarm rate of the sampled test.")
+    ] = 0.01,
+    noise_per_token: Annotated[
+        float, typer.Option("--noise-per-token", min=0.0, max=1.0, help="Greedy divergences per token that "
+                            "floating-point noise may explain (0: demand identical outputs).")
+    ] = 0.01,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model name sent to OpenAI URLs (default: none).")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds per request.")] = 600.0,
+    region: RegionOpt = None,
+    profile: ProfileOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Is speculation lossless here? Same prompts to BASELINE and CANDIDATE: greedy outputs token by token,
+    sampled outputs by distribution (docs/agreement.md). Exit 6 when the outputs differ beyond noise."""
+
+    def body(out):
+        from ..bench.agreement import check_agreement
+        from ..bench.datasets import load_dataset
+        from ..errors import EndpointFailed, UsageError
+        from ..runtime.target_ref import parse_target
+
+        try:
+            temperatures = sorted({float(t) for t in temperature.split(",") if t.strip()})
+        except ValueError:
+            raise UsageError(f"--temperature {temperature!r} is not a list of numbers", "e.g. --temperature 0,1") \
+                from None
+        if not temperatures or any(not 0 <= t <= 2 for t in temperatures):
+            raise UsageError(f"--temperature {temperature!r} needs values from 0 to 2", "e.g. --temperature 0,1")
+        parse_target(baseline)
+        parse_target(candidate)
+        data = load_dataset(dataset)
+        prompts = data.prompts[:num_prompts]
+        if len(prompts) < num_prompts:
+            out.note(f"{data.name} has {len(data.prompts)} prompts: using all of them")
+        requests = 2 * len(prompts) * sum(1 if t == 0 else samples for t in temperatures)
+        out.info(f"agreement: {len(prompts)} prompts from {data.source}, temperatures "
+                 f"{', '.join(f'{t:g}' for t in temperatures)}: {requests} requests")
+        report = check_agreement(baseline, candidate, prompts, dataset=data.name, max_tokens=max_tokens,
+                                 temperatures=temperatures, samples=samples, concurrency=concurrency, alpha=alpha,
+                                 noise_per_token=noise_per_token, region=region, profile=profile, model=model,
+                                 timeout=timeout)
+        for line in report.warnings:
+            out.warn(line)
+
+        def human(console):
+            console.print(f"{candidate} against {baseline} ({report.prompts} prompts of {report.dataset}, "
+                          f"max_tokens {report.max_tokens})", markup=False, soft_wrap=True, highlight=False)
+            if report.greedy is not None:
+                console.print(f"  temperature 0: {report.greedy.summary()}: {report.greedy.verdict}", markup=False,
+                              soft_wrap=True, highlight=False)
+            for s in report.sampled:
+                console.print(f"  {s.summary()}", markup=False, soft_wrap=True, highlight=False)
+            console.print("agreement: " + ("ok" if report.agrees else "FAILED"), markup=False, highlight=False)
+
+        out.result(report, human)
+        if not report.agrees:
+            raise EndpointFailed(f"{candidate} does not reproduce {baseline}'s output",
+                                 "see the warnings above and docs/agreement.md")
 
     run(json_output, body)

@@ -20,7 +20,8 @@ def sweep(
     modes: Annotated[str, typer.Option(help="Modes to measure, comma-separated (off runs once, without K).")] = "off,eagle3,p-eagle",
     k: Annotated[str, typer.Option("--k", help="Speculative tokens K for eagle3 and p-eagle, comma-separated.")] = "3,7,11",
     concurrency: Annotated[str, typer.Option("--concurrency", "-c", help="Concurrency levels, comma-separated.")] = "1,4,8,32",
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="humaneval, code, chat, or a JSONL file.")] = "humaneval",
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="humaneval or mt-bench (fetched on first use), "
+                                                "humaneval-like, code, chat, or a JSONL file.")] = "humaneval",
     duration: Annotated[float, typer.Option(min=0.1, help="Seconds measured per level (also the estimate's).")] = 60.0,
     num_prompts: Annotated[int | None, typer.Option("--num-prompts", "-n", min=1, help="Measured requests per level instead of --duration.")] = None,
     warmup: Annotated[int | None, typer.Option(min=0, help="Warm-up requests per level (default: its concurrency).")] = None,
@@ -34,6 +35,7 @@ def sweep(
     provision_estimate: Annotated[float, typer.Option(min=0, help="Estimated seconds to InService, for the plan.")] = 600.0,
     logs_wait: Annotated[float, typer.Option(min=0, help="Seconds to wait for acceptance lines in CloudWatch.")] = 60.0,
     timeout: Annotated[int, typer.Option(min=1, help="Seconds to wait for each endpoint to be InService.")] = 3600,
+    agreement_prompts: Annotated[int, typer.Option(min=0, help="Prompts whose greedy outputs each configuration must reproduce from off's (0: no check).")] = 16,
     url: Annotated[list[str] | None, typer.Option("--url", help="MODE:K=URL of a server you run (off=URL); repeat, one per configuration; no AWS.")] = None,
     trust_labels: Annotated[bool, typer.Option("--trust-labels", help="Measure a --url server even when its /metrics contradict its MODE:K label (refused otherwise).")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan (endpoints, time, dollars vs --budget) and stop.")] = False,
@@ -62,6 +64,7 @@ def sweep(
         request = _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget,
                            parallel, instance_type, role, accept_eula, ttl, provision_estimate, logs_wait, timeout,
                            url, region, profile, trust_labels)
+        request = request.model_copy(update={"agreement_prompts": agreement_prompts})
         _start(out, request, dry_run=dry_run, state_path=state or out_dir / "sweep-state.json", out_dir=out_dir,
                yes=yes)
 
@@ -209,6 +212,8 @@ def _continue(out, sf, *, out_dir: Path, resumed: bool, deployments: dict | None
     except PeagleError as exc:
         failure = exc
     report = _report(sf, out_dir)
+    for warning in report.warnings if report is not None else []:
+        out.warn(warning)
     if failure is not None:
         if report is not None:
             out.note(f"partial report: {', '.join(report.files)}")

@@ -63,6 +63,7 @@ class SweepRequest(BaseModel):
     provision_s: float = Field(600.0, description="estimated seconds from CreateEndpoint to InService")
     teardown_s: float = Field(120.0, description="estimated seconds to delete an endpoint")
     logs_wait_s: float = 60.0
+    agreement_prompts: int = Field(16, description="prompts whose greedy outputs are compared with off's (0: none)")
     timeout_s: float = 3600.0
     sweep_id: str = ""
     trust_labels: bool = Field(False, description="measure a --url server even when it contradicts its label")

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..bench.advisor import Advice
+from ..bench.agreement import GreedyAgreement
 from ..bench.compare import CompareTable
 from ..bench.results import BenchResult
 from .state import SweepState
@@ -32,6 +33,8 @@ class ConfigRow(BaseModel):
     mean_acceptance_length: float | None = None
     acceptance_rate: float | None = None
     per_position_acceptance: list[float] = Field(default_factory=list, description="cumulative, as vLLM logs")
+    output_vs_off: GreedyAgreement | None = Field(None, description="greedy outputs against off's, token by token")
+    output_note: str | None = Field(None, description="why output_vs_off is missing")
     result_file: str | None = None
     server: str | None = Field(None, description="what the server showed it runs (mode, K), when it showed it")
     label_disagrees: str | None = Field(None, description="the label against the server (--trust-labels)")
@@ -69,6 +72,7 @@ class SweepReport(BaseModel):
     tables: list[CompareTable]
     published: list[CompareTable]
     removed: list[str]
+    warnings: list[str] = Field(default_factory=list, description="output agreement far below noise")
     files: list[str] = Field(default_factory=list)
 
 
@@ -77,7 +81,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def build_report(state: SweepState, results: dict[str, BenchResult]) -> SweepReport:
-    from ..bench.compare import compare_results, mode_comparison, read_published
+    from ..bench.compare import compare_results, mode_comparison, published_matching, read_published
 
     rows: list[ConfigRow] = []
     for config in state.request.configurations:
@@ -97,6 +101,7 @@ def build_report(state: SweepState, results: dict[str, BenchResult]) -> SweepRep
                 row.acceptance_rate = r.acceptance.acceptance_rate
                 row.per_position_acceptance = list(r.acceptance.per_position)
         rows.append(row)
+    warnings = _output_agreement(state, rows)
     tables = compare_results(list(results.values())) if results else []
     ratios = [_level_ratios(rows, c) for c in state.request.concurrency]
     comparison = next((m for m in (mode_comparison(t) for t in tables) if m is not None), None)
@@ -105,9 +110,47 @@ def build_report(state: SweepState, results: dict[str, BenchResult]) -> SweepRep
         stopped_reason=state.stopped_reason, budget_usd=state.request.budget_usd,
         estimated_usd=state.plan.estimated_usd, spent_usd=round(sum(r.spent_usd for r in rows), 6),
         concurrency=state.request.concurrency, configurations=rows, ratios=ratios,
-        recommendation=_recommend(rows, ratios, comparison), tables=tables, published=read_published(),
-        removed=list(state.removed),
+        recommendation=_recommend(rows, ratios, comparison), tables=tables,
+        published=published_matching(tables, read_published())[0] if tables else read_published(),
+        removed=list(state.removed), warnings=warnings,
     )
+
+
+def _output_agreement(state: SweepState, rows: list[ConfigRow]) -> list[str]:
+    """Each speculative configuration's greedy outputs against off's; the loud lines for those far below noise."""
+    from ..bench.agreement import OutputSample, greedy_agreement, loud_warnings
+
+    def sample(label: str) -> OutputSample | None:
+        path = state.configs[label].outputs_file
+        try:
+            return OutputSample.model_validate_json(Path(path).read_text(encoding="utf-8")) if path else None
+        except (OSError, ValueError):
+            return None
+
+    off_label = next((r.label for r in rows if r.mode == "off"), None)
+    off = sample(off_label) if off_label else None
+    warnings: list[str] = []
+    for row in rows:
+        if row.mode == "off":
+            continue
+        mine = sample(row.label)
+        if off is None or mine is None:
+            row.output_note = state.configs[row.label].outputs_note or (
+                "off was not measured" if off_label is None else "no outputs kept for off" if off is None
+                else "no outputs kept")
+            continue
+        row.output_vs_off = greedy_agreement(off, mine)
+        warnings += loud_warnings(row.output_vs_off, [], f"{row.label} against off")
+    return warnings
+
+
+def _agreement_cell(row: ConfigRow) -> str:
+    a = row.output_vs_off
+    if a is None:
+        return "-"
+    flag = " FAR BELOW NOISE" if a.verdict == "far below noise" else ""
+    return (f"{a.identical_share:.0%} identical, prefix {a.mean_common_prefix:.1f}/{a.mean_baseline_length:.1f} "
+            f"{a.unit}{flag}")
 
 
 def _level_ratios(rows: list[ConfigRow], conc: int) -> LevelRatios:
@@ -196,11 +239,14 @@ def markdown(report: SweepReport) -> str:
                        _x(r.best_peagle_vs_best_eagle3), _x(r.best_peagle_vs_baseline), r.fastest or "-"]
                       for r in report.ratios])
     out += ["", "## Acceptance", ""]
-    out += _md_table(["configuration", "mean acceptance length", "acceptance rate", "per position (cumulative)"],
+    out += _md_table(["configuration", "mean acceptance length", "acceptance rate", "per position (cumulative)",
+                      "greedy output vs off"],
                      [[r.label, _f(r.mean_acceptance_length, 2),
                        "-" if r.acceptance_rate is None else f"{r.acceptance_rate:.1%}",
-                       ", ".join(f"{p:.2f}" for p in r.per_position_acceptance) or "-"]
+                       ", ".join(f"{p:.2f}" for p in r.per_position_acceptance) or "-", _agreement_cell(r)]
                       for r in report.configurations if r.mode != "off"])
+    if report.warnings:
+        out += ["", *(f"**{w}**" for w in report.warnings)]
     out += ["", "## $ per million output tokens", ""]
     out += _md_table(["concurrency", *labels],
                      [[str(c)] + [_f(by_label[lb].usd_per_million_output_tokens.get(c), 2) for lb in labels]
@@ -259,6 +305,9 @@ def render(console, report: SweepReport) -> None:
     for r in report.configurations:
         if r.label_disagrees:
             console.print(f"warning: {r.label_disagrees}", markup=False, soft_wrap=True)
+        if r.mode != "off" and (r.output_vs_off is not None or r.output_note):
+            what = _agreement_cell(r) if r.output_vs_off is not None else r.output_note
+            console.print(f"greedy output of {r.label} vs off: {what}", markup=False, soft_wrap=True)
     rec = report.recommendation
     console.print(f"recommended: mode {rec.mode or '-'}, K {rec.k or '-'}", markup=False)
     for line in rec.reasoning:

@@ -174,6 +174,8 @@ class Sweep:
         quiet = Output(True, stdout=io.StringIO(), stderr=io.StringIO())
         run = run_bench(plan, quiet)
         json_file = next((f for f in run.files if f.endswith(".json")), None)
+        if run.failure is None:
+            self._keep_outputs(config, target, plan.dataset.prompts)
         if config.url:
             self._close_books(label, worker=True)
         self._update(label, status="benched", result_file=json_file, measured=run.failure is None)
@@ -181,6 +183,27 @@ class Sweep:
             raise run.failure
         levels = ", ".join(f"c={lv.concurrency} {lv.output_tokens_per_s:,.0f} tok/s" for lv in run.result.levels)
         self.out.info(f"{label}: {levels}")
+
+    def _keep_outputs(self, config: Configuration, target: str, prompts: list) -> None:
+        """Greedy answers to the first prompts, for the report's agreement check against off (a failure here
+        is a note in the report, not a failed configuration)."""
+        from ..bench.agreement import AGREEMENT_MAX_TOKENS, collect
+
+        r = self.request
+        if not r.agreement_prompts:
+            return
+        try:
+            sample = collect(target, prompts[:r.agreement_prompts], max_tokens=min(r.max_tokens, AGREEMENT_MAX_TOKENS),
+                             temperature=0.0, concurrency=4, region=r.region, profile=r.profile)
+        except PeagleError as exc:
+            self.sf.update(config.label, outputs_note=f"no outputs kept: {exc.one_line()}")
+            return
+        from ..safe_write import write_text
+
+        path = self.out_dir / "runs" / f"outputs-{config.slug}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, sample.model_dump_json() + "\n")
+        self.sf.update(config.label, outputs_file=str(path), outputs_note=None)
 
     def _delete(self, name: str) -> tuple[bool, list[Any], PeagleError | None]:
         """(deleted anything, outcomes, the failure) for the sweep's endpoint `name`, its config and model."""

@@ -36,6 +36,8 @@ class ConfigState(BaseModel):
     spent_usd: float = 0.0
     result_file: str | None = None
     measured: bool = Field(False, description="its bench finished; never measured again")
+    outputs_file: str | None = Field(None, description="greedy outputs kept for the agreement check against off")
+    outputs_note: str | None = Field(None, description="why no outputs were kept")
     error: str | None = None
 
 

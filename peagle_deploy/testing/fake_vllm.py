@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,8 +32,10 @@ class _Server(ThreadingHTTPServer):
 
 class FakeVllm:
     def __init__(self, tokens: list[str | dict] | None = None, *, mode: str = "ok", stall_s: float = 5.0,
-                 gap_s: float = 0.0, usage: bool = True, accepted_per_request: tuple[int, ...] = (3, 2, 1)):
+                 gap_s: float = 0.0, usage: bool = True, accepted_per_request: tuple[int, ...] = (3, 2, 1),
+                 answer: Callable[[dict[str, Any]], list[str]] | None = None):
         self.tokens = tokens or ["def", " quick", "sort", "(xs", "):", " ✓"]
+        self.answer = answer  # request body -> the tokens of a non-streamed answer (default: self.tokens)
         self.mode = mode
         self.stall_s = stall_s
         self.gap_s = gap_s  # pause before each token chunk (a lower bound on the gaps a client sees)
@@ -97,7 +100,9 @@ class FakeVllm:
                                                 "type": "InternalServerError", "code": 500}).encode())
                     return
                 if not body.get("stream"):
-                    payload = chat_json([t if isinstance(t, str) else "" for t in fake.tokens])
+                    tokens = fake.answer(body) if fake.answer is not None else \
+                        [t if isinstance(t, str) else "" for t in fake.tokens]
+                    payload = chat_json(tokens, logprobs=bool(body.get("logprobs")))
                     if fake.mode != "stall":
                         self._send(200, payload)
                         return

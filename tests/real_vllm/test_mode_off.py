@@ -6,6 +6,7 @@ from .conftest import peagle
 from .test_speculative import MAX_TOKENS, counters
 
 pytestmark = pytest.mark.real_vllm
+USES_SERVER_POOL = True
 
 
 def test_off_server_runs_without_a_speculative_config(off_server):

@@ -1,6 +1,7 @@
 """A sweep against real vLLM: the installed `peagle sweep` deploys off and P-EAGLE K=3 one after another to
 the emulator, whose container backend runs the bundled entrypoint with the tiny models, benches each, reads
-acceptance from vLLM's own CloudWatch lines, and tears both down. Two vLLM starts, one at a time."""
+acceptance from vLLM's own CloudWatch lines, compares P-EAGLE's greedy output with off's, and tears both down.
+Two vLLM starts, one at a time."""
 
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ def test_sweep_off_and_p_eagle_measures_real_acceptance_and_leaves_nothing(emula
     assert rows["p-eagle"]["k"] == K and rows["p-eagle"]["per_position_acceptance"] == [1.0] * K
     assert rows["p-eagle"]["mean_acceptance_length"] == K + 1
     assert not rows["off"].get("per_position_acceptance")
+    # the agreement column: P-EAGLE's greedy answers (read through InvokeEndpoint, with vLLM's logprobs) are
+    # off's, token for token
+    agreement = rows["p-eagle"]["output_vs_off"]
+    assert (agreement["unit"], agreement["prompts"], agreement["identical_share"]) == ("tokens", 16, 1.0)
+    assert report["warnings"] == []
     sm = emu.client("sagemaker")
     assert sm.list_endpoints()["Endpoints"] == [] and sm.list_models()["Models"] == []
     assert sm.list_endpoint_configs()["EndpointConfigs"] == []

@@ -68,3 +68,27 @@ def test_unsharded_bin_weights_are_checked_with_torch(tiny, tmp_path, with_mask_
     else:
         with pytest.raises(ContainerConfigError, match="have no mask_hidden tensor"):
             check_mask_hidden(str(drafter))
+
+
+def test_mode_sensitive_drafter_separates_real_and_parallel_slots(tiny, mode_drafters):
+    """fc maps a real slot's captured states to the right token's dimension only and mask_hidden to the wrong
+    token's only (the arithmetic vLLM runs; the tier's servers show the acceptance it gives)."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    state = load_file(str(mode_drafters["mask_token_id"] / "model.safetensors"))
+    fc, mask = state["fc.weight"], state["mask_hidden"][0]
+    real = np.random.default_rng(0).standard_normal(fc.shape[1]).astype(np.float32)
+    real[[tiny_models.SIGNAL_DIM + i * tiny_models.HIDDEN for i in range(3)]] = 1.0  # the signal in each layer
+    for name in ("midlayer.self_attn.o_proj.weight", "midlayer.mlp.down_proj.weight"):
+        assert not state[name][[tiny_models.SIGNAL_DIM, tiny_models.WRONG_DIM]].any()  # no layer writes them
+    assert (fc @ real)[tiny_models.SIGNAL_DIM] == 1.0 and (fc @ real)[tiny_models.WRONG_DIM] == 0.0
+    assert (fc @ mask)[tiny_models.SIGNAL_DIM] == 0.0 and (fc @ mask)[tiny_models.WRONG_DIM] == 1.0
+    head = state["lm_head.weight"]
+    assert head[:, tiny_models.WRONG_DIM].argmax() == tiny_models.token_id(tiny.target, tiny_models.WRONG_TEXT)
+    assert head[:, tiny_models.SIGNAL_DIM].argmax() == tiny.output_token_id
+    assert tiny_models.mode_sensitive_acceptance("p-eagle", 3) == [1.0, 0.0, 0.0]
+    assert tiny_models.mode_sensitive_acceptance("eagle3", 3) == [1.0, 1.0, 1.0]
+    config = json.loads((mode_drafters["pard_token"] / "config.json").read_text())
+    assert config["pard_token"] == tiny.mask_token_id and "mask_token_id" not in config
+    assert "mask_hidden" not in weight_names(str(mode_drafters["no-mask-hidden"]))

@@ -12,7 +12,7 @@ import pytest
 from peagle_deploy.container import build_argv
 from peagle_deploy.errors import UsageError
 from peagle_deploy.local import engine
-from peagle_deploy.local.failure import failure_line
+from peagle_deploy.local.failure import failure_index, failure_line
 from peagle_deploy.local.mounts import Mounts, docker_volumes, host_environment, map_value
 from peagle_deploy.local.process import group_members, launch, stop_group
 
@@ -67,6 +67,23 @@ def test_entrypoint_refuses_a_bad_port():
 ])
 def test_failure_line_of_real_vllm_failures(fixture, exit_code, expected):
     assert failure_line(lines(fixture), exit_code) == expected
+
+
+def test_failure_line_of_a_pydantic_error_is_its_reason_not_the_docs_url():
+    """vLLM 0.32 given "method": "eagle-3" (no entrypoint check in between): the last line is pydantic's docs URL."""
+    log = lines("0.32.0-cpu-method-typo.log")
+    assert log[-1].strip().startswith("For further information visit https://errors.pydantic.dev/")
+    reason = failure_line(log, 1)
+    assert reason.startswith("SpeculativeConfig: method: Input should be 'ngram', 'medusa', ")
+    assert reason.endswith(" 'ngram_gpu' or 'dspark' (exit code 1)") and "input_value" not in reason
+    assert log[failure_index(log)].lstrip().startswith("Input should be")  # the line `peagle logs` highlights
+    # a model validator's error (the shape of vllm-project/vllm#26161), logged with vLLM's process prefix
+    value_error = ["(APIServer pid=7) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+                   "(APIServer pid=7)   Value error, Expecting value: line 1 column 1 (char 0) [type=value_error, "
+                   "input_value=ArgsKwargs((), {'model': '/opt/ml/model'}), input_type=ArgsKwargs]",
+                   "(APIServer pid=7)     For further information visit https://errors.pydantic.dev/2.12/v/value_error"]
+    assert failure_line(value_error) == "ModelConfig: Value error, Expecting value: line 1 column 1 (char 0)"
+    assert failure_index(value_error) == 1
 
 
 def test_entrypoint_refusal_wins_and_reason_is_bounded():

@@ -38,7 +38,7 @@ def start(
                                                "$PEAGLE_ENGINE, else the first on PATH that answers).")] = None,
     engine_options: Annotated[str | None, typer.Option(
         "--engine-options", help="Engine settings as on its command line: 'GLOBAL... run RUN...' (default: "
-        "$PEAGLE_ENGINE_OPTIONS; see docs/container.md).")] = None,
+        "$PEAGLE_ENGINE_OPTIONS; see docs/local.md).")] = None,
     image: Annotated[str | None, typer.Option(help="Image for --docker (default: the plan's image).")] = None,
     gpus: Annotated[str, typer.Option(help="GPUs for --docker: all, device=0,1 (Docker: also a count) or none; "
                                       "Podman gets them as CDI devices.")] = "all",

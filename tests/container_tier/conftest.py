@@ -39,6 +39,14 @@ PLAN_ENV = {"SM_VLLM_MAX_MODEL_LEN": MAX_MODEL_LEN, "SM_VLLM_ENFORCE_EAGER": "tr
 LOG_TAIL_LINES = 60
 
 
+def record(what: str, seconds: float) -> None:
+    """A timing for the tier's summary (.ci/container-tier.sh prints $PEAGLE_TIER_TIMINGS at the end)."""
+    path = os.environ.get("PEAGLE_TIER_TIMINGS")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(f"{what}: {seconds:.1f} s\n")
+
+
 def _required(variable: str) -> str:
     value = os.environ.get(variable)
     if not value:

@@ -11,13 +11,13 @@ import pytest
 
 from peagle_deploy.local import engine as engine_mod
 
-from .conftest import RUNTIME_ENV, plan_environment, tiny_mounts
+from .conftest import RUNTIME_ENV, free_port, plan_environment, tiny_mounts
 
 pytestmark = pytest.mark.container
 
 
 def run_once(engine, image, environment, mounts, name, *args: str):
-    argv = engine_mod.run_command(engine, image, environment, mounts, port=18080, container=name, gpus=None,
+    argv = engine_mod.run_command(engine, image, environment, mounts, port=free_port(), container=name, gpus=None,
                                   detach=False, extra_env=RUNTIME_ENV)
     if args:  # the entrypoint's own arguments instead of `serve`
         argv = [*argv[:-1], *args]

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from .conftest import K, STOP_GRACE_S, ImageServer, engine_run, peagle, plan_environment, tiny_mounts
+from .conftest import K, STOP_GRACE_S, ImageServer, engine_run, peagle, plan_environment, record, tiny_mounts
 
 pytestmark = pytest.mark.container
 MAX_TOKENS = 12
@@ -23,7 +23,7 @@ def served(engine, image, tiny, tmp_path_factory):
                          log_path=tmp_path_factory.mktemp("image") / "container.log", name="peagle-tier-serve")
     try:
         server.start().wait_ready()
-        print(f"\n[container] vLLM in {image} answered /ping after {server.started_s:.1f} s")
+        record(f"cold start of {image} (podman run to /ping answering)", server.started_s)
         yield server
     finally:
         server.stop()
@@ -120,6 +120,7 @@ def test_stop_sends_sigterm_and_vllm_exits_cleanly_within_the_grace_period(serve
     """Last in the module: SageMaker (and `docker stop`) send SIGTERM, then SIGKILL after 30 s. vLLM is the
     container's process 1 (the entrypoint exec'd it), so it gets SIGTERM itself and exits 0 before the SIGKILL."""
     code, took = served.stop(grace_s=STOP_GRACE_S)
+    record("podman stop (SIGTERM) to vLLM's exit", took)
     assert code == 0, served.log_tail()
     assert took < STOP_GRACE_S, f"took {took:.1f} s: SIGKILL'd after the grace period?"
     assert "Shutting down" in served.log() or "shutdown" in served.log().lower()

@@ -1,4 +1,4 @@
-"""`peagle local start --docker` with only podman on PATH (no docker command at all): the RUN_AS=peagle image
+"""`peagle local start --docker` with podman and no docker command on PATH (peagle finds podman itself): the RUN_AS=peagle image
 serves the tiny models as uid 1000; invoke, status and logs work; `peagle local stop` leaves no container."""
 
 from __future__ import annotations
@@ -9,18 +9,17 @@ import shutil
 
 import pytest
 
-from .conftest import BIN, K, MAX_MODEL_LEN, RUNTIME_ENV, START_TIMEOUT_S, engine_run, free_port, peagle
+from .conftest import BIN, K, MAX_MODEL_LEN, RUNTIME_ENV, START_TIMEOUT_S, engine_run, free_port, peagle, record
 
 pytestmark = pytest.mark.container
 NAME = "tier"
 
 
-def only_podman_env(tmp_path) -> dict[str, str]:
-    """PATH: this environment's bin (peagle) and a directory holding podman alone."""
-    engines = tmp_path / "engines"
-    engines.mkdir()
-    (engines / "podman").symlink_to(shutil.which("podman"))
-    path = f"{BIN}{os.pathsep}{engines}"
+def without_docker_env(tmp_path) -> dict[str, str]:
+    """PATH: this environment's bin (peagle) and every PATH directory that holds no `docker` command (podman and
+    the helpers it runs, such as iptables, stay)."""
+    dirs = [d for d in os.environ["PATH"].split(os.pathsep) if d and not os.path.exists(os.path.join(d, "docker"))]
+    path = os.pathsep.join([str(BIN), *dirs])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SM_VLLM_", "PEAGLE_ENGINE"))}
     env.update(PATH=path, PEAGLE_STATE_DIR=str(tmp_path / "state"),
                PEAGLE_ENGINE_OPTIONS=os.environ.get("PEAGLE_ENGINE_OPTIONS", ""))
@@ -28,8 +27,8 @@ def only_podman_env(tmp_path) -> dict[str, str]:
     return env
 
 
-def test_local_start_with_only_podman_then_stop_leaves_no_container(engine, image_nonroot, tiny, tmp_path):
-    env = only_podman_env(tmp_path)
+def test_local_start_finds_podman_without_docker_then_stop_leaves_no_container(engine, image_nonroot, tiny, tmp_path):
+    env = without_docker_env(tmp_path)
     port = free_port()
     runtime = [arg for key, value in RUNTIME_ENV.items() for arg in ("--env", f"{key}={value}")]
     started = peagle("local", "start", str(tiny.target), "--drafter", str(tiny.drafter), "--model", "qwen3-coder",
@@ -41,6 +40,7 @@ def test_local_start_with_only_podman_then_stop_leaves_no_container(engine, imag
     try:
         assert started.code == 0, started.stderr
         result = started.json()
+        record("peagle local start --docker (RUN_AS=peagle image) to /ping answering", result["elapsed_s"])
         assert result["local"]["engine"]["name"] == "podman" and result["local"]["url"] == f"http://127.0.0.1:{port}"
         startup = result["startup"]
         assert startup["version"].startswith("0.32")
@@ -56,7 +56,7 @@ def test_local_start_with_only_podman_then_stop_leaves_no_container(engine, imag
         status = peagle("local", "status", "--json", env=env)
         [row] = json.loads(status.stdout)["servers"]
         assert row["running"] and row["healthy"] and row["startup"]["version"] == startup["version"]
-        logs = peagle("local", "logs", "--name", NAME, "-n", "400", "--json", env=env)
+        logs = peagle("local", "logs", "--name", NAME, "-n", "2000", "--json", env=env)
         assert any(line.startswith("peagle-container: exec vllm serve /opt/ml/model") for line in logs.json()["lines"])
     finally:
         stopped = peagle("local", "stop", "--name", NAME, env=env, timeout_s=180)
@@ -68,7 +68,7 @@ def test_local_start_with_only_podman_then_stop_leaves_no_container(engine, imag
 
 def test_local_start_refuses_in_one_line_when_podman_does_not_answer(tiny, tmp_path):
     """Settings the engine refuses: one line naming it and the fix, exit 2, nothing started."""
-    env = only_podman_env(tmp_path)
+    env = without_docker_env(tmp_path)
     env["PEAGLE_ENGINE_OPTIONS"] = "--runtime /nonexistent/runtime"
     out = peagle("local", "start", str(tiny.target), "--drafter", str(tiny.drafter), "--docker", "--image", "x",
                  "--name", NAME, env=env)

@@ -8,6 +8,7 @@ listed action that is never called unless it says why the emulator cannot see it
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -30,12 +31,137 @@ class Permission(BaseModel):
 
     action: str
     why: str
-    resources: tuple[str, ...] = ("*",)
+    resources: tuple[str, ...] = ("*",)  # for an action SCOPES does not scope (else SCOPES decides)
     unobserved: str | None = None  # why the emulator test never sees this action used (else it must)
+    scopes: tuple[str, ...] | None = None  # SCOPES entries for this row, when not the action's default
 
 
-def _p(action: str, why: str, *, resources: tuple[str, ...] = ("*",), unobserved: str | None = None) -> Permission:
-    return Permission(action=action, why=why, resources=resources, unobserved=unobserved)
+def _p(action: str, why: str, *, resources: tuple[str, ...] = ("*",), unobserved: str | None = None,
+       scopes: tuple[str, ...] | None = None) -> Permission:
+    return Permission(action=action, why=why, resources=resources, unobserved=unobserved, scopes=scopes)
+
+
+# The statements of the policy: resource types and conditions ------------------------------------------------
+# Reads see everything (peagle must tell its resources from others'); every SageMaker write is bound to
+# peagle:managed: creates must carry the tag (aws:RequestTag), changes and deletes need it on the resource
+# (aws:ResourceTag), tags are added only on peagle's creates or to what already is peagle's.
+MANAGED = "peagle:managed"
+_SM = "arn:aws:sagemaker:*:*:"
+ENDPOINTS, CONFIGS, MODELS = _SM + "endpoint/*", _SM + "endpoint-config/*", _SM + "model/*"
+SCALABLE_TARGETS = "arn:aws:application-autoscaling:*:*:scalable-target/*"
+# Application Auto Scaling names its target tracking alarms TargetTracking-<resource id>-AlarmHigh/Low-<uuid>,
+# the resource id of a SageMaker variant being endpoint/NAME/variant/VARIANT
+ALARM_PREFIX = "TargetTracking-endpoint/"
+AUTOSCALING_ALARMS = f"arn:aws:cloudwatch:*:*:alarm:{ALARM_PREFIX}*"
+_ON_MANAGED = {"StringEquals": {f"aws:ResourceTag/{MANAGED}": "true"}}
+_CREATES_MANAGED = {"StringEquals": {f"aws:RequestTag/{MANAGED}": "true"},
+                    "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}}
+_SAGEMAKER_VARIANTS = {"StringEquals": {"application-autoscaling:service-namespace": "sagemaker",
+                                        "application-autoscaling:scalable-dimension":
+                                            "sagemaker:variant:DesiredInstanceCount"}}
+
+
+class Scope(BaseModel):
+    """One statement of the policy: the resources and the condition its actions are allowed under."""
+
+    model_config = ConfigDict(frozen=True)
+
+    resources: tuple[str, ...]
+    condition: dict[str, Any] | None = None
+    means: str  # for docs/iam.md
+
+
+SCOPES: dict[str, Scope] = {
+    "Anywhere": Scope(resources=("*",), means="actions without resource-level permissions (lists, identity, "
+                                             "quotas, prices)"),
+    "JumpStartSpecs": Scope(resources=tuple(f"{b}/*" for b in JUMPSTART_BUCKETS), means="JumpStart's buckets"),
+    "EndpointLogs": Scope(resources=(LOG_GROUPS,), means="the endpoints' log groups"),
+    "ReadEndpoints": Scope(resources=(ENDPOINTS,), means="any endpoint (read, invoke)"),
+    "ReadEndpointConfigs": Scope(resources=(CONFIGS,), means="any endpoint config (read)"),
+    "ReadModels": Scope(resources=(MODELS,), means="any model (read)"),
+    "CreateManagedModels": Scope(resources=(MODELS,), condition=_CREATES_MANAGED,
+                                 means=f"only a create that tags it {MANAGED}=true"),
+    "CreateManagedConfigs": Scope(resources=(CONFIGS,), condition=_CREATES_MANAGED,
+                                  means=f"only a create that tags it {MANAGED}=true"),
+    "CreateManagedEndpoints": Scope(resources=(ENDPOINTS,), condition=_CREATES_MANAGED,
+                                    means=f"only a create that tags it {MANAGED}=true"),
+    "TagOnCreate": Scope(resources=(ENDPOINTS, CONFIGS, MODELS), condition={"StringEquals": {
+        "sagemaker:TaggingAction": ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"],
+        f"aws:RequestTag/{MANAGED}": "true"}}, means=f"only the tags of peagle's own creates ({MANAGED}=true)"),
+    "RetagManaged": Scope(resources=(ENDPOINTS,), condition={**_ON_MANAGED, "ForAllValues:StringLike": {
+        "aws:TagKeys": ["peagle:*"]}}, means=f"only peagle:* tags, only on an endpoint tagged {MANAGED}=true"),
+    "ManageEndpoints": Scope(resources=(ENDPOINTS,), condition=_ON_MANAGED,
+                             means=f"only an endpoint tagged {MANAGED}=true"),
+    "ManageEndpointConfigs": Scope(resources=(CONFIGS,), condition=_ON_MANAGED,
+                                   means=f"only an endpoint config tagged {MANAGED}=true"),
+    "ManageModels": Scope(resources=(MODELS,), condition=_ON_MANAGED, means=f"only a model tagged {MANAGED}=true"),
+    "ScaleSageMakerVariants": Scope(resources=(SCALABLE_TARGETS,), condition=_SAGEMAKER_VARIANTS,
+                                    means="only SageMaker variants' instance counts"),
+    "AutoscalingAlarms": Scope(resources=(AUTOSCALING_ALARMS,), means="only target tracking alarms of endpoints "
+                                                                      f"({ALARM_PREFIX}*)"),
+    "ReadAlarms": Scope(resources=("arn:aws:cloudwatch:*:*:alarm:*",), means="any alarm (read: --rollback-alarm)"),
+    "KmsGrantsForSageMaker": Scope(resources=("arn:aws:kms:*:*:key/*",), condition={
+        "Bool": {"kms:GrantIsForAWSResource": "true"}, "StringLike": {"kms:ViaService": "sagemaker.*.amazonaws.com"}},
+        means="only a grant SageMaker makes for its own resources"),
+    "KmsKeysViaSageMaker": Scope(resources=("arn:aws:kms:*:*:key/*",), condition={
+        "StringLike": {"kms:ViaService": "sagemaker.*.amazonaws.com"}}, means="only through SageMaker"),
+    "PassExecutionRole": Scope(resources=("arn:aws:iam::*:role/*",), condition={
+        "StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+        means="only to SageMaker (`iam-policy --role ARN`: only that role)"),
+    "AutoscalingServiceLinkedRole": Scope(resources=(
+        "arn:aws:iam::*:role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+        "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint",), condition={
+        "StringLike": {"iam:AWSServiceName": "sagemaker.application-autoscaling.amazonaws.com"}},
+        means="only Application Auto Scaling's role for SageMaker"),
+}
+
+# the statements each action goes in, unless its row names others (`scopes=`); an action missing here goes in a
+# statement of its row's `resources`, without a condition (tests/test_iam_policy_sentry.py says when it may not)
+ACTION_SCOPES: dict[str, tuple[str, ...]] = {
+    "sts:GetCallerIdentity": ("Anywhere",),
+    "servicequotas:ListServiceQuotas": ("Anywhere",),
+    "pricing:GetProducts": ("Anywhere",),
+    "s3:GetObject": ("JumpStartSpecs",),
+    "logs:FilterLogEvents": ("EndpointLogs",),
+    "sagemaker:ListEndpoints": ("Anywhere",),
+    "sagemaker:ListEndpointConfigs": ("Anywhere",),
+    "sagemaker:ListModels": ("Anywhere",),
+    "sagemaker:DescribeEndpoint": ("ReadEndpoints",),
+    "sagemaker:InvokeEndpoint": ("ReadEndpoints",),
+    "sagemaker:DescribeEndpointConfig": ("ReadEndpointConfigs",),
+    "sagemaker:DescribeModel": ("ReadModels",),
+    "sagemaker:ListTags": ("ReadEndpoints", "ReadEndpointConfigs", "ReadModels"),
+    "sagemaker:CreateModel": ("CreateManagedModels",),
+    "sagemaker:CreateEndpointConfig": ("CreateManagedConfigs",),
+    "sagemaker:CreateEndpoint": ("CreateManagedEndpoints", "CreateManagedConfigs"),
+    "sagemaker:AddTags": ("TagOnCreate",),
+    "sagemaker:UpdateEndpoint": ("ManageEndpoints", "ManageEndpointConfigs"),
+    "sagemaker:UpdateEndpointWeightsAndCapacities": ("ManageEndpoints",),
+    "sagemaker:DeleteEndpoint": ("ManageEndpoints",),
+    "sagemaker:DeleteEndpointConfig": ("ManageEndpointConfigs",),
+    "sagemaker:DeleteModel": ("ManageModels",),
+    "application-autoscaling:DescribeScalableTargets": ("Anywhere",),
+    "application-autoscaling:DescribeScalingPolicies": ("Anywhere",),
+    "application-autoscaling:RegisterScalableTarget": ("ScaleSageMakerVariants",),
+    "application-autoscaling:PutScalingPolicy": ("ScaleSageMakerVariants",),
+    "application-autoscaling:DeleteScalingPolicy": ("ScaleSageMakerVariants",),
+    "application-autoscaling:DeregisterScalableTarget": ("ScaleSageMakerVariants",),
+    "cloudwatch:PutMetricAlarm": ("AutoscalingAlarms",),
+    "cloudwatch:DeleteAlarms": ("AutoscalingAlarms",),
+    "cloudwatch:DescribeAlarms": ("ReadAlarms",),
+    "kms:CreateGrant": ("KmsGrantsForSageMaker",),
+    "kms:DescribeKey": ("KmsKeysViaSageMaker",),
+    "iam:PassRole": ("PassExecutionRole",),
+    "iam:CreateServiceLinkedRole": ("AutoscalingServiceLinkedRole",),
+}
+
+
+def scopes_of(permission: Permission) -> list[tuple[str, Scope]]:
+    """The statements (Sid, Scope) a row's action is allowed in."""
+    names = permission.scopes or ACTION_SCOPES.get(permission.action)
+    if names:
+        return [(name, SCOPES[name]) for name in names]
+    return [(_sid(permission.resources), Scope(resources=permission.resources, means="as listed"))]
 
 
 _IDENTITY = _p("sts:GetCallerIdentity", "say 'no AWS access' (exit 3) before anything is created; IAM always "
@@ -139,7 +265,8 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:CreateModel", "the new model (when the container's environment changes)"),
         _p("sagemaker:CreateEndpointConfig", "the new endpoint configuration"),
         _p("sagemaker:UpdateEndpoint", "switch the endpoint over (blue/green, baking period, rollback alarms)"),
-        _p("sagemaker:AddTags", "retag the endpoint with its new K, mode and instances"),
+        _p("sagemaker:AddTags", "tag the new config and model as the live ones; retag the endpoint with its new K, "
+                                "mode and instances", scopes=("TagOnCreate", "RetagManaged")),
         _p("iam:PassRole", "the live model's execution role goes to the new model (condition iam:PassedToService "
                            "sagemaker.amazonaws.com)",
            resources=("arn:aws:iam::*:role/*",), unobserved="authorized inside CreateModel, not an API call of its own"),
@@ -212,29 +339,52 @@ def actions(command: str) -> list[str]:
     return sorted({p.action for p in COMMANDS[command]})
 
 
-def policy_document(commands: list[str] | None = None) -> dict[str, Any]:
-    """A ready-to-attach identity policy for `commands` (default: all), one statement per resource scope."""
+def policy_document(commands: list[str] | None = None, *, role: str | None = None,
+                    name_prefix: str | None = None) -> dict[str, Any]:
+    """A ready-to-attach identity policy for `commands` (default: all): one statement per scope (SCOPES), each
+    action only on the resource types it acts on, every SageMaker write bound to the peagle:managed tag.
+    `role`: iam:PassRole on that role only. `name_prefix`: SageMaker writes (and the autoscaling alarms) only
+    on names starting with it (peagle's own names start with 'peagle-'); reads still see every name."""
     from .errors import UsageError
 
     chosen = commands or list(COMMANDS)
     unknown = [c for c in chosen if c not in COMMANDS]
     if unknown:
         raise UsageError(f"no IAM list for {', '.join(unknown)}", f"choose from {', '.join(COMMANDS)}")
-    by_scope: dict[tuple[str, ...], set[str]] = {}
+    if role is not None and not _ROLE_ARN.match(role):
+        raise UsageError(f"--role {role!r} is not an IAM role ARN", "pass arn:aws:iam::<account>:role/<name>")
+    if name_prefix is not None and not _NAME_PREFIX.match(name_prefix):
+        raise UsageError(f"--name-prefix {name_prefix!r} is not the start of an endpoint name",
+                         "use letters, digits and hyphens, e.g. peagle-")
+    by_sid: dict[str, tuple[Scope, set[str]]] = {}
     for command in chosen:
         for permission in COMMANDS[command]:
-            by_scope.setdefault(permission.resources, set()).add(permission.action)
+            for sid, scope in scopes_of(permission):
+                by_sid.setdefault(sid, (scope, set()))[1].add(permission.action)
     statements: list[dict[str, Any]] = []
-    for resources, names in sorted(by_scope.items(), key=lambda item: item[0] != ("*",)):
-        statement: dict[str, Any] = {"Sid": _sid(resources), "Effect": "Allow", "Action": sorted(names),
-                                     "Resource": list(resources) if len(resources) > 1 else resources[0]}
-        if "iam:PassRole" in names:
-            statement["Condition"] = {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
-        if "iam:CreateServiceLinkedRole" in names:
-            statement["Condition"] = {"StringLike": {
-                "iam:AWSServiceName": "sagemaker.application-autoscaling.amazonaws.com"}}
+    for sid, (scope, names) in sorted(by_sid.items(), key=lambda item: _ORDER.get(item[0], len(_ORDER))):
+        resources = [_narrow(r, sid, role, name_prefix) for r in scope.resources]
+        statement: dict[str, Any] = {"Sid": sid, "Effect": "Allow", "Action": sorted(names),
+                                     "Resource": resources if len(resources) > 1 else resources[0]}
+        if scope.condition:
+            statement["Condition"] = scope.condition
         statements.append(statement)
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_NAME_PREFIX = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]{0,62}$")
+_ORDER = {sid: index for index, sid in enumerate(SCOPES)}
+_NAMED = (ENDPOINTS, CONFIGS, MODELS, AUTOSCALING_ALARMS)
+_WRITES = ("Create", "Manage", "TagOnCreate", "RetagManaged", "AutoscalingAlarms")  # reads must see every name
+
+
+def _narrow(resource: str, sid: str, role: str | None, name_prefix: str | None) -> str:
+    if sid == "PassExecutionRole" and role is not None:
+        return role
+    if name_prefix and resource in _NAMED and sid.startswith(_WRITES):
+        return resource.removesuffix("*") + name_prefix + "*"
+    return resource
 
 
 def _sid(resources: tuple[str, ...]) -> str:
@@ -254,12 +404,23 @@ def _sid(resources: tuple[str, ...]) -> str:
 
 def markdown_tables() -> str:
     """The per-command tables of docs/iam.md (tools/gen_iam_docs.py writes them between its markers)."""
-    lines: list[str] = []
+    import json
+
+    lines: list[str] = ["### The statements", "",
+                        "`peagle iam-policy --json` groups the actions below into these statements (only those its "
+                        "commands need).", "", "| statement (Sid) | resources | condition | meaning |",
+                        "|---|---|---|---|"]
+    for sid, scope in SCOPES.items():
+        condition = f"`{json.dumps(scope.condition)}`" if scope.condition else "-"
+        lines.append(f"| `{sid}` | {', '.join(f'`{r}`' for r in scope.resources)} | {condition} | {scope.means} |")
+    lines.append("")
     for command, permissions in COMMANDS.items():
-        lines += [f"### `peagle {command}`", "", "| action | why | resource |", "|---|---|---|"]
+        lines += [f"### `peagle {command}`", "", "| action | why | statement |", "|---|---|---|"]
         for p in permissions:
             note = f" *(not seen in the emulator: {p.unobserved})*" if p.unobserved else ""
-            lines.append(f"| `{p.action}` | {p.why}{note} | {', '.join(f'`{r}`' for r in p.resources)} |")
+            where = ", ".join(f"`{sid}`" if sid in SCOPES else ", ".join(f"`{r}`" for r in scope.resources)
+                              for sid, scope in scopes_of(p))
+            lines.append(f"| `{p.action}` | {p.why}{note} | {where} |")
         lines.append("")
     lines += ["### The execution role (`--role`)", "",
               "Not the caller's permissions: what SageMaker's instances need, given to the role you pass.", "",

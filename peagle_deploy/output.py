@@ -1,7 +1,7 @@
 """The one output sink: human output with Rich, or exactly one JSON document on stdout.
 
 Results go to stdout; progress, notes and errors go to stderr. Everything passes through
-`redact` so credentials never reach a terminal or a CI log.
+`redaction.redact` so credentials never reach a terminal or a CI log.
 
 One console configuration (`make_console`) for every stream: on a terminal Rich measures it; off a
 terminal (a pipe, a file, a CI log) nothing is ever wrapped, because a wrapped endpoint name, URI or
@@ -20,89 +20,19 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
+# the one redaction (peagle_deploy/redaction.py); re-exported here, where the commands have always found it
+from .redaction import (  # noqa: F401
+    MASK,
+    looks_secret,
+    mask_plan_env,
+    redact,
+    register_secret,
+    register_secret_env,
+    revealing,
+)
+
 if TYPE_CHECKING:  # Rich is imported lazily: --json paths and tests need little of it
     from rich.console import Console
-
-_SECRET_PATTERNS = [
-    # access key ids (long-term AKIA, temporary ASIA, and the other documented prefixes)
-    re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA|ANPA|ANVA|AIPA|AGPA)[A-Z0-9]{12,}\b"),
-    # secret keys and session tokens named as such, in env, ini, JSON or header form
-    re.compile(
-        r"(?i)((?:aws_)?(?:secret_access_key|secret_key|session_token|security_token|"
-        r"secretaccesskey|sessiontoken)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"
-    ),
-    re.compile(r"(?i)(x-amz-security-token[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
-    re.compile(r"(Signature=)[0-9a-f]{16,}"),
-    re.compile(r"(Credential=)[A-Z0-9]{16,}"),
-]
-
-
-_SECRET_VALUES: set[str] = set()  # values of this session: credentials in use, secret-looking --env values
-_SECRET_KEYS: set[str] = set()  # names whose value is masked wherever `NAME=value` / "NAME": "value" appears
-_SECRET_NAME_PARTS = {"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PWD", "PASS", "PASSPHRASE", "KEY",
-                      "APIKEY", "CREDENTIAL", "CREDENTIALS", "AUTH", "AUTHORIZATION", "PRIVATE", "SIGNATURE",
-                      "COOKIE", "SESSION", "DSN"}
-_MIN_VALUE = 4  # shorter values are masked by name only: replacing 'abc' everywhere would garble output
-MASK = "***"
-
-
-def looks_secret(name: str) -> bool:
-    """HF_TOKEN, *_KEY, *_SECRET, *_PASSWORD, API_KEY, ...: any `_`/`-` separated word that names a secret.
-    (MAX_TOKENS is not: the word is TOKENS, a count.)"""
-    words = {w for w in re.split(r"[_\-.]+", name.upper()) if w}
-    return bool(words & _SECRET_NAME_PARTS) or name.upper().endswith(("TOKEN", "APIKEY", "PASSWORD", "SECRET"))
-
-
-def register_secret(value: str | None, name: str | None = None) -> None:
-    """From now on no output of this process shows `value` (nor the value of `name=...`)."""
-    if name:
-        _SECRET_KEYS.add(name)
-    if value and len(value) >= _MIN_VALUE:
-        _SECRET_VALUES.add(value)
-
-
-def register_secret_env(env: dict[str, str]) -> list[str]:
-    """Register the secret-looking entries of a container environment; returns their names."""
-    names = [key for key in env if looks_secret(key)]
-    for key in names:
-        register_secret(env[key], key)
-    return names
-
-
-def mask_plan_env(plan: Any) -> Any:
-    """A copy of a DeploymentPlan for output, its secret-looking container environment values as ***."""
-    container = dict(plan.create_model.get("PrimaryContainer", {}))
-    env = container.get("Environment") or {}
-    if not any(looks_secret(key) for key in env):
-        return plan
-    container["Environment"] = {k: (MASK if looks_secret(k) else v) for k, v in env.items()}
-    return plan.model_copy(update={"create_model": {**plan.create_model, "PrimaryContainer": container}})
-
-
-def _known_secret_values() -> list[str]:
-    values = set(_SECRET_VALUES)
-    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ACCESS_KEY_ID"):
-        value = os.environ.get(name, "")
-        if len(value) >= 8:
-            values.add(value)
-    return sorted(values, key=len, reverse=True)  # longest first: a value containing another is masked whole
-
-
-def _key_patterns() -> list[re.Pattern[str]]:
-    return [re.compile(r"(\b" + re.escape(name) + r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+") for name in _SECRET_KEYS]
-
-
-def redact(text: str) -> str:
-    """Remove anything that looks like an AWS credential, every credential and secret this session
-    registered, and the values of the credential env vars."""
-    for value in _known_secret_values():
-        text = text.replace(value, MASK)
-    for pattern in [*_key_patterns(), *_SECRET_PATTERNS]:
-        if pattern.groups:
-            text = pattern.sub(lambda m: m.group(1) + MASK, text)
-        else:
-            text = pattern.sub(MASK, text)
-    return text
 
 
 # Off a terminal Rich would wrap at 80 columns (or $COLUMNS); nothing peagle prints is this wide, and
@@ -236,7 +166,8 @@ def error_document(exc: Any) -> dict[str, Any]:
         kind = ExitCode(code).name.lower()
     except ValueError:
         kind = "unexpected"
-    return {"error": {"message": redact(str(getattr(exc, "message", exc))), "hint": getattr(exc, "hint", None),
+    hint = getattr(exc, "hint", None)
+    return {"error": {"message": redact(str(getattr(exc, "message", exc))), "hint": redact(hint) if hint else hint,
                       "exit_code": code, "kind": kind}}
 
 
@@ -285,8 +216,14 @@ class Output:
         return self._err_console
 
     # results -------------------------------------------------------------------------------
-    def result(self, data: Any, human: Callable[[Console], None] | None = None) -> None:
-        """The command's result: one JSON document with --json, else `human(console)`."""
+    def result(self, data: Any, human: Callable[[Console], None] | None = None, *,
+               reveal: Sequence[str] = ()) -> None:
+        """The command's result: one JSON document with --json, else `human(console)`. `reveal`: secrets this
+        result shows because the user asked for exactly them (`peagle openai`'s token); all else is redacted."""
+        with revealing(reveal):
+            self._result(data, human)
+
+    def _result(self, data: Any, human: Callable[[Console], None] | None) -> None:
         if self.json_mode:
             if self._emitted:
                 raise RuntimeError("a command emitted two JSON documents")

@@ -32,11 +32,13 @@ def plot_tables(tables: list[CompareTable], path: Path) -> Path | None:
         return None
     if not tables:
         return None
+    from ..safe_write import write_with
+
     fig = build_figure(tables)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    try:  # into a temporary beside `path`, renamed over it: never through a link planted at the name
+        return write_with(path, lambda handle: fig.savefig(handle, format="png", dpi=110))
+    finally:
+        plt.close(fig)
 
 
 def build_figure(tables: list[CompareTable]):

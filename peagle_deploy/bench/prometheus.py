@@ -6,7 +6,7 @@ from ..errors import EndpointFailed
 from .acceptance import SpecCounters, parse_prometheus
 
 
-async def scrape_async(url: str, timeout: float = 10.0) -> SpecCounters:
+async def scrape_async(url: str, timeout: float = 10.0, headers: dict[str, str] | None = None) -> SpecCounters:
     """GET a Prometheus exposition and parse vLLM's spec-decode counters."""
     import aiohttp
 
@@ -14,7 +14,7 @@ async def scrape_async(url: str, timeout: float = 10.0) -> SpecCounters:
 
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            async with session.get(url) as resp:
+            async with session.get(url, headers=headers) as resp:
                 body = await resp.read()
                 if resp.status != 200:
                     raise EndpointFailed(f"GET {url} answered HTTP {resp.status}: {error_text(body)}",
@@ -27,7 +27,7 @@ async def scrape_async(url: str, timeout: float = 10.0) -> SpecCounters:
     return parse_prometheus(body.decode("utf-8", "replace"))
 
 
-def scrape(url: str, timeout: float = 10.0) -> SpecCounters:
+def scrape(url: str, timeout: float = 10.0, headers: dict[str, str] | None = None) -> SpecCounters:
     import asyncio
 
-    return asyncio.run(scrape_async(url, timeout))
+    return asyncio.run(scrape_async(url, timeout, headers))

@@ -99,12 +99,15 @@ class BenchResult(BaseModel):
 
 
 def write_result(result: BenchResult, out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = result.started_at.strftime("%Y%m%dT%H%M%SZ")
-    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in result.label().replace(" ", "-").replace("=", ""))
-    path = out_dir / f"bench-{slug[:60]}-{stamp}.json"
-    path.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    return path
+    """bench-<label>-<UTC time to the millisecond>.json, a name no other run has (safe_write.claim_unique: a
+    second run in the same millisecond, or a link planted at the name, gets `-2`); the .md and .png beside it
+    share its stem."""
+    from ..redaction import safe_name
+    from ..safe_write import claim_unique, write_text
+
+    stamp = result.started_at.strftime("%Y%m%dT%H%M%S.") + f"{result.started_at.microsecond // 1000:03d}Z"
+    path = claim_unique(out_dir, f"bench-{safe_name(result.label())}-{stamp}", ".json", beside=(".md", ".png"))
+    return write_text(path, result.model_dump_json(indent=2) + "\n")
 
 
 def read_result(path: Path) -> BenchResult:

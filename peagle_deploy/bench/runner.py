@@ -72,14 +72,9 @@ def parse_concurrency(text: str) -> list[int]:
 
 def check_out_dir(out_dir: Path) -> None:
     """Fail before measuring when the results could not be written."""
-    probe = out_dir / ".peagle-write-test"
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"--out {out_dir} is not a writable folder ({exc.strerror or exc})",
-                         "pass a folder you can write to") from None
+    from ..safe_write import probe_writable
+
+    probe_writable(out_dir, flag="--out")
 
 
 def _level_result(m: LevelMeasurement, price: Price | None) -> LevelResult:
@@ -216,7 +211,7 @@ def make_sender(ref: TargetRef, info: TargetInfo, plan: BenchPlan, session: Any)
     from .http_sender import HttpChatSender
 
     return HttpChatSender(ref.request_url, model=info.model, max_tokens=plan.max_tokens,
-                          temperature=plan.temperature, timeout=plan.timeout)
+                          temperature=plan.temperature, timeout=plan.timeout, headers=ref.headers)
 
 
 async def check_reachable(ref: TargetRef, timeout: float = 10.0) -> None:
@@ -226,7 +221,7 @@ async def check_reachable(ref: TargetRef, timeout: float = 10.0) -> None:
 
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
-            async with s.get(ref.ping_url) as resp:
+            async with s.get(ref.ping_url, headers=ref.headers) as resp:
                 await resp.read()
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         from ..runtime.failures import connect_error_text
@@ -241,7 +236,7 @@ async def _openai_model(ref: TargetRef) -> str | None:
 
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
-            async with s.get(ref.models_url) as resp:
+            async with s.get(ref.models_url, headers=ref.headers) as resp:
                 data = await resp.json(content_type=None) if resp.status == 200 else {}
     except (aiohttp.ClientError, TimeoutError, ValueError):
         return None
@@ -279,7 +274,7 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
 
                 def on_window(edge: str) -> asyncio.Task | None:
                     if prom_url and measured.acceptance_note is None:
-                        scrapes[edge] = asyncio.get_running_loop().create_task(scrape_async(prom_url))
+                        scrapes[edge] = asyncio.get_running_loop().create_task(scrape_async(prom_url, headers=ref.headers))
                         return scrapes[edge]  # the window opens once this reading is in
                     return None
 
@@ -302,7 +297,7 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                     try:
                         before, after = await scrapes["open"], await scrapes["close"]
                         if plan.num_prompts is not None:  # nothing in flight: let the server's counters settle
-                            after = await settled_counters(prom_url, after)
+                            after = await settled_counters(prom_url, after, headers=ref.headers)
                     except PeagleError as exc:
                         measured.acceptance_note = f"no acceptance metrics: {exc.one_line()}"
                         continue
@@ -311,7 +306,7 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
 
 
 async def settled_counters(url: str, reading: Any, *, tries: int = 5, pause: float = 0.2,
-                           sleep: Any = asyncio.sleep) -> Any:
+                           sleep: Any = asyncio.sleep, headers: dict[str, str] | None = None) -> Any:
     """Read the counters again until two readings agree (at most `tries` more): vLLM records a step's
     statistics just after it streams the step's tokens, so a reading taken as the last response ends can
     miss the last step."""
@@ -319,7 +314,7 @@ async def settled_counters(url: str, reading: Any, *, tries: int = 5, pause: flo
 
     for _ in range(tries):
         await sleep(pause)
-        again = await scrape_async(url)
+        again = await scrape_async(url, headers=headers)
         if again == reading:
             return again
         reading = again
@@ -412,9 +407,10 @@ def write_outputs(result: BenchResult, out_dir: Path, *, chart: bool = True) -> 
     from .plot import plot_tables
     from .report import markdown_summary
 
+    from ..safe_write import write_text
+
     path = write_result(result, out_dir)
-    md = path.with_suffix(".md")
-    md.write_text(markdown_summary(result), encoding="utf-8")
+    md = write_text(path.with_suffix(".md"), markdown_summary(result))
     files = [str(path), str(md)]
     if chart and result.levels:
         png = plot_tables(compare_results([result]), path.with_suffix(".png"))

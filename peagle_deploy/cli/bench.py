@@ -171,6 +171,10 @@ def bench_compare(
 
         if not results and published is None:
             raise UsageError("nothing to compare", "pass results JSON files and/or --published aws-blog")
+        if out_dir is not None:
+            from ..safe_write import refuse_links
+
+            refuse_links(out_dir, ["compare.md", "compare.png"])
         tables = compare_results([read_result(p) for p in results or []])
         reference = []
         if published is not None:
@@ -182,9 +186,9 @@ def bench_compare(
             from ..bench.plot import plot_tables
             from ..bench.report import compare_markdown
 
-            out_dir.mkdir(parents=True, exist_ok=True)
-            md = out_dir / "compare.md"
-            md.write_text(compare_markdown(tables + reference), encoding="utf-8")
+            from ..safe_write import write_text
+
+            md = write_text(out_dir / "compare.md", compare_markdown(tables + reference))
             files.append(str(md))
             png = plot_tables(tables + reference, out_dir / "compare.png")
             if png is not None:

@@ -123,11 +123,12 @@ def dockerfile(
             raise UsageError(f"--output {output} is a file, not a directory", "choose a directory for --output")
         if output.is_dir() and any(output.iterdir()) and not force:
             raise UsageError(f"--output {output} is not empty", "choose another --output or pass --force")
+        from ..safe_write import probe, refuse_links, replace_file, write_text
+
+        refuse_links(output, ["Dockerfile", ".dockerignore", *([wheel.name] if wheel is not None else [])],
+                     flag="--output")
         try:
-            output.mkdir(parents=True, exist_ok=True)
-            probe = output / ".peagle-write-test"
-            probe.write_text("", encoding="utf-8")
-            probe.unlink()
+            probe(output)
         except OSError as exc:
             raise UsageError(f"cannot write to --output {output}: {exc.strerror or exc}",
                              "choose a directory you can write") from None
@@ -135,11 +136,12 @@ def dockerfile(
         text = (source / "Dockerfile").read_text(encoding="utf-8")
         if base:
             text = re.sub(r"^ARG BASE_IMAGE=.*$", f"ARG BASE_IMAGE={base}", text, count=1, flags=re.M)
-        (output / "Dockerfile").write_text(text, encoding="utf-8")
-        (output / ".dockerignore").write_text((source / ".dockerignore").read_text(encoding="utf-8"), encoding="utf-8")
-        files = [str(output / "Dockerfile"), str(output / ".dockerignore")]
+        files = [str(write_text(output / "Dockerfile", text)),
+                 str(write_text(output / ".dockerignore", (source / ".dockerignore").read_text(encoding="utf-8")))]
         if wheel is not None:
-            files.append(str(shutil.copy2(wheel, output / wheel.name)))
+            with open(wheel, "rb") as source_wheel, replace_file(output / wheel.name, binary=True) as copy:
+                shutil.copyfileobj(source_wheel, copy)
+            files.append(str(output / wheel.name))
         build = f"docker build -t peagle-vllm {output}"
         next_steps = build if wheel else f"pip wheel --no-deps -w {output} <peagle source dir> && {build}"
         out.result({"written": files, "next": next_steps},

@@ -98,11 +98,15 @@ def deploy(
 
             register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
             shown = mask_plan_env(plan)
-        if dry_run:
-            out.result({"dry_run": True, "plan": shown}, lambda console: render_plan(console, shown))
-            return
-        _deploy_for_real(out, plan, shown, profile=profile, wait=wait, timeout=timeout, yes=yes,
-                         keep_on_failure=keep_on_failure, price_limit=price_limit)
+        from ..redaction import looks_secret, revealing
+
+        # --show-secrets: the --env values the user asked to see are exempt from the output's redaction
+        with revealing([v for k, v in user_env.items() if looks_secret(k)] if show_secrets else []):
+            if dry_run:
+                out.result({"dry_run": True, "plan": shown}, lambda console: render_plan(console, shown))
+                return
+            _deploy_for_real(out, plan, shown, profile=profile, wait=wait, timeout=timeout, yes=yes,
+                             keep_on_failure=keep_on_failure, price_limit=price_limit)
 
     run(json_output, body)
 

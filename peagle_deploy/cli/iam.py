@@ -16,6 +16,11 @@ def register(app: typer.Typer) -> None:
 def iam_policy(
     commands: Annotated[list[str] | None, typer.Argument(
         help="Commands to cover: deploy, status, invoke, bench, metrics, logs, cleanup (default: all).")] = None,
+    role: Annotated[str | None, typer.Option(
+        help="The execution role ARN you deploy with: iam:PassRole on that role only.")] = None,
+    name_prefix: Annotated[str | None, typer.Option(
+        help="Create, change and delete only endpoints, configs and models named with this prefix "
+             "(peagle's default names start with 'peagle-').")] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """The IAM actions each command calls (docs/iam.md); with --json, an identity policy to attach.
@@ -27,15 +32,16 @@ def iam_policy(
         from .. import iam_policy as table
         from ..output import print_table
 
-        document = table.policy_document(commands)  # refuses unknown command names
+        document = table.policy_document(commands, role=role, name_prefix=name_prefix)  # refuses bad input
         if out.json_mode:
             out.result(document)
             return
         chosen = commands or list(table.COMMANDS)
-        rows = [[command, p.action, p.why] for command in chosen for p in table.COMMANDS[command]]
+        rows = [[command, p.action, ", ".join(sid for sid, _ in table.scopes_of(p)), p.why]
+                for command in chosen for p in table.COMMANDS[command]]
 
         def human(console):
-            print_table(console, ["command", "action", "why"], rows)
+            print_table(console, ["command", "action", "statement", "why"], rows)
 
         out.result(document, human)
         out.note("--json prints these as one policy document to attach; the execution role's own needs are in "

@@ -115,6 +115,11 @@ def _dry_run(out, container, *, port, name, engine, image, gpus) -> None:
     else:
         environment, command = runner.plan_command(container, port=port)
 
+    from ..redaction import mask_argv, mask_env, register_secret_env
+
+    register_secret_env(dict(environment))  # shown by name, never by value (as deploy --dry-run)
+    environment, command = mask_env(dict(environment)), mask_argv(command)
+
     def human(console):
         console.print(f"environment ({container.source}):", markup=False, soft_wrap=True)
         for key in sorted(environment):

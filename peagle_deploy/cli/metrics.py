@@ -92,7 +92,7 @@ def _url_window(ref, window: str, out, sleep=None):
 
     seconds = parse_duration(window, flag="--window", minimum=timedelta(0)).total_seconds()  # 0s: totals
     url = ref.metrics_url
-    first = scrape(url)
+    first = scrape(url, headers=ref.headers)
     if seconds <= 0:
         acc = first.acceptance(source=f"prometheus:{url}")
         acc.note = ((acc.note + "; ") if acc.note else "") + "totals since the server started (--window 0s)"
@@ -101,7 +101,7 @@ def _url_window(ref, window: str, out, sleep=None):
     began = datetime.now(timezone.utc)
     out.info(f"measuring {url} for {seconds:g}s (two scrapes)")
     (sleep or time.sleep)(seconds)
-    acc = scrape(url).minus(first).acceptance(source=f"prometheus:{url}")
+    acc = scrape(url, headers=ref.headers).minus(first).acceptance(source=f"prometheus:{url}")
     acc.window_start, acc.window_end = began, datetime.now(timezone.utc)
     out.info(f"window: {acc.window_start:%H:%M:%S} to {acc.window_end:%H:%M:%S} UTC ({seconds:g}s between two scrapes)")
     return acc

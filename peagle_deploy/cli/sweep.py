@@ -104,6 +104,11 @@ def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool)
     if not dry_run and state_path.exists():
         raise UsageError(f"state file {state_path} already exists",
                          f"continue it with 'peagle sweep --resume {state_path}', or pass another --state / --out")
+    if not dry_run:  # before anything is deployed: the report must not go through a link planted in --out
+        from ..safe_write import refuse_links
+        from ..sweep.report import REPORT_FILES
+
+        refuse_links(out_dir, REPORT_FILES)
     offline = not request.uses_urls and dry_run and not credentials_available(request.profile)
     plan, deployments = plan_sweep(request, offline=offline)
     if dry_run:

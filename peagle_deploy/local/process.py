@@ -25,8 +25,10 @@ Outcome = Literal["ready", "exited", "timeout"]
 def launch(env: Mapping[str, str], log_path: Path, *, command: Sequence[str] = ENTRYPOINT,
            cwd: Path | None = None) -> subprocess.Popen[bytes]:
     """Start `command` (default: the bundled entrypoint) with exactly `env`, output appended to log_path."""
+    from ..safe_write import open_append
+
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    with open_append(log_path) as log:  # 0600 when new; never through a link planted at the name
         return subprocess.Popen(list(command), env=dict(env), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
 

@@ -113,16 +113,21 @@ def start(env: ContainerEnvironment, *, name: str, port: int, timeout_s: float, 
           clock: Callable[[], float] = time.monotonic) -> Started:
     """Launch the entrypoint detached, wait for /ping; on any failure stop it and raise."""
     preflight(env, name=name, port=port)
+    from ..redaction import register_secret_env
+    from ..safe_write import fresh_file
+
     mapped, argv = plan_command(env, port=port)
+    register_secret_env(mapped)  # the process gets the values; no output, state or log name shows them
     log = state.log_path(name)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_bytes(b"")
+    state.private_dir()
+    fresh_file(log, private=True)  # a new 0600 file in place of whatever was there (a planted link included)
     proc = launch(process_environment(mapped), log)
     server = state.LocalServer(
         name=name, url=f"http://127.0.0.1:{port}", port=port, pid=proc.pid, start_time=start_time(proc.pid),
         log_path=str(log), started_at=datetime.now(UTC).replace(microsecond=0), model_dir=str(env.mounts.model),
         drafter_dir=str(next(iter(env.mounts.channels.values()))) if env.mounts.channels else None,
         mode=env.mode.value, k=env.k, speculative_config=env.speculative_config, environment=mapped, command=argv)
+    server = state.masked(server)
     state.save(server)  # before waiting: an interrupted start can still be stopped by name
 
     def progress(elapsed: float) -> None:
@@ -156,7 +161,10 @@ def start_container(env: ContainerEnvironment, *, name: str, port: int, image: s
                     clock: Callable[[], float] = time.monotonic) -> Started:
     """The same in a container (Docker or Podman): `ENGINE run IMAGE serve` with both directories mounted
     where SageMaker mounts them."""
+    from ..redaction import register_secret_env
+
     preflight(env, name=name, port=port, engine=engine, runner=runner)
+    register_secret_env(dict(env.environment))
     argv = engine_mod.run_command(engine, image, env.environment, env.mounts, port=port,
                                   container=engine_mod.container_name(name), gpus=gpus)
     answer = runner(argv, capture_output=True, text=True, timeout=600)
@@ -173,6 +181,7 @@ def start_container(env: ContainerEnvironment, *, name: str, port: int, image: s
         drafter_dir=str(next(iter(env.mounts.channels.values()))) if env.mounts.channels else None,
         mode=env.mode.value, k=env.k, speculative_config=env.speculative_config,
         environment=engine_mod.container_environment(env.environment, engine, port), command=argv)
+    server = state.masked(server)
     state.save(server)
     began = clock()
     try:

@@ -1,6 +1,8 @@
 """Where `peagle local` remembers what it started: one JSON file and one log file per server name.
 
-$PEAGLE_STATE_DIR, else $XDG_STATE_HOME/peagle/local, else ~/.local/state/peagle/local.
+$PEAGLE_STATE_DIR, else $XDG_STATE_HOME/peagle/local, else ~/.local/state/peagle/local. The directory is
+0700 and its files 0600 whatever the umask, written by `safe_write` (never through a planted link); the
+state keeps the names of secret-looking variables, never their values (no later command needs them).
 """
 
 from __future__ import annotations
@@ -59,12 +61,26 @@ def log_path(name: str) -> Path:
     return state_dir() / f"{check_name(name)}.log"
 
 
+def private_dir() -> Path:
+    """The state directory, made (or narrowed to) 0700."""
+    from ..safe_write import make_dir
+
+    return make_dir(state_dir(), private=True)
+
+
+def masked(server: LocalServer) -> LocalServer:
+    """`server` with the values of secret-looking variables and flags as ***."""
+    from ..redaction import mask_argv, mask_env
+
+    return server.model_copy(update={"environment": mask_env(server.environment),
+                                     "command": mask_argv(server.command)})
+
+
 def save(server: LocalServer) -> None:
-    path = state_path(server.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(server.model_dump_json(indent=1), encoding="utf-8")
-    temporary.replace(path)
+    from ..safe_write import write_text
+
+    private_dir()
+    write_text(state_path(server.name), masked(server).model_dump_json(indent=1), private=True)
 
 
 def load(name: str) -> LocalServer | None:

@@ -19,9 +19,10 @@ import re
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import UsageError
+from ..redaction import redact_url, register_url
 
 Kind = Literal["sagemaker", "container", "openai"]
 KINDS = ("sagemaker", "container", "openai")
@@ -35,9 +36,16 @@ class TargetRef(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: Kind
-    name: str  # what the user typed (trailing slash removed)
-    root: str | None = None
+    name: str  # what the user typed (trailing slash removed), any user information as *** (redaction.py)
+    root: str | None = None  # never with user information: that travels only in `authorization`
     api_base: str | None = None  # openai: the .../v1 base
+    # `Authorization` header from the URL's user:password (HTTP Basic, as curl sends it); never dumped or shown
+    authorization: str | None = Field(None, exclude=True, repr=False)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What every request to this target carries besides its body (its credentials, if any)."""
+        return {"Authorization": self.authorization} if self.authorization else {}
 
     @property
     def is_url(self) -> bool:
@@ -92,6 +100,7 @@ def parse_target(text: str, kind: str | None = None) -> TargetRef:
             raise UsageError(f"{text!r} is neither a URL nor a SageMaker endpoint name",
                              "pass http(s)://host:port[/v1] or an endpoint name (letters, digits, hyphens, <= 63)")
         return TargetRef(kind="sagemaker", name=text)
+    authorization = register_url(text)  # before any message can quote it
     if kind == "sagemaker":
         raise UsageError(f"--target-kind sagemaker needs an endpoint name, got the URL {text!r}",
                          "pass the endpoint name")
@@ -107,7 +116,7 @@ def parse_target(text: str, kind: str | None = None) -> TargetRef:
         raise UsageError(f"the port in {text!r} is not a number from 1 to 65535", "use e.g. http://127.0.0.1:8080")
     if parts.query or parts.fragment:
         raise UsageError(f"target URL {text!r} has a query or fragment", "pass the server URL only")
-    origin = f"{parts.scheme}://{parts.netloc}"
+    origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
     path = parts.path.rstrip("/")
     for suffix in _SERVER_PATHS:
         if path.endswith(suffix):
@@ -127,4 +136,5 @@ def parse_target(text: str, kind: str | None = None) -> TargetRef:
     api_base = None
     if resolved == "openai":
         api_base = origin + (base if guessed == "openai" else base + "/v1")
-    return TargetRef(kind=resolved, name=text.rstrip("/"), root=root, api_base=api_base)
+    return TargetRef(kind=resolved, name=redact_url(text.rstrip("/")), root=root, api_base=api_base,
+                     authorization=authorization)

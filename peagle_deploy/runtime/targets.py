@@ -49,7 +49,7 @@ class HttpTarget:
         self.log_hint = ref.log_hint
         self._url = urlsplit(ref.request_url)
         self._idle_timeout = idle_timeout
-        self._headers = headers or {}
+        self._headers = {**ref.headers, **(headers or {})}
 
     def _post(self, body: bytes, accept: str, deadline: Deadline) -> tuple[http.client.HTTPConnection, Any]:
         cls = http.client.HTTPSConnection if self._url.scheme == "https" else http.client.HTTPConnection

@@ -6,7 +6,7 @@ import re
 import secrets
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import UsageError
 
@@ -21,7 +21,16 @@ class Configuration(BaseModel):
 
     mode: str
     k: int | None = None
-    url: str | None = None  # a server the user already runs (no AWS)
+    url: str | None = None  # a server the user already runs (no AWS); its credentials live only in the state file
+
+    @field_validator("url")
+    @classmethod
+    def _secret_userinfo(cls, url: str | None) -> str | None:
+        if url:  # given or read back by --resume: its user:password is printed and written nowhere
+            from ..redaction import register_url
+
+            register_url(url)
+        return url
 
     @property
     def label(self) -> str:

@@ -105,6 +105,7 @@ def endpoint_ttl_s(request: SweepRequest, config_estimate_s: float) -> float:
 def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict[str, Any]]:
     """The sweep plan and, for SageMaker sweeps, each configuration's DeploymentPlan by label."""
     from ..instances import hourly_price
+    from ..redaction import redact_url
 
     bench_s = bench_seconds(request)
     rows: list[ConfigPlan] = []
@@ -115,7 +116,7 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
         if config.url:
             price = hourly_price(request.instance_type) if request.instance_type else None
             seconds = bench_s
-            rows.append(ConfigPlan(label=config.label, mode=config.mode, k=config.k, endpoint=config.url,
+            rows.append(ConfigPlan(label=config.label, mode=config.mode, k=config.k, endpoint=redact_url(config.url),
                                    instance_type=request.instance_type, price_per_hour_usd=price, provision_s=0,
                                    bench_s=bench_s, teardown_s=0, estimated_s=seconds,
                                    estimated_usd=round((price or 0) * seconds / 3600, 4)))

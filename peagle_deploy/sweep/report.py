@@ -208,15 +208,19 @@ def markdown(report: SweepReport) -> str:
     return "\n".join(out) + "\n"
 
 
+REPORT_FILES = ("sweep.json", "sweep.md", "sweep.png")
+
+
 def write_report(report: SweepReport, out_dir: Path) -> list[str]:
     from ..bench.plot import plot_tables
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = [out_dir / "sweep.json", out_dir / "sweep.md"]
-    png = plot_tables(report.tables + report.published, out_dir / "sweep.png") if report.tables else None
+    from ..safe_write import write_text
+
+    files = [out_dir / name for name in REPORT_FILES[:2]]
+    png = plot_tables(report.tables + report.published, out_dir / REPORT_FILES[2]) if report.tables else None
     report.files = [str(f) for f in files] + ([str(png)] if png else [])
-    files[1].write_text(markdown(report), encoding="utf-8")
-    files[0].write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_text(files[1], markdown(report))  # each whole or not at all, never through a link (safe_write)
+    write_text(files[0], report.model_dump_json(indent=2) + "\n")
     return report.files
 
 

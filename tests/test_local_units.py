@@ -97,14 +97,19 @@ def test_docker_run_argv_mounts_both_directories_where_sagemaker_does(tmp_path):
     env = {"HF_MODEL_ID": "/opt/ml/model", "SM_VLLM_SPECULATIVE_CONFIG": SPEC}
     mounts = Mounts(model=tmp_path / "t", channels={"eagle": tmp_path / "d"})
     docker = engine.Engine(name="docker")
-    argv = engine.run_command(docker, "peagle-vllm:0.1.0", env, mounts, port=9000, container="peagle-local-dev")
-    assert argv == ["docker", "run", "--detach", "--name", "peagle-local-dev", "--publish", "127.0.0.1:9000:8080",
-                    "--gpus", "all", "--volume", f"{tmp_path}/t:/opt/ml/model:ro",
-                    "--volume", f"{tmp_path}/d:/opt/ml/additional-model-data-sources/eagle:ro",
-                    "--env", "HF_MODEL_ID=/opt/ml/model", "--env", f"SM_VLLM_SPECULATIVE_CONFIG={SPEC}",
-                    "peagle-vllm:0.1.0", "serve"]  # the environment unchanged: the paths exist inside the container
-    assert docker_volumes(mounts) == argv[10:13:2]
-    assert "--gpus" not in engine.run_command(docker, "i", env, mounts, port=1, container="x", gpus=None)
+    run = engine.run_command(docker, "peagle-vllm:0.1.0", {**env, "HF_TOKEN": "hf_secret"}, mounts, port=9000,
+                             container="peagle-local-dev")
+    assert run.argv == ["docker", "run", "--detach", "--name", "peagle-local-dev", "--publish", "127.0.0.1:9000:8080",
+                        "--gpus", "all", "--volume", f"{tmp_path}/t:/opt/ml/model:ro",
+                        "--volume", f"{tmp_path}/d:/opt/ml/additional-model-data-sources/eagle:ro",
+                        "--env", "HF_MODEL_ID", "--env", "HF_TOKEN", "--env", "SM_VLLM_SPECULATIVE_CONFIG",
+                        "peagle-vllm:0.1.0", "serve"]
+    # the values travel in the client's environment (`--env KEY` reads them there), never on the command line
+    assert run.env == {**env, "HF_TOKEN": "hf_secret"}  # unchanged: the paths exist inside the container
+    assert run.client_env({"PATH": "/bin", "HF_TOKEN": "other"}) == {"PATH": "/bin", **run.env}
+    assert not any("hf_secret" in arg or SPEC in arg for arg in run.argv)
+    assert docker_volumes(mounts) == run.argv[10:13:2]
+    assert "--gpus" not in engine.run_command(docker, "i", env, mounts, port=1, container="x", gpus=None).argv
 
 
 def test_engine_options_split_at_run_and_host_network_binds_the_port_itself(tmp_path):
@@ -113,14 +118,14 @@ def test_engine_options_split_at_run_and_host_network_binds_the_port_itself(tmp_
     assert podman.global_options == ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
     assert podman.run_options == ["--network", "host", "--ulimit", "nofile=1024:1024"] and podman.host_network
     mounts = Mounts(model=tmp_path / "t")
-    argv = engine.run_command(podman, "img", {"HF_MODEL_ID": "/opt/ml/model"}, mounts, port=9001, container="c",
-                              gpus=None, detach=False, extra_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
-    assert argv[:12] == ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "run", "--rm", "--name", "c",
-                         "--network", "host", "--ulimit"]
-    assert "--publish" not in argv and argv[-2:] == ["img", "serve"]
-    envs = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
-    assert envs == ["HF_MODEL_ID=/opt/ml/model", "PEAGLE_PORT=9001", "SM_VLLM_HOST=127.0.0.1",
-                    "VLLM_CPU_KVCACHE_SPACE=1"]
+    run = engine.run_command(podman, "img", {"HF_MODEL_ID": "/opt/ml/model"}, mounts, port=9001, container="c",
+                             gpus=None, detach=False, extra_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
+    assert run.argv[:12] == ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "run", "--rm", "--name",
+                             "c", "--network", "host", "--ulimit"]
+    assert "--publish" not in run.argv and run.argv[-2:] == ["img", "serve"]
+    assert [run.argv[i + 1] for i, a in enumerate(run.argv) if a == "--env"] == sorted(run.env)
+    assert run.env == {"HF_MODEL_ID": "/opt/ml/model", "PEAGLE_PORT": "9001", "SM_VLLM_HOST": "127.0.0.1",
+                       "VLLM_CPU_KVCACHE_SPACE": "1"}
     assert podman.describe() == "podman --runtime runc --cgroup-manager cgroupfs"
     for options in ("--network=host", "run --net=host", "run --net host"):
         assert engine.named_engine("podman", options, environ={}).host_network == ("run" in options)

@@ -108,10 +108,9 @@ def _dry_run(out, container, *, port, name, engine, image, gpus) -> None:
     from ..local import runner
 
     if engine is not None:
-        command = engine_mod.run_command(engine, image, container.environment, container.mounts, port=port,
-                                         container=engine_mod.container_name(name),
-                                         gpus=None if gpus == "none" else gpus)
-        environment = engine_mod.container_environment(container.environment, engine, port)
+        run = engine_mod.run_command(engine, image, container.environment, container.mounts, port=port,
+                                     container=engine_mod.container_name(name), gpus=None if gpus == "none" else gpus)
+        command, environment = run.argv, run.env  # `--env KEY`: the values come from the environment above
     else:
         environment, command = runner.plan_command(container, port=port)
 
@@ -124,6 +123,9 @@ def _dry_run(out, container, *, port, name, engine, image, gpus) -> None:
         console.print(f"environment ({container.source}):", markup=False, soft_wrap=True)
         for key in sorted(environment):
             console.print(f"  {key}={environment[key]}", markup=False, soft_wrap=True)
+        if engine is not None:
+            console.print("(each --env KEY takes its value from the environment above, as peagle passes it)",
+                          markup=False, soft_wrap=True)
         console.print(shlex.join(command), markup=False, soft_wrap=True)
 
     out.result({"dry_run": True, "environment": environment, "command": command, "source": container.source}, human)

@@ -18,6 +18,7 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -147,9 +148,20 @@ def gpu_options(engine: Engine, gpus: str | None) -> list[str]:
                      "pass --gpus all, --gpus device=0,1 or --gpus none")
 
 
+class RunCommand(NamedTuple):
+    """`argv` names each variable (`--env KEY`); the values travel in the engine client's own environment
+    (`client_env`), as `docker run --env KEY` reads them, so no value shows on a command line (`ps`)."""
+
+    argv: list[str]
+    env: dict[str, str]
+
+    def client_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        return {**(os.environ if base is None else base), **self.env}
+
+
 def run_command(engine: Engine, image: str, environment: Mapping[str, str], mounts: Mounts, *, port: int,
                 container: str, gpus: str | None = "all", detach: bool = True,
-                extra_env: Mapping[str, str] | None = None) -> list[str]:
+                extra_env: Mapping[str, str] | None = None) -> RunCommand:
     """`ENGINE run ... IMAGE serve` (SageMaker's command): the host port to 8080 (or host networking), both
     directories read-only where SageMaker mounts them, every variable. `extra_env` (runtime settings that are
     not the model's Environment) goes after it."""
@@ -161,8 +173,8 @@ def run_command(engine: Engine, image: str, environment: Mapping[str, str], moun
         argv += ["--volume", volume]
     env = {**container_environment(environment, engine, port), **(extra_env or {})}
     for key in sorted(env):
-        argv += ["--env", f"{key}={env[key]}"]
-    return [*argv, image, "serve"]
+        argv += ["--env", key]
+    return RunCommand([*argv, image, "serve"], env)
 
 
 def running(engine: Engine, container_id: str, runner=subprocess.run) -> bool:

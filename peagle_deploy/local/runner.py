@@ -165,9 +165,10 @@ def start_container(env: ContainerEnvironment, *, name: str, port: int, image: s
 
     preflight(env, name=name, port=port, engine=engine, runner=runner)
     register_secret_env(dict(env.environment))
-    argv = engine_mod.run_command(engine, image, env.environment, env.mounts, port=port,
-                                  container=engine_mod.container_name(name), gpus=gpus)
-    answer = runner(argv, capture_output=True, text=True, timeout=600)
+    command = engine_mod.run_command(engine, image, env.environment, env.mounts, port=port,
+                                     container=engine_mod.container_name(name), gpus=gpus)
+    argv = command.argv
+    answer = runner(argv, capture_output=True, text=True, timeout=600, env=command.client_env())
     if answer.returncode != 0:
         engine_mod.remove(engine, engine_mod.container_name(name), runner)  # a created container that did not start
         reason = ((answer.stderr or answer.stdout or "no output").strip().splitlines() or ["no output"])[-1]
@@ -180,7 +181,7 @@ def start_container(env: ContainerEnvironment, *, name: str, port: int, image: s
         model_dir=str(env.mounts.model),
         drafter_dir=str(next(iter(env.mounts.channels.values()))) if env.mounts.channels else None,
         mode=env.mode.value, k=env.k, speculative_config=env.speculative_config,
-        environment=engine_mod.container_environment(env.environment, engine, port), command=argv)
+        environment=command.env, command=argv)
     server = state.masked(server)
     state.save(server)
     began = clock()

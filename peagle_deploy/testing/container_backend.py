@@ -138,9 +138,10 @@ class ContainerBackend:
         try:
             if self.image is not None:
                 item.container = f"peagle-emulator-{name}-{secrets.token_hex(4)}"
-                item.process = launch(process_environment({}), item.log_path, command=engine_mod.run_command(
-                    self.engine, self.image, container.get("Environment") or {}, mounts, port=item.port,
-                    container=item.container, gpus=None, detach=False, extra_env=self.env))
+                run = engine_mod.run_command(self.engine, self.image, container.get("Environment") or {}, mounts,
+                                             port=item.port, container=item.container, gpus=None, detach=False,
+                                             extra_env=self.env)
+                item.process = launch(run.client_env(process_environment({})), item.log_path, command=run.argv)
             else:
                 item.process = launch(self._process_env(container, mounts, item.port), item.log_path)
         except OSError as exc:

@@ -137,13 +137,11 @@ class ImageServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def argv(self) -> list[str]:
-        return engine_mod.run_command(self.engine, self.image, self.environment, self.mounts, port=self.port,
-                                      container=self.name, gpus=None, detach=False, extra_env=RUNTIME_ENV)
-
     def start(self) -> ImageServer:
+        run = engine_mod.run_command(self.engine, self.image, self.environment, self.mounts, port=self.port,
+                                     container=self.name, gpus=None, detach=False, extra_env=RUNTIME_ENV)
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.argv(), stdout=self._log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(run.argv, env=run.client_env(), stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         return self
 

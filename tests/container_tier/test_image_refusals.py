@@ -17,12 +17,11 @@ pytestmark = pytest.mark.container
 
 
 def run_once(engine, image, environment, mounts, name, *args: str):
-    argv = engine_mod.run_command(engine, image, environment, mounts, port=free_port(), container=name, gpus=None,
-                                  detach=False, extra_env=RUNTIME_ENV)
-    if args:  # the entrypoint's own arguments instead of `serve`
-        argv = [*argv[:-1], *args]
+    run = engine_mod.run_command(engine, image, environment, mounts, port=free_port(), container=name, gpus=None,
+                                 detach=False, extra_env=RUNTIME_ENV)
+    argv = [*run.argv[:-1], *args] if args else run.argv  # the entrypoint's own arguments instead of `serve`
     began = time.monotonic()
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(argv, env=run.client_env(), capture_output=True, text=True, timeout=300)
     return out, time.monotonic() - began
 
 

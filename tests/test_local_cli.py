@@ -97,7 +97,7 @@ def test_refused_before_anything_starts(tmp_path, dirs):
         (["local", "start", str(tmp_path / "absent"), "--drafter", str(drafter)], "is not a directory"),
         (["local", "start", str(target), "--drafter", str(no_mask[1])], "names no mask token id"),
         (["local", "start", str(target), "--drafter", str(drafter), "--docker", "--image", "x"],
-         "--docker needs the docker command"),
+         "--docker needs the docker or podman command"),
         (["local", "start", str(target), "--drafter", str(drafter), "--name", "a b"], "not a valid server name"),
         (["local", "start", str(target), "--drafter", str(drafter), "--env", "SM_VLLM_SPECULATIVE_CONFIG={}"],
          "would bypass peagle's speculative settings"),
@@ -147,9 +147,10 @@ def test_interrupt_during_start_stops_the_server(tmp_path, dirs):
 
 
 def test_dry_run_docker_prints_the_command_without_an_engine(tmp_path, dirs):
-    out = peagle("local", "start", str(dirs[0]), "--drafter", str(dirs[1]), "--model", "gpt-oss-20b", "--docker",
-                 "--dry-run", "--json", env=stand_in_env(tmp_path))
+    out = peagle("local", "start", str(dirs[0]), "--drafter", str(dirs[1]), "--model", "gpt-oss-20b", "--engine",
+                 "docker", "--dry-run", "--json", env=stand_in_env(tmp_path))
     assert out.returncode == 0, out.stderr
     command = json.loads(out.stdout)["command"]
-    assert command[:2] == ["docker", "run"] and command[-1].startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/")
+    assert command[:2] == ["docker", "run"] and command[-2].startswith("763104351884.dkr.ecr.us-east-1.amazonaws.com/")
+    assert command[-1] == "serve"  # as SageMaker starts it
     assert f"{dirs[1]}:/opt/ml/additional-model-data-sources/eagle:ro" in command

@@ -32,9 +32,16 @@ def start(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (SageMaker uses 8080).", min=1, max=65535)] = 8080,
     name: NameOpt = "default",
     timeout: Annotated[int, typer.Option(help="Seconds to wait for /ping.", min=1)] = 1800,
-    docker: Annotated[bool, typer.Option("--docker", help="Run it with Docker (mounts at /opt/ml/...).")] = False,
+    docker: Annotated[bool, typer.Option("--docker", help="Run the image in a container engine, Docker or Podman "
+                                         "(mounts at /opt/ml/..., `IMAGE serve`).")] = False,
+    engine: Annotated[str | None, typer.Option("--engine", help="docker or podman (implies --docker; default: "
+                                               "$PEAGLE_ENGINE, else the first on PATH that answers).")] = None,
+    engine_options: Annotated[str | None, typer.Option(
+        "--engine-options", help="Engine settings as on its command line: 'GLOBAL... run RUN...' (default: "
+        "$PEAGLE_ENGINE_OPTIONS; see docs/local.md).")] = None,
     image: Annotated[str | None, typer.Option(help="Image for --docker (default: the plan's image).")] = None,
-    gpus: Annotated[str, typer.Option(help="--gpus value for --docker ('none' for no GPUs).")] = "all",
+    gpus: Annotated[str, typer.Option(help="GPUs for --docker: all, device=0,1 (Docker: also a count) or none; "
+                                      "Podman gets them as CDI devices.")] = "all",
     dry_run: Annotated[bool, typer.Option(help="Print the environment and the command; start nothing.")] = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -48,23 +55,29 @@ def start(
 
         container = env_mod.build_environment(model_dir, drafter, alias=model, mode=parse_mode(mode), k=k,
                                               env=parse_env(env or []))
+        from ..local import engine as engine_mod
+
         image_uri = image or container.image
-        if dry_run:
-            _dry_run(out, container, port=port, name=name, docker=docker, image=image_uri, gpus=gpus)
-            return
-        if docker and image_uri is None:
+        in_container = docker or engine is not None or engine_options is not None
+        if in_container and image_uri is None:
             from ..errors import UsageError
 
             raise UsageError("--docker needs an image", "pass --image (e.g. peagle-vllm) or --model ALIAS")
-        runner.preflight(container, name=name, port=port, docker=docker)  # refusals: one line, nothing printed
+        if dry_run:
+            chosen = engine_mod.named_engine(engine, engine_options) if in_container else None
+            _dry_run(out, container, port=port, name=name, engine=chosen, image=image_uri, gpus=gpus)
+            return
+        chosen = engine_mod.find_engine(engine, engine_options) if in_container else None
+        runner.preflight(container, name=name, port=port, engine=chosen)  # refusals: one line, nothing printed
         with out.status(f"starting local server {name}") as update:
             def progress(elapsed, last_line):
                 # vLLM's latest line on a terminal; off one (a CI log) only the seconds: no copy of the log
                 update(f"vLLM starting ({int(elapsed)}s)" + (f": {last_line[-100:]}" if out.interactive else ""))
 
-            if docker:
-                started = runner.start_docker(container, name=name, port=port, image=image_uri, timeout_s=timeout,
-                                              gpus=None if gpus == "none" else gpus, on_progress=progress)
+            if chosen is not None:
+                started = runner.start_container(container, name=name, port=port, image=image_uri, engine=chosen,
+                                                 timeout_s=timeout, gpus=None if gpus == "none" else gpus,
+                                                 on_progress=progress)
             else:
                 started = runner.start(container, name=name, port=port, timeout_s=timeout, on_progress=progress)
         for warning in started.startup.warnings:
@@ -90,20 +103,16 @@ def start(
     run(json_output, body)
 
 
-def _dry_run(out, container, *, port, name, docker, image, gpus) -> None:
+def _dry_run(out, container, *, port, name, engine, image, gpus) -> None:
     import shlex
 
-    from ..local import docker as docker_mod
+    from ..local import engine as engine_mod
     from ..local import runner
 
-    if docker:
-        if image is None:
-            from ..errors import UsageError
-
-            raise UsageError("--docker needs an image", "pass --image (e.g. peagle-vllm) or --model ALIAS")
-        command = docker_mod.run_command(image, container.environment, container.mounts, port=port, name=name,
-                                         gpus=None if gpus == "none" else gpus)
-        environment = container.environment
+    if engine is not None:
+        run = engine_mod.run_command(engine, image, container.environment, container.mounts, port=port,
+                                     container=engine_mod.container_name(name), gpus=None if gpus == "none" else gpus)
+        command, environment = run.argv, run.env  # `--env KEY`: the values come from the environment above
     else:
         environment, command = runner.plan_command(container, port=port)
 
@@ -116,6 +125,9 @@ def _dry_run(out, container, *, port, name, docker, image, gpus) -> None:
         console.print(f"environment ({container.source}):", markup=False, soft_wrap=True)
         for key in sorted(environment):
             console.print(f"  {key}={environment[key]}", markup=False, soft_wrap=True)
+        if engine is not None:
+            console.print("(each --env KEY takes its value from the environment above, as peagle passes it)",
+                          markup=False, soft_wrap=True)
         console.print(shlex.join(command), markup=False, soft_wrap=True)
 
     out.result({"dry_run": True, "environment": environment, "command": command, "source": container.source}, human)

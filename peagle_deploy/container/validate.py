@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from .args import ContainerConfigError
 from .drafter import check_mask_hidden, check_mask_token, read_config
+from .methods import known_methods
 from .vllm_version import installed_vllm_version
 
 ENV_VAR = "SM_VLLM_SPECULATIVE_CONFIG"
@@ -54,6 +57,7 @@ def validate(env: Mapping[str, str], vllm_version: str | None = None) -> dict[st
         raise ContainerConfigError(f"{ENV_VAR} num_speculative_tokens must be a whole number, got {k!r}")
     if k <= 0:
         raise ContainerConfigError(f"{ENV_VAR} num_speculative_tokens must be > 0, got {k}")
+    _check_method(config.get("method"), vllm_version)
     parallel = config.get("parallel_drafting") is True
     if parallel and config.get("method") != "eagle3":
         raise ContainerConfigError(f"{ENV_VAR} sets parallel_drafting but method is {config.get('method')!r}; "
@@ -70,3 +74,21 @@ def validate(env: Mapping[str, str], vllm_version: str | None = None) -> dict[st
             check_mask_token(drafter_config, path, installed_vllm_version() if vllm_version is None else vllm_version)
             check_mask_hidden(drafter)
     return config
+
+
+def _check_method(method: Any, vllm_version: str | None) -> None:
+    """Any method must be one vLLM knows (vLLM itself would die on it seconds later with a pydantic error)."""
+    if method is None:
+        return  # vLLM infers it from the drafter
+    if not isinstance(method, str):
+        raise ContainerConfigError(f"{ENV_VAR} method must be a string such as \"eagle3\", got {method!r}")
+    known, whose = known_methods(vllm_version if vllm_version is not None else installed_vllm_version())
+    if method in known:
+        return
+    squashed = re.sub(r"[^a-z0-9]", "", method.lower())
+    if "eagle" in squashed and "eagle3" in known:  # eagle-3, EAGLE3, p-eagle, peagle: P-EAGLE and EAGLE-3 are eagle3
+        close = ["eagle3"]
+    else:
+        close = difflib.get_close_matches(method.lower(), sorted(known), n=1, cutoff=0.6)
+    hint = f'did you mean "{close[0]}"?' if close else 'P-EAGLE and EAGLE-3 use "eagle3"'
+    raise ContainerConfigError(f"{ENV_VAR} method {method!r} is not one {whose} accepts; {hint}")

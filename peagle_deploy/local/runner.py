@@ -1,4 +1,4 @@
-"""Start, watch and stop one local P-EAGLE server: the bundled entrypoint (or a Docker container) with
+"""Start, watch and stop one local P-EAGLE server: the bundled entrypoint (or the image in Docker or Podman) with
 the deployment plan's environment, mapped to local directories.
 
 A start that fails, times out or is interrupted stops what it started and removes its state: nothing
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -23,8 +24,9 @@ from pydantic import BaseModel
 from ..container import ContainerConfigError, build_argv, validate
 from ..errors import EndpointFailed, UsageError, WaitTimeout
 from ..lifecycle.startup_log import StartupInfo, advise, parse_startup, read_file
-from . import docker as docker_mod
+from . import engine as engine_mod
 from . import state
+from .engine import Engine
 from .environment import ContainerEnvironment
 from .failure import failure_line, tail
 from .mounts import host_environment
@@ -96,14 +98,14 @@ def plan_command(env: ContainerEnvironment, *, port: int) -> tuple[dict[str, str
     return mapped, argv
 
 
-def preflight(env: ContainerEnvironment, *, name: str, port: int, docker: bool = False, runner=subprocess.run) -> None:
-    """Everything that refuses a start (exit 2) before anything is printed or started."""
+def preflight(env: ContainerEnvironment, *, name: str, port: int, engine: Engine | None = None,
+              runner=subprocess.run) -> None:
+    """Everything that refuses a start (exit 2) before anything is printed or started. In a container the
+    image's own entrypoint validates the environment (with the image's vLLM version, not this machine's)."""
     state.check_name(name)
-    if docker:
-        docker_mod.require_engine(runner)
-    else:
+    if engine is None:
         plan_command(env, port=port)
-    _refuse_running(name, port)
+    _refuse_running(name, port, runner)
 
 
 def start(env: ContainerEnvironment, *, name: str, port: int, timeout_s: float, on_progress: Progress | None = None,
@@ -153,54 +155,64 @@ def start(env: ContainerEnvironment, *, name: str, port: int, timeout_s: float, 
                    elapsed_s=clock() - began)
 
 
-def start_docker(env: ContainerEnvironment, *, name: str, port: int, image: str, timeout_s: float,
-                 gpus: str | None = "all", on_progress: Progress | None = None, runner=subprocess.run,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> Started:
-    """The same, in Docker: `docker run` with both directories mounted where SageMaker mounts them."""
+def start_container(env: ContainerEnvironment, *, name: str, port: int, image: str, engine: Engine,
+                    timeout_s: float, gpus: str | None = "all", on_progress: Progress | None = None,
+                    runner=subprocess.run, sleep: Callable[[float], None] = time.sleep,
+                    clock: Callable[[], float] = time.monotonic) -> Started:
+    """The same in a container (Docker or Podman): `ENGINE run IMAGE serve` with both directories mounted
+    where SageMaker mounts them."""
     from ..redaction import register_secret_env
 
-    preflight(env, name=name, port=port, docker=True, runner=runner)
+    preflight(env, name=name, port=port, engine=engine, runner=runner)
     register_secret_env(dict(env.environment))
-    argv = docker_mod.run_command(image, env.environment, env.mounts, port=port, name=name, gpus=gpus)
-    answer = runner(argv, capture_output=True, text=True, timeout=600)
+    command = engine_mod.run_command(engine, image, env.environment, env.mounts, port=port,
+                                     container=engine_mod.container_name(name), gpus=gpus)
+    argv = command.argv
+    answer = runner(argv, capture_output=True, text=True, timeout=600, env=command.client_env())
     if answer.returncode != 0:
-        reason = (answer.stderr or answer.stdout or "no output").strip().splitlines()[-1]
-        raise EndpointFailed(f"docker run failed: {reason}", "check the image name and that it can be pulled")
+        engine_mod.remove(engine, engine_mod.container_name(name), runner)  # a created container that did not start
+        reason = ((answer.stderr or answer.stdout or "no output").strip().splitlines() or ["no output"])[-1]
+        raise EndpointFailed(f"{engine.name} run failed: {reason}",
+                             f"check the image name and the engine settings (${engine_mod.OPTIONS_ENV}, docs/local.md)")
     container_id = answer.stdout.strip().splitlines()[-1]
     server = state.LocalServer(
-        name=name, url=f"http://127.0.0.1:{port}", port=port, container_id=container_id,
-        log_path=f"docker logs {container_id}", started_at=datetime.now(UTC).replace(microsecond=0),
-        model_dir=str(env.mounts.model), drafter_dir=None, mode=env.mode.value, k=env.k,
-        speculative_config=env.speculative_config, environment=dict(env.environment), command=argv)
+        name=name, url=f"http://127.0.0.1:{port}", port=port, container_id=container_id, engine=engine,
+        log_path=f"{engine.name} logs {container_id}", started_at=datetime.now(UTC).replace(microsecond=0),
+        model_dir=str(env.mounts.model),
+        drafter_dir=str(next(iter(env.mounts.channels.values()))) if env.mounts.channels else None,
+        mode=env.mode.value, k=env.k, speculative_config=env.speculative_config,
+        environment=command.env, command=argv)
     server = state.masked(server)
     state.save(server)
     began = clock()
     try:
         with _signals_interrupt():
-            outcome = wait_ready(port, lambda: not docker_mod.running(container_id, runner), timeout_s=timeout_s,
+            outcome = wait_ready(port, lambda: not engine_mod.running(engine, container_id, runner),
+                                 timeout_s=timeout_s,
                                  on_progress=(lambda e: on_progress(e, "")) if on_progress else None,
                                  sleep=sleep, clock=clock)
     except BaseException:
         _discard(server, runner)
         raise
-    lines = docker_mod.logs(container_id, runner)
+    lines = engine_mod.logs(engine, container_id, runner)
     if outcome != "ready":
         _discard(server, runner)
         if outcome == "exited":
-            raise EndpointFailed(f"the container exited during start-up: {failure_line(lines)}", "removed it")
+            raise EndpointFailed(f"the container exited during start-up: {failure_line(lines)}",
+                                 "removed it; peagle local start --dry-run shows the command")
         raise WaitTimeout(f"no answer on {server.url}/ping after {int(timeout_s)}s; removed the container",
                           "a large model may need a longer --timeout")
-    info = advise(parse_startup(lines, f"docker:{container_id[:12]}"), _expected(env.speculative_config))
+    info = advise(parse_startup(lines, f"{engine.name}:{container_id[:12]}"), _expected(env.speculative_config))
     return Started(server=server, startup=info, elapsed_s=clock() - began)
 
 
-def _refuse_running(name: str, port: int) -> None:
+def _refuse_running(name: str, port: int, runner=subprocess.run) -> None:
     existing = state.load(name)
-    if existing is not None and _is_running(existing):
+    if existing is not None and _is_running(existing, runner):
         raise UsageError(f"a local server named {name!r} is already running on {existing.url}",
                          f"stop it with 'peagle local stop --name {name}', or pick another --name")
     if existing is not None:
-        state.remove(name)  # stale: the process is gone
+        _discard(existing, runner)  # stale: the process is gone (an exited container is removed)
     if _port_busy(port):
         raise UsageError(f"port {port} on 127.0.0.1 is already in use", "pass another --port")
 
@@ -208,7 +220,7 @@ def _refuse_running(name: str, port: int) -> None:
 def _is_running(server: state.LocalServer, runner=subprocess.run) -> bool:
     if server.container_id:
         try:
-            return docker_mod.running(server.container_id, runner)
+            return engine_mod.running(_engine(server), server.container_id, runner)
         except (OSError, subprocess.TimeoutExpired):
             return False
     if server.pid is None or not alive(server.pid):
@@ -216,9 +228,23 @@ def _is_running(server: state.LocalServer, runner=subprocess.run) -> bool:
     return server.start_time is None or start_time(server.pid) in (None, server.start_time)
 
 
+def _engine(server: state.LocalServer) -> Engine:
+    return server.engine or Engine(name="docker")
+
+
 def _discard(server: state.LocalServer, runner=subprocess.run) -> None:
     if server.container_id:
-        docker_mod.remove(server.container_id, runner)
+        engine = _engine(server)
+        fix = f"remove it: {shlex.join(engine.command('rm', '--force', server.container_id))}"
+        try:
+            engine_mod.remove(engine, server.container_id, runner)
+            left = engine_mod.exists(engine, server.container_id, runner)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EndpointFailed(f"could not remove container {server.container_id[:12]} ({type(exc).__name__})",
+                                 fix) from None
+        if left:
+            raise EndpointFailed(f"container {server.container_id[:12]} is still there after "
+                                 f"'{engine.name} rm --force'", fix)
     elif server.pid is not None and _is_running(server):
         stop_group(server.pid)
     state.remove(server.name)
@@ -244,7 +270,19 @@ def status(name: str) -> ServerStatus | None:
         startup = read_file(Path(server.log_path), _expected(server.speculative_config))
         if not running:
             failure = failure_line(tail(Path(server.log_path)))
+    else:
+        lines = _container_lines(server)
+        startup = advise(parse_startup(lines, server.log_path), _expected(server.speculative_config))
+        if not running:
+            failure = failure_line(lines)
     return ServerStatus(server=server, running=running, healthy=healthy, startup=startup, failure=failure)
+
+
+def _container_lines(server: state.LocalServer) -> list[str]:
+    try:
+        return engine_mod.logs(_engine(server), server.container_id or "")
+    except (OSError, subprocess.TimeoutExpired):
+        return []
 
 
 def log_lines(name: str, lines: int) -> list[str]:
@@ -252,7 +290,7 @@ def log_lines(name: str, lines: int) -> list[str]:
     if server is None:
         raise UsageError(f"no local server named {name!r}", "see peagle local status")
     if server.container_id:
-        return docker_mod.logs(server.container_id)[-lines:]
+        return _container_lines(server)[-lines:]
     return tail(Path(server.log_path))[-lines:]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from ..errors import UsageError
+from .engine import Engine
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
@@ -27,6 +28,7 @@ class LocalServer(BaseModel):
     pid: int | None = None
     start_time: str | None = None  # /proc start time of pid: a later process with the same pid is not ours
     container_id: str | None = None  # with --docker
+    engine: Engine | None = None  # the engine and its settings that started container_id (None: plain docker)
     log_path: str
     started_at: datetime
     model_dir: str

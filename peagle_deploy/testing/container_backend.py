@@ -8,7 +8,8 @@
 CreateEndpoint starts the bundled entrypoint (`python -m peagle_deploy.container`, which execs `vllm`
 from PATH: pass `vllm_bin` for another environment's) with the model's Environment; its model data and
 data channels (S3 URIs) are mapped to local directories by longest S3 prefix, exactly as `peagle local`
-maps them. The endpoint stays Creating until the container answers /ping (InService) or exits (Failed,
+maps them. With `image=` it runs that image in Docker or Podman instead (`ENGINE run --rm IMAGE serve`, the
+directories mounted read-only at /opt/ml/model and /opt/ml/additional-model-data-sources/CHANNEL). The endpoint stays Creating until the container answers /ping (InService) or exits (Failed,
 with the container's error line as FailureReason). Every output line goes to the emulated CloudWatch
 Logs group /aws/sagemaker/Endpoints/NAME (stream AllTraffic/i-...), where `peagle metrics` reads vLLM's
 `SpecDecoding metrics` lines. InvokeEndpoint and InvokeEndpointWithResponseStream are forwarded to the
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import secrets
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -30,8 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..local import engine as engine_mod
+from ..local.engine import Engine, find_engine
 from ..local.failure import MAX_REASON, failure_line, tail
-from ..local.mounts import Mounts
+from ..local.mounts import Mounts, host_environment
 from ..local.process import launch, ping, stop_group
 from ..local.runner import process_environment
 from .streaming import event_frame, exception_frame
@@ -58,6 +63,7 @@ class _Container:
     stream: str
     endpoint: Any  # moto's FakeEndpoint: its status is what DescribeEndpoint answers
     process: Any = None
+    container: str | None = None  # the engine's container name, when the backend runs an image
     stopped: threading.Event = field(default_factory=threading.Event)
     offset: int = 0
     partial: bytes = b""
@@ -68,11 +74,16 @@ class _Container:
 class ContainerBackend:
     def __init__(self, data: Mapping[str, str | Path], *, vllm_bin: str | Path | None = None,
                  env: Mapping[str, str] | None = None, startup_timeout_s: float = 900.0,
-                 log_dir: str | Path | None = None, poll_s: float = 0.5, stop_grace_s: float = 30.0):
+                 log_dir: str | Path | None = None, poll_s: float = 0.5, stop_grace_s: float = 30.0,
+                 image: str | None = None, engine: Engine | None = None):
         """`data`: S3 URI prefix -> local directory; `env`: extra variables for the container process
         (not part of the model's Environment, e.g. VLLM_CPU_KVCACHE_SPACE); `vllm_bin`: a directory put
-        first on PATH so the entrypoint finds that `vllm`."""
+        first on PATH so the entrypoint finds that `vllm`. With `image` each endpoint runs that image in a
+        real container engine instead (`engine`, default: found as `peagle local --docker` finds it), as
+        SageMaker runs it: `IMAGE serve`, the data read-only under /opt/ml, the model's Environment as is."""
         self.data = {prefix: Path(path) for prefix, path in data.items()}
+        self.image = image
+        self.engine = engine if engine is not None or image is None else find_engine()
         self.vllm_bin = Path(vllm_bin) if vllm_bin else None
         self.env = dict(env or {})
         self.startup_timeout_s = startup_timeout_s
@@ -124,18 +135,15 @@ class ContainerBackend:
         except UnmappedData as exc:
             self._fail(item, str(exc))
             return
-        from ..local.mounts import host_environment
-
-        environment = host_environment(container.get("Environment") or {}, mounts, item.port)
-        extra = dict(self.env)
-        if self.vllm_bin:
-            import os
-
-            extra["PATH"] = f"{self.vllm_bin}{os.pathsep}{extra.get('PATH', os.environ.get('PATH', ''))}"
-        process_env = process_environment(environment)
-        process_env.update(extra)
         try:
-            item.process = launch(process_env, item.log_path)
+            if self.image is not None:
+                item.container = f"peagle-emulator-{name}-{secrets.token_hex(4)}"
+                run = engine_mod.run_command(self.engine, self.image, container.get("Environment") or {}, mounts,
+                                             port=item.port, container=item.container, gpus=None, detach=False,
+                                             extra_env=self.env)
+                item.process = launch(run.client_env(process_environment({})), item.log_path, command=run.argv)
+            else:
+                item.process = launch(self._process_env(container, mounts, item.port), item.log_path)
         except OSError as exc:
             self._fail(item, f"cannot start the container: {exc.strerror or exc}")
             return
@@ -144,6 +152,14 @@ class ContainerBackend:
         item.thread = threading.Thread(target=self._watch, args=(item,), name=f"container-{name}", daemon=True)
         item.thread.start()
 
+    def _process_env(self, container: Mapping[str, Any], mounts: Mounts, port: int) -> dict[str, str]:
+        """The entrypoint as a process here: the container's paths mapped to the local directories."""
+        environment = host_environment(container.get("Environment") or {}, mounts, port)
+        extra = dict(self.env)
+        if self.vllm_bin:
+            extra["PATH"] = f"{self.vllm_bin}{os.pathsep}{extra.get('PATH', os.environ.get('PATH', ''))}"
+        return {**process_environment(environment), **extra}
+
     def stop(self, name: str) -> bool:
         """Stop an endpoint's container (its group), flush its last log lines; False if none ran."""
         with self._lock:
@@ -151,13 +167,29 @@ class ContainerBackend:
         if item is None:
             return False
         item.stopped.set()
+        self._terminate(item)
         if item.process is not None:
-            stop_group(item.process.pid, grace_s=self.stop_grace_s)
             item.process.wait(timeout=30)
         if item.thread is not None:
             item.thread.join(30)
         self._pump(item)
         return True
+
+    def _terminate(self, item: _Container) -> None:
+        """SIGTERM, SIGKILL after the grace period: to the process group, or through the engine (which also
+        removes the container: it runs with --rm)."""
+        if item.process is None:
+            return
+        if item.container is not None:
+            engine_mod.stop(self.engine, item.container, grace_s=int(self.stop_grace_s))
+            try:
+                item.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                stop_group(item.process.pid, grace_s=10)
+            if engine_mod.exists(self.engine, item.container):
+                engine_mod.remove(self.engine, item.container)
+        else:
+            stop_group(item.process.pid, grace_s=self.stop_grace_s)
 
     def stop_all(self) -> None:
         for name in list(self._containers):
@@ -187,7 +219,7 @@ class ContainerBackend:
                     self._pump(item)  # the start-up lines are in CloudWatch before anyone sees InService
                     item.endpoint.endpoint_status = "InService"
                 elif time.monotonic() - start > self.startup_timeout_s:
-                    stop_group(item.process.pid, grace_s=self.stop_grace_s)
+                    self._terminate(item)
                     self._pump(item)
                     self._fail(item, f"the container did not pass the ping health check within "
                                      f"{int(self.startup_timeout_s)}s")

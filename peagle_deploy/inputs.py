@@ -24,7 +24,7 @@ ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,1023}$")
 ENV_VALUE_MAX_BYTES = 1024
 ENV_MAX_VARS = 100
 TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_MAX = 128, 256, 50
-TAG_TEXT_RE = re.compile(r"^[\w\s.:/=+\-@]*$", re.UNICODE)
+TAG_PUNCTUATION = "_.:/=+-@"  # with letters, digits and separators: AWS's ^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$
 RESERVED_TAG_PREFIXES = ("aws:", "peagle:", "sagemaker-sdk:")  # AWS's, peagle's, JumpStart attribution
 # <account>.dkr.ecr[-fips].<region>.<AWS domain>/<repository>[:tag | @sha256:digest]: CreateModel takes
 # images from Amazon ECR only (peagle sends no ImageConfig for other registries), in the model's region.
@@ -156,6 +156,13 @@ def check_tag_count(tags: dict[str, str], user_tags: int) -> None:
                          f"SageMaker allows {TAGS_MAX}", f"pass at most {TAGS_MAX - own} --tag options")
 
 
+def is_tag_text(text: str) -> bool:
+    """AWS's tag pattern: letters (L), separators (Z: a space, not a tab or newline), digits (N) and _.:/=+-@."""
+    import unicodedata
+
+    return all(ch in TAG_PUNCTUATION or unicodedata.category(ch)[0] in "LZN" for ch in text)
+
+
 def parse_tags(pairs: list[str]) -> dict[str, str]:
     tags: dict[str, str] = {}
     for raw in pairs:
@@ -165,9 +172,9 @@ def parse_tags(pairs: list[str]) -> dict[str, str]:
                              "peagle:, sagemaker-sdk: and aws: tags are set by peagle, JumpStart or AWS")
         if len(key) > TAG_KEY_MAX or len(value) > TAG_VALUE_MAX:
             raise UsageError(f"--tag {key!r} is too long", f"keys up to {TAG_KEY_MAX}, values up to {TAG_VALUE_MAX} characters")
-        if not TAG_TEXT_RE.match(key) or not TAG_TEXT_RE.match(value):
+        if not is_tag_text(key) or not is_tag_text(value):
             raise UsageError(f"--tag {raw!r} has characters AWS tags do not allow",
-                             "use letters, digits, spaces and _ . : / = + - @")
+                             "use letters, digits, spaces and _ . : / = + - @ (no tab or newline)")
         tags[key] = value
     return tags
 

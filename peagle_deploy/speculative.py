@@ -33,9 +33,13 @@ def parse_mode(value: str) -> Mode:
 
 
 def parse_k(value: str | int | None, *, max_k: int, model: str) -> int | None:
-    """K from the command line: a whole number from 1 to the drafter's trained depth."""
+    """K from the command line: a whole number from 1 to the drafter's trained depth (never beyond numbers.MAX_K,
+    the bound every command shares)."""
+    from .numbers import MAX_K
+
     if value is None:
         return None
+    max_k = min(max_k, MAX_K)
     text = str(value).strip()
     try:
         k = int(text)

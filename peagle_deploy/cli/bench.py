@@ -239,20 +239,21 @@ def bench_advise(
     """Recommend K from per-position acceptance: expected tokens per step for each K, against its cost."""
 
     def body(out):
-        from ..bench.advisor import advise
+        from ..bench.advisor import advise, read_measured
         from ..errors import UsageError
+        from ..speculative import parse_mode
 
-        if (result is None) == (rates is None):
-            raise UsageError(
-                "give a results file or --rates (one of them)", "e.g. peagle bench advise --rates 0.85,0.7,0.56"
-            )
+        mode_ = parse_mode(mode).value
+        runs = read_measured(measured or [])  # read first: every FILE given is read (and refused if unreadable)
+        if result is not None and rates is not None:
+            raise UsageError("give a results file or --rates, not both", "drop one of them")
         if rates is not None:
             try:
                 values = [float(x) for x in rates.split(",") if x.strip()]
             except ValueError:
                 raise UsageError(f"--rates {rates!r} is not a list of numbers", "e.g. --rates 0.85,0.70,0.56") from None
             kind = "conditional" if conditional else "cumulative"
-        else:
+        elif result is not None:
             from ..bench.results import read_result
 
             acc = read_result(result).acceptance
@@ -261,13 +262,15 @@ def bench_advise(
                     f"{result} has no per-position acceptance", "benchmark a speculative endpoint, or pass --rates"
                 )
             values, kind = acc.per_position, "cumulative"
-        comparison = None
-        if measured:
-            from ..bench.advisor import comparison_from_results
-            from ..bench.results import read_result as read_run
-
-            comparison = comparison_from_results([read_run(p) for p in measured])
-        advice = advise(values, kind=kind, mode=mode, max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost,
+        elif runs.acceptance_for(mode_) is not None:  # a --measured run's acceptance, this --mode's first
+            values, kind = runs.acceptance_for(mode_), "cumulative"
+        else:
+            raise UsageError(
+                "give a results file, --rates or a --measured run with per-position acceptance",
+                "e.g. peagle bench advise --rates 0.85,0.7,0.56",
+            )
+        comparison = runs.comparison
+        advice = advise(values, kind=kind, mode=mode_, max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost,
                         measured=comparison)
 
         def human(console):

@@ -23,6 +23,7 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
     (with --json also to one error document on stdout, see `Output.fail`)."""
     out = Output(json_mode)
     try:
+        check_numbers()
         body(out)
     except PeagleError as exc:
         out.fail(exc)
@@ -43,6 +44,19 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
         out.fail(PeagleError(f"unexpected {type(exc).__name__}: {detail}",
                              "set PEAGLE_DEBUG=1 for a traceback and report it"))
         raise typer.Exit(int(ExitCode.UNEXPECTED)) from None
+
+
+def check_numbers() -> None:
+    """Every numeric option of the command being run, against the one table (`peagle_deploy.numbers`)."""
+    from typer._click.globals import get_current_context  # typer's own Click: the running command's context
+
+    from ..numbers import check_params
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return
+    flags = {p.name: max(p.opts, key=len) for p in ctx.command.params if p.name and p.opts}
+    check_params(ctx.params, flags)
 
 
 def _translate(exc: Exception) -> PeagleError | None:

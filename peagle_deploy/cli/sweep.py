@@ -182,29 +182,29 @@ def _report(sf, out_dir: Path):
     results = {}
     for label, cs in sf.state.configs.items():
         if cs.result_file and Path(cs.result_file).exists():
-            results[label] = read_result(Path(cs.result_file))
+            result = read_result(Path(cs.result_file))
+            if result.target.model is None:  # a --url server that did not name its model: the sweep's MODEL
+                result = result.model_copy(update={"target": result.target.model_copy(
+                    update={"model": sf.state.request.model})})
+            results[label] = result
     report = build_report(sf.state, results)
     write_report(report, out_dir)
     return report
 
 
 def render_plan(console, plan) -> None:
-    from rich.table import Table
-
     from ..durations import format_duration
+    from ..output import print_table
 
-    table = Table(title=f"sweep {plan.sweep_id} of {plan.model} ({plan.target}): the plan", title_justify="left")
-    for col in ("configuration", "endpoint", "instance", "$/h", "est. time", "est. $"):
-        table.add_column(col, overflow="fold")
-    for c in plan.configurations:
-        price = "-" if c.price_per_hour_usd is None else f"{c.price_per_hour_usd:,.2f}"
-        table.add_row(c.label, c.endpoint, c.instance_type or "-", price, format_duration(c.estimated_s),
-                      f"{c.estimated_usd:,.2f}")
-    console.print(table)
-    budget = "no --budget" if plan.budget_usd is None else f"--budget ${plan.budget_usd:,.2f}"
-    verdict = "within" if plan.within_budget else "OVER"
-    console.print(f"total about ${plan.estimated_usd:,.2f} ({verdict} {budget}), about "
+    rows = [[c.label, c.endpoint, c.instance_type or "-",
+             "-" if c.price_per_hour_usd is None else f"{c.price_per_hour_usd:,.2f}", format_duration(c.estimated_s),
+             f"{c.estimated_usd:,.2f}"] for c in plan.configurations]
+    print_table(console, ["configuration", "endpoint", "instance", "$/h", "est. time", "est. $"], rows,
+                title=f"sweep {plan.sweep_id} of {plan.model} ({plan.target}): the plan")
+    budget = ("no --budget" if plan.budget_usd is None
+              else f"{'within' if plan.within_budget else 'OVER'} --budget ${plan.budget_usd:,.2f}")
+    console.print(f"total about ${plan.estimated_usd:,.2f} ({budget}), about "
                   f"{format_duration(plan.estimated_wall_s)} with {plan.parallel} at once; concurrency "
-                  f"{','.join(map(str, plan.concurrency))}", markup=False)
+                  f"{','.join(map(str, plan.concurrency))}", markup=False, soft_wrap=True)
     for note in plan.notes:
-        console.print(f"note: {note}", markup=False)
+        console.print(f"note: {note}", markup=False, soft_wrap=True)

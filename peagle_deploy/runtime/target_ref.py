@@ -104,7 +104,11 @@ def parse_target(text: str, kind: str | None = None) -> TargetRef:
     if kind == "sagemaker":
         raise UsageError(f"--target-kind sagemaker needs an endpoint name, got the URL {text!r}",
                          "pass the endpoint name")
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:  # 'Invalid IPv6 URL': an unclosed [ is the user's typo, not a bug
+        raise UsageError(f"target URL {text!r} is not a valid URL ({exc})",
+                         "use http://host:port, with an IPv6 address in brackets: http://[::1]:8080") from None
     try:
         port = parts.port
     except ValueError:

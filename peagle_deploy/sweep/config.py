@@ -123,6 +123,9 @@ def parse_url_specs(specs: list[str]) -> list[Configuration]:
         if (mode == "off") != (k is None):
             raise UsageError(f"--url {spec!r}: " + ("off takes no K" if mode == "off" else f"{mode} needs :K"),
                              "pass off=URL or p-eagle:7=URL")
+        from ..runtime.target_ref import parse_target
+
+        parse_target(match["url"])  # the rule invoke and bench apply: a bad URL is refused before anything runs
         config = Configuration(mode=mode, k=int(k) if k else None, url=match["url"])
         if any(c.label == config.label for c in out):
             raise UsageError(f"--url gives {config.label} twice", "pass one URL per configuration")

@@ -201,8 +201,8 @@ def markdown(report: SweepReport) -> str:
                       for c in report.concurrency])
     rec = report.recommendation
     out += ["", "## Recommendation", ""]
-    what = [f"mode {rec.mode}" if rec.mode else None, f"K={rec.k}" if rec.k else None]
-    out.append("Recommended: " + (", ".join(w for w in what if w) or "see the measured fastest below") + ".")
+    line = recommendation_line(rec)
+    out.append(line[0].upper() + line[1:] + ".")
     out += ["", *(f"- {line}" for line in rec.reasoning), ""]
     out += ["## Beside the published figures", "", compare_markdown(report.tables + report.published)]
     return "\n".join(out) + "\n"
@@ -225,32 +225,38 @@ def write_report(report: SweepReport, out_dir: Path) -> list[str]:
 
 
 def render(console, report: SweepReport) -> None:
-    """The terminal view: the throughput table, the ratios, the recommendation, the files."""
-    from rich.table import Table
-
-    from ..bench.report import _short
+    """The terminal view: the throughput table, the ratios, the recommendation, the files. Tables go through
+    output.print_table: one line per row, never a wrapped title or header (a pipe gets them whole)."""
+    from ..output import print_table
 
     labels = [r.label for r in report.configurations]
     by_label = {r.label: r for r in report.configurations}
-    table = Table(title=f"sweep {report.sweep_id} of {report.model}: output tokens/s", title_justify="left")
-    table.add_column("conc.", justify="right")
-    for lb in labels:
-        table.add_column(_short(lb), justify="right")
-    for c in report.concurrency:
-        table.add_row(str(c), *[_f(by_label[lb].output_tokens_per_s.get(c)) for lb in labels])
-    console.print(table)
-    ratios = Table(title="best P-EAGLE over", title_justify="left")
-    for h in ("conc.", "best EAGLE-3", "baseline", "fastest"):
-        ratios.add_column(h, justify="right")
-    for r in report.ratios:
-        ratios.add_row(str(r.concurrency), _x(r.best_peagle_vs_best_eagle3), _x(r.best_peagle_vs_baseline),
-                       r.fastest or "-")
-    console.print(ratios)
-    rec = report.recommendation
-    console.print(f"recommended: mode {rec.mode or '-'}, K {rec.k or '-'}", markup=False)
-    for line in rec.reasoning:
-        console.print(f"  {line}", markup=False)
+    print_table(console, ["conc.", *labels],
+                [[str(c), *[_f(by_label[lb].output_tokens_per_s.get(c)) for lb in labels]] for c in report.concurrency],
+                title=f"sweep {report.sweep_id} of {report.model}: output tokens/s", justify=["right"] * (len(labels) + 1))
+    print_table(console, ["conc.", "best P-EAGLE / best EAGLE-3", "best P-EAGLE / baseline", "fastest"],
+                [[str(r.concurrency), _x(r.best_peagle_vs_best_eagle3), _x(r.best_peagle_vs_baseline), r.fastest or "-"]
+                 for r in report.ratios], title="speed-ups", justify=["right"] * 3 + ["left"])
+    console.print(recommendation_line(report.recommendation), markup=False, soft_wrap=True)
+    for line in report.recommendation.reasoning:
+        console.print(f"  {line}", markup=False, soft_wrap=True)
     budget = "no budget" if report.budget_usd is None else f"${report.budget_usd:,.2f}"
     console.print(f"spent about ${report.spent_usd:,.4f} of {budget}; {report.status}", markup=False)
     for f in report.files:
-        console.print(f"wrote {f}", markup=False)
+        console.print(f"wrote {f}", markup=False, soft_wrap=True)
+
+
+def recommendation_line(rec: Recommendation) -> str:
+    """'recommended: p-eagle at K=7 (mode and K measured)', never 'mode -, K 3'."""
+    for_mode = rec.advice.mode if rec.advice is not None else None
+    if rec.mode and rec.k:
+        return f"recommended: {rec.mode} at K={rec.k} (the mode measured faster; K from its measured acceptance)"
+    if rec.k and for_mode:
+        return (f"recommended: K={rec.k} for {for_mode} (from its measured acceptance; the modes were not both "
+                "measured, so no mode is recommended)")
+    if rec.mode:
+        return f"recommended: {rec.mode} (measured faster; no acceptance measured, so no K advice)"
+    fastest = {label for label in rec.measured_fastest.values() if label}
+    if fastest:
+        return f"recommended: the measured fastest ({', '.join(sorted(fastest))}); no mode or K advice"
+    return "no recommendation: nothing was measured"

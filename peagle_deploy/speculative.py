@@ -25,11 +25,18 @@ class Mode(StrEnum):
     OFF = "off"  # no speculation, no drafter channel: the plain baseline
 
 
-def parse_mode(value: str) -> Mode:
-    try:
-        return Mode(value.strip().lower())
-    except ValueError:
-        raise UsageError(f"unknown mode {value!r}", f"use one of {', '.join(m.value for m in Mode)}") from None
+# every spelling of a mode any command accepts, case, spaces, '-' and '_' aside: P-EAGLE, peagle, EAGLE-3, none
+_MODE_SPELLINGS = {"peagle": Mode.P_EAGLE, "eagle3": Mode.EAGLE3, "off": Mode.OFF, "none": Mode.OFF}
+
+
+def parse_mode(value: str, *, flag: str | None = None) -> Mode:
+    """The one mode parser (deploy, update, local, bench, advise, sweep --modes and --url): `flag` names the option
+    in the refusal."""
+    key = "".join(ch for ch in (value or "").lower() if ch not in " _-")
+    if key in _MODE_SPELLINGS:
+        return _MODE_SPELLINGS[key]
+    where = f"{flag} has " if flag else ""
+    raise UsageError(f"{where}unknown mode {value!r}", f"use one of {', '.join(m.value for m in Mode)}")
 
 
 def parse_k(value: str | int | None, *, max_k: int, model: str) -> int | None:

@@ -108,8 +108,9 @@ def bench_run(
         from ..bench.runner import BenchPlan, parse_concurrency, run_bench
         from ..errors import UsageError
 
-        if mode is not None and mode not in ("p-eagle", "eagle3", "off"):
-            raise UsageError(f"--mode {mode!r} is not p-eagle, eagle3 or off", "pick one of them")
+        from ..speculative import parse_mode
+
+        mode_ = parse_mode(mode, flag="--mode").value if mode is not None else None
         if k is not None and mode is None:
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
         from ..runtime.target_ref import parse_target
@@ -125,8 +126,8 @@ def bench_run(
             duration=duration if duration is not None or num_prompts is not None else 60.0,
             num_prompts=num_prompts,
             out_dir=out_dir,
-            mode=mode,
-            k=None if mode == "off" else k,
+            mode=mode_,
+            k=None if mode_ == "off" else k,
             instance_type=instance_type,
             model=model,
             region=region,
@@ -172,8 +173,9 @@ def bench_compare(
         if not results and published is None:
             raise UsageError("nothing to compare", "pass results JSON files and/or --published aws-blog")
         if out_dir is not None:
-            from ..safe_write import refuse_links
+            from ..safe_write import probe_writable, refuse_links
 
+            probe_writable(out_dir, flag="--out")  # a file named by --out: one line, before any work
             refuse_links(out_dir, ["compare.md", "compare.png"])
         tables = compare_results([read_result(p) for p in results or []])
         reference = []

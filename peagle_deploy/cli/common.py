@@ -59,6 +59,26 @@ def check_numbers() -> None:
     check_params(ctx.params, flags)
 
 
+def given(name: str) -> bool:
+    """Whether the user typed option `name` (a parameter name), rather than leaving its default."""
+    return name in given_flags()
+
+
+def given_flags() -> dict[str, str]:
+    """Parameter name -> flag (or argument name) of every parameter the user typed in the running command."""
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return {}
+    typed = {}
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            typed[param.name] = max(param.opts, key=len) if param.opts else param.name.upper()
+    return typed
+
+
 def _translate(exc: Exception) -> PeagleError | None:
     """botocore's failures, only if botocore was imported at all (it is not on --help paths)."""
     import sys

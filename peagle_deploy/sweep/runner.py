@@ -40,7 +40,7 @@ class Sweep:
                  deployments: dict[str, Any] | None = None):
         self.sf = state_file
         self.out = out
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(out_dir).absolute()  # results are stored relative to the state file (StateFile.relative)
         self.session = session
         self.clock = clock
         self.sleep = sleep
@@ -153,7 +153,7 @@ class Sweep:
         json_file = next((f for f in run.files if f.endswith(".json")), None)
         if config.url:
             self._close_books(label)
-        self.sf.update(label, status="benched", result_file=json_file)
+        self.sf.update(label, status="benched", result_file=self.sf.relative(json_file) if json_file else None)
         if run.failure is not None:
             raise run.failure
         levels = ", ".join(f"c={lv.concurrency} {lv.output_tokens_per_s:,.0f} tok/s" for lv in run.result.levels)

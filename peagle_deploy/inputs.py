@@ -38,12 +38,17 @@ PRICE_GUARD_USD_PER_HOUR = 100.0  # a real deploy above this needs --max-price-p
 TTL_MAX = timedelta(days=30)  # --ttl is parsed by durations.parse_duration
 
 
-def validate_name(name: str) -> str:
+def validate_name(name: str, *, flag: str = "NAME") -> str:
+    """An endpoint name: `flag` is deploy's optional `--name`, or the NAME argument of the commands that act on an
+    existing endpoint (their hints must not advise an option they lack)."""
+    option = flag.startswith("--")
     if not name.strip():
-        raise UsageError("--name is empty", "pass a name, or leave --name out for a generated one")
+        raise UsageError(f"{flag} is empty", "pass a name, or leave --name out for a generated one" if option
+                         else "pass the endpoint's name (peagle status lists peagle's endpoints)")
     if len(name) > NAME_MAX:
         raise UsageError(f"name {name!r} is {len(name)} characters; SageMaker allows {NAME_MAX}",
-                         "choose a shorter --name")
+                         "choose a shorter --name" if option else f"pass the endpoint's name (at most {NAME_MAX} "
+                         "characters; peagle status lists peagle's endpoints)")
     if not NAME_RE.match(name):
         raise UsageError(f"name {name!r} breaks SageMaker's naming rules",
                          "use letters, digits and single or repeated hyphens, starting and ending with a letter or digit")

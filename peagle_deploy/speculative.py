@@ -55,6 +55,8 @@ def parse_k(value: str | int | None, *, max_k: int, model: str) -> int | None:
     if k <= 0:
         raise UsageError(f"--k must be at least 1, got {k}", f"pass --k 1..{max_k}, or --mode off for no speculation")
     if k > max_k:
+        if not model:  # the form only (the model is not known yet): the bound every command shares
+            raise UsageError(f"--k {k} is above peagle's limit of {max_k}", f"pass --k 1..{max_k}")
         raise UsageError(
             f"--k {k} is deeper than the {model} drafter was trained for ({max_k})",
             f"pass --k 1..{max_k}",

@@ -273,7 +273,7 @@ def check_lanes(session: Any, instance_type: str, instance_count: int, parallel:
     if limit is None:
         return parallel, (f"could not read the Service Quotas value '{quota_name(instance_type)}'; running "
                           f"{parallel} at once")
-    used = instances_in_use(session.client("sagemaker"), instance_type)
+    used = instances_in_use(session.client("sagemaker"), instance_type, session.client("application-autoscaling"))
     free = int(limit - used) // max(1, instance_count)
     if free < 1:
         raise QuotaError(f"quota '{quota_name(instance_type)}' is {limit:g} with {used} in use: no room for one "

@@ -75,3 +75,23 @@ def test_unreachable_url_exits_6_before_measuring(tmp_path):
     res = run_cli("bench", "http://127.0.0.1:9", "--concurrency", "1", "--num-prompts", "2", "--out", str(tmp_path))
     assert res.code == 6 and "cannot reach http://127.0.0.1:9" in res.stderr
     assert not list(tmp_path.iterdir())  # nothing measured, nothing written
+
+
+def test_save_requests_streams_one_json_line_per_finished_request(tmp_path):
+    proc, url = start_server("--ttft", "0", "--tokens-per-s", "0", "--tokens", "6")
+    detail = tmp_path / "requests.jsonl"
+    try:
+        res = run_cli("bench", url, "--concurrency", "1,3", "--num-prompts", "5", "--warmup", "2", "--mode", "off",
+                      "--no-chart", "--out", str(tmp_path), "--save-requests", str(detail), "--json")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert res.code == 0, res.stderr
+    lines = [json.loads(line) for line in detail.read_text().splitlines()]
+    assert [(d["concurrency"], d["warmup"]) for d in lines].count((3, False)) == 5
+    assert sum(d["concurrency"] == 1 for d in lines) == 7 and sum(d["warmup"] for d in lines) == 4
+    levels = json.loads(res.stdout)["result"]["levels"]
+    measured = [d for d in lines if not d["warmup"] and d["concurrency"] == 3]
+    assert all(d["chunks"] == 6 and d["usage_tokens"] == 6 and d["error"] is None for d in measured)
+    assert levels[1]["completed"] == len(measured) and str(detail) in json.loads(res.stdout)["files"]
+    assert detail.stat().st_mode & 0o777 == 0o600 and not list(tmp_path.glob(".requests.jsonl.*"))

@@ -2,7 +2,7 @@
 
 Modules (each small, imported lazily by the CLI):
 - loadgen: the closed-loop level runner and its measurements (transport-agnostic);
-- http_sender / sagemaker_sender: transports for URL targets and SageMaker endpoints (SseTokenCounter);
+- http_sender / sagemaker_sender: transports for URL targets and SageMaker endpoints (counting with runtime.sse.ChunkTally);
 - datasets, stats, acceptance (CloudWatch log parser, Prometheus diff), cost, advisor (K);
 - results (versioned JSON schema), compare, report (Markdown / Rich), plot (PNG), runner (one run);
 - paced_server: a known-truth SSE server to calibrate the load generator (tests, benchmarks).

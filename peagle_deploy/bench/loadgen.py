@@ -14,6 +14,9 @@ How a level is measured (docs/bench.md explains it for users):
 - Latencies come from measured requests that completed by the end of the window. TTFT is the first
   chunk with output tokens (content, reasoning or tool call); ITL is per chunk (as `vllm bench
   serve`), TPOT per token. ITL goes into a bounded histogram, so memory does not grow with tokens.
+- Memory does not grow with requests either: each request is folded into the level's running figures
+  (bench.aggregate) the moment it ends, and only the requests in flight are kept. `on_request` sees
+  every finished request first (the optional per-request detail file streams them to disk).
 - Failures back off (per worker, doubling up to 2 s); a level where nothing has succeeded after
   `dead_after` failures stops (a dead target), and one where no byte arrives for `idle_limit` seconds
   stops (a stalled target).
@@ -32,7 +35,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .stats import LatencyHistogram, summarize, time_weighted_mean
+from .aggregate import LevelAggregate
+from .stats import LatencySamples
 
 Messages = list[dict[str, str]]
 
@@ -118,6 +122,8 @@ class LevelMeasurement:
     wall_end: float
     client_cpu: float | None = None  # CPU time of this process over the window / window
     loop_lag_ms: Any = None
+    window_open: float = 0.0  # perf_counter() of the window edges
+    window_close: float = 0.0
 
 
 def default_classifier(exc: BaseException) -> str:
@@ -152,9 +158,11 @@ async def run_level(
     backoff_base: float = 0.05,
     backoff_max: float = 2.0,
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    on_request: Callable[[RequestRecord], None] | None = None,
 ) -> LevelMeasurement:
     """Run one level. `on_window("open")` / `on_window("close")` are called as the measured window
-    opens and closes (the runner reads a server's own counters at the same moments)."""
+    opens and closes (the runner reads a server's own counters at the same moments); `on_request(record)`
+    as each request ends (its `gaps` are still there)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     if duration is None and num_prompts is None:
@@ -162,8 +170,7 @@ async def run_level(
     dead_after = dead_after if dead_after is not None else max(2 * concurrency, 8)
     clock = time.perf_counter
     total = None if num_prompts is None else warmup + num_prompts
-    records: list[RequestRecord] = []
-    changes: list[tuple[float, int]] = []
+    agg = LevelAggregate(concurrency, warmup, duration)
     state = {"next": 0, "in_flight": 0, "warm_done": 0, "done": 0, "errors": 0, "ok": 0, "chunks_done": 0}
     active: set[RequestRecord] = set()
     window_open = asyncio.Event()
@@ -171,12 +178,13 @@ async def run_level(
     stop = False
     t_start = clock()
     marks: dict[str, float] = {"t0": t_start, "wall0": time.time(), "cpu0": time.process_time()}
-    lags: list[float] = []
-    itl = LatencyHistogram()
+    lags = LatencySamples()
+    itl = agg.itl
     opening: list[asyncio.Future[None]] = []
 
     def open_now(at: float) -> None:
         marks["t0"], marks["wall0"], marks["cpu0"] = at, time.time(), time.process_time()
+        agg.open(at)
         for r in active:
             r.at_open = r.chunks
         window_open.set()
@@ -216,11 +224,10 @@ async def run_level(
                 if stop:
                     return
             rec = RequestRecord(index=i, warmup=i < warmup)
-            records.append(rec)
+            agg.started += 1
             active.add(rec)
             state["in_flight"] += 1
             rec.start = clock()
-            changes.append((rec.start, state["in_flight"]))
             try:
                 await send(prompts[i % n_prompts], rec)
             except asyncio.CancelledError:
@@ -233,7 +240,6 @@ async def run_level(
             finally:
                 rec.end = clock()
                 state["in_flight"] -= 1
-                changes.append((rec.end, state["in_flight"]))
                 active.discard(rec)
                 state["chunks_done"] += rec.chunks
                 if not window_open.is_set():
@@ -244,7 +250,10 @@ async def run_level(
                     state["done"] += 1
                     if rec.error is None and not rec.warmup and rec.gaps is not None:
                         itl.add_gaps(rec.gaps, rec.chunks - 1 - len(rec.gaps))
+                if on_request is not None:
+                    on_request(rec)
                 rec.gaps = None  # memory stays independent of the number of tokens
+                agg.fold(rec)  # and of the number of requests: nothing of `rec` is kept
                 if rec.warmup and not rec.cut:
                     state["warm_done"] += 1
                     if state["warm_done"] == warmup:
@@ -268,7 +277,7 @@ async def run_level(
             await asyncio.sleep(progress_interval)
             now = clock()
             if window_open.is_set():
-                lags.append(max(0.0, now - before - progress_interval))
+                lags.add(max(0.0, now - before - progress_interval))
             live = sum(r.chunks for r in active)
             seen = state["chunks_done"] + live + state["done"]
             if seen != last_progress[1]:
@@ -317,7 +326,7 @@ async def run_level(
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             if not pending:  # every prompt finished before the duration: the window ends at the last one
-                t1 = max((r.end for r in records), default=t1)
+                t1 = agg.last_end if agg.last_end is not None else t1
                 wall1 = time.time() - (clock() - t1)
         else:
             await asyncio.gather(*workers, return_exceptions=True)
@@ -326,7 +335,7 @@ async def run_level(
             for task in workers:
                 if not task.cancelled() and task.exception() is not None:
                     raise task.exception()  # type: ignore[misc]
-            t1 = max((r.end for r in records), default=clock())
+            t1 = agg.last_end if agg.last_end is not None else clock()
             wall1, cpu1 = time.time() - (clock() - t1), time.process_time()
             if on_window is not None:
                 on_window("close")
@@ -336,95 +345,10 @@ async def run_level(
             task.cancel()
         tick.cancel()
         await asyncio.gather(*workers, tick, *opening, return_exceptions=True)
-    m = measure(records, changes, concurrency, marks["t0"], t1, warmup, marks["wall0"], wall1, itl)
+    m = agg.measurement(t1, marks["wall0"], wall1)
     if m.window_s > 0:
         m.client_cpu = (cpu1 - marks["cpu0"]) / m.window_s
-    m.loop_lag_ms = summarize(lags, 1000)
+    m.loop_lag_ms = lags.summary(1000)
+    m.window_open, m.window_close = marks["t0"], t1
     return m
 
-
-def measure(
-    records: list[RequestRecord],
-    changes: list[tuple[float, int]],
-    concurrency: int,
-    t0: float,
-    t1: float,
-    warmup: int,
-    wall0: float,
-    wall1: float,
-    itl: LatencyHistogram | None = None,
-) -> LevelMeasurement:
-    """The level's figures from its records; `itl` already holds the gaps of records run_level freed."""
-    window = max(t1 - t0, 1e-9)
-    usage_tokens = usage_chunks = 0
-    for r in records:
-        if r.error is None and r.usage_tokens is not None and r.chunks:
-            usage_tokens += r.usage_tokens
-            usage_chunks += r.chunks
-    tokens_per_chunk = usage_tokens / usage_chunks if usage_chunks else None
-
-    tokens = 0.0
-    ttft: list[float] = []
-    ttfc: list[float] = []
-    tpot: list[float] = []
-    e2e: list[float] = []
-    itl = itl if itl is not None else LatencyHistogram()
-    completed = cut = in_window = 0
-    error_kinds: dict[str, int] = {}
-    error_examples: dict[str, str] = {}
-    for r in records:
-        if r.error is not None:  # a failed request's tokens are not output throughput
-            if not r.warmup:
-                error_kinds[r.error] = error_kinds.get(r.error, 0) + 1
-                error_examples.setdefault(r.error, r.error_text or r.error)
-            continue
-        inside = max(0, (r.at_close if r.at_close >= 0 else r.chunks) - max(r.at_open, 0))
-        if inside:
-            per_chunk = r.usage_tokens / r.chunks if r.usage_tokens is not None and r.chunks else \
-                (tokens_per_chunk or 1.0)
-            tokens += inside * per_chunk
-        if r.warmup:
-            continue
-        if r.cut:
-            cut += 1
-            continue
-        # with fewer warm-up requests than in flight, a measured request can end before the window
-        # opens: it is measured (latencies) but not in the window's request rate
-        if r.end > t1 or not r.chunks or r.first is None:
-            continue
-        completed += 1
-        in_window += r.end >= t0
-        ttft.append(r.first - r.start)
-        if r.first_content is not None:
-            ttfc.append(r.first_content - r.start)
-        e2e.append(r.end - r.start)
-        if r.gaps is not None:
-            itl.add_gaps(r.gaps, r.chunks - 1 - len(r.gaps))
-            r.gaps = None
-        n_tokens = r.usage_tokens if r.usage_tokens is not None else r.chunks
-        if n_tokens > 1:
-            tpot.append((r.end - r.first) / (n_tokens - 1))
-    mean_in_flight = time_weighted_mean(changes, t0, t1)
-    return LevelMeasurement(
-        concurrency=concurrency,
-        window_s=window,
-        completed=completed,
-        cut_at_end=cut,
-        warmup_requests=min(warmup, len(records)),
-        errors=sum(error_kinds.values()),
-        error_kinds=error_kinds,
-        error_examples=error_examples,
-        output_tokens=round(tokens),
-        output_tokens_per_s=tokens / window,
-        requests_per_s=in_window / window,
-        mean_in_flight=mean_in_flight,
-        concurrency_held=mean_in_flight / concurrency,
-        tokens_per_chunk=tokens_per_chunk,
-        ttft_ms=summarize(ttft, 1000),
-        ttfc_ms=summarize(ttfc, 1000),
-        itl_ms=itl.summary(),
-        tpot_ms=summarize(tpot, 1000),
-        e2e_ms=summarize(e2e, 1000),
-        wall_start=wall0,
-        wall_end=wall1,
-    )

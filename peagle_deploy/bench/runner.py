@@ -8,6 +8,7 @@ Ctrl-C) still returns and writes the levels it measured, with `complete: false` 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -49,6 +50,7 @@ class BenchPlan:
     timeout: float = 600.0
     logs_wait: float = 60.0
     chart: bool = True
+    save_requests: Path | None = None  # every finished request, one JSON line each (streamed, not kept)
 
 
 @dataclass
@@ -250,6 +252,7 @@ class _Measured:
     windows: list[tuple[datetime, datetime]] = field(default_factory=list)
     counters: SpecCounters | None = None
     acceptance_note: str | None = None
+    request_log: Any = None
 
 
 async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session: Any, price: Price | None,
@@ -265,6 +268,7 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
     prom_url = ref.metrics_url
     sender = make_sender(ref, info, plan, session)
     idle_limit = min(plan.timeout, max(30.0, plan.duration or 0.0))
+    log = measured.request_log
     async with sender:
         with _Progress(out) as progress:
             for conc in plan.concurrency:
@@ -278,9 +282,11 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                         return scrapes[edge]  # the window opens once this reading is in
                     return None
 
+                if log is not None:
+                    log.level(conc, time.perf_counter())
                 m = await run_level(sender, plan.dataset.prompts, conc, warmup=warmup, duration=plan.duration,
                                     num_prompts=plan.num_prompts, on_progress=lambda p: progress.update(p, plan.duration),
-                                    on_window=on_window, idle_limit=idle_limit)
+                                    on_window=on_window, idle_limit=idle_limit, on_request=log)
                 level = _level_result(m, price)
                 progress.finish(level)
                 measured.levels.append(level)
@@ -345,7 +351,7 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
         check_out_dir(plan.out_dir)
     info, session = resolve_target(plan, ref, out)
     price = resolve_price(info, plan, session)
-    measured = _Measured()
+    measured = _Measured(request_log=_request_log(plan.save_requests))
     failure: PeagleError | None = None
     try:
         asyncio.run(_run_levels(plan, ref, info, session, price, out, measured))
@@ -357,6 +363,12 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
         if not measured.levels:
             raise
         failure = exc
+    finally:
+        if measured.request_log is not None:
+            measured.request_log.close()
+            if measured.request_log.failure:
+                out.warn(f"--save-requests {measured.request_log.path}: writing stopped "
+                         f"({measured.request_log.failure}); the results are complete")
     acceptance = None if isinstance(failure, Interrupted) else _acceptance(ref, session, measured, plan, out)
     result = BenchResult(
         tool_version=__version__,
@@ -380,7 +392,21 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
         stopped=failure.one_line() if failure is not None else None,
     )
     files = write_outputs(result, plan.out_dir, chart=plan.chart) if plan.out_dir is not None else []
+    if measured.request_log is not None:
+        files.append(str(measured.request_log.path))
     return BenchRun(result, files, failure)
+
+
+def _request_log(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from .request_log import RequestLog
+
+    try:
+        return RequestLog(path)
+    except OSError as exc:
+        raise UsageError(f"--save-requests {path}: cannot write there ({exc.strerror or exc})",
+                         "pass a file in a folder you can write to") from None
 
 
 def _acceptance(ref: TargetRef, session: Any, measured: _Measured, plan: BenchPlan, out: Output) -> Acceptance | None:

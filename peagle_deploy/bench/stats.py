@@ -102,3 +102,63 @@ class LatencyHistogram:
         pct = {p: v / 1000 for p, v in h.get_percentile_to_value_dict(list(PERCENTILES)).items()}  # one pass
         return Summary(count=n, mean=h.get_mean_value() / 1000, p50=pct[50], p90=pct[90], p95=pct[95],
                        p99=pct[99], min=h.get_min_value() / 1000, max=h.get_max_value() / 1000)
+
+
+EXACT_SAMPLES = 65_536  # per latency metric and level: 512 KiB, then an HDR histogram
+
+
+class LatencySamples:
+    """One latency metric of a level in bounded memory, summarised as `summarize` does.
+
+    The first `exact_limit` samples are kept (8 bytes each) and summarised exactly, with the percentile
+    convention of `vllm bench serve`. Past that they move into an HDR histogram (nanoseconds, 3 significant
+    digits: every percentile within 0.1% of a sample value near it) and memory stops growing; count, mean,
+    min and max stay exact (running sums), so a soak of millions of requests keeps a fixed footprint."""
+
+    __slots__ = ("_exact", "_limit", "_hist", "_count", "_sum", "_min", "_max")
+
+    def __init__(self, exact_limit: int | None = None) -> None:
+        from array import array
+
+        self._exact: array | None = array("d")
+        self._limit = EXACT_SAMPLES if exact_limit is None else exact_limit
+        self._hist = None
+        self._count = 0
+        self._sum = 0.0
+        self._min = float("inf")
+        self._max = float("-inf")
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, value: float) -> None:
+        self._count += 1
+        self._sum += value
+        if value < self._min:
+            self._min = value
+        if value > self._max:
+            self._max = value
+        if self._exact is not None:
+            self._exact.append(value)
+            if len(self._exact) > self._limit:
+                self._spill()
+        else:
+            self._hist.record_value(max(1, int(value * 1e9 + 0.5)))
+
+    def _spill(self) -> None:
+        from hdrh.histogram import HdrHistogram
+
+        self._hist = HdrHistogram(1, 3_600_000_000_000, 3)  # 1 ns .. 1 h
+        record = self._hist.record_value
+        for value in self._exact:
+            record(max(1, int(value * 1e9 + 0.5)))
+        self._exact = None
+
+    def summary(self, scale: float = 1.0) -> Summary:
+        if self._exact is not None:
+            return summarize(self._exact, scale)
+        h = self._hist
+        lo, hi = self._min * scale, self._max * scale  # a bucket's value may lie just past the extremes
+        pct = {p: min(hi, max(lo, v / 1e9 * scale)) for p, v in h.get_percentile_to_value_dict(list(PERCENTILES)).items()}
+        return Summary(count=self._count, mean=self._sum / self._count * scale, p50=pct[50], p90=pct[90],
+                       p95=pct[95], p99=pct[99], min=self._min * scale, max=self._max * scale)

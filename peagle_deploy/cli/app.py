@@ -12,10 +12,84 @@ Conventions every command shares (docs/cli.md, README):
 from __future__ import annotations
 
 import typer
+from typer.core import TyperGroup
 
 from .. import __version__
 
+# Every command: name -> (its module in peagle_deploy.cli, the line `peagle --help` shows for it). `peagle
+# --help` lists these without importing any command module, and running a command imports its own module
+# only (its `register(app)` adds it). A new command is one row here; tests/test_cli_lazy_commands.py checks every row
+# against the module's real command and that every module with a `register` has its rows.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "models": ("models", "List the four supported models: alias, JumpStart id, default instance, K, drafter, gating."),
+    "deploy": ("deploy", "Deploy MODEL with P-EAGLE on an ml.g7e SageMaker endpoint (or print the plan with --dry-run)."),
+    "update": ("update", "Change K, mode or instances of a peagle endpoint: new config, blue/green UpdateEndpoint, "
+                         "verify, tidy up."),
+    "status": ("lifecycle", "peagle-managed endpoints: status, model, mode, K, instances, age, expiry, cost so far."),
+    "cleanup": ("lifecycle", "Delete endpoint, endpoint config and model that peagle created. Never touches anything "
+                             "else."),
+    "invoke": ("invoke", "Send an OpenAI-style chat completion; print tokens live, then TTFT, latency and tokens/s."),
+    "metrics": ("metrics", "Mean acceptance length, acceptance rate and per-position acceptance over a window."),
+    "logs": ("logs", "Print the container's log lines of endpoint NAME (CloudWatch Logs group "
+                     "/aws/sagemaker/Endpoints/NAME)."),
+    "sweep": ("sweep", "Deploy, verify, bench and tear down each (mode, K) under a --budget; one report like the "
+                       "published table."),
+    "iam-policy": ("iam", "The IAM actions each command calls (docs/iam.md); with --json, an identity policy to "
+                          "attach."),
+    "bench": ("bench", "Benchmark a target: 'peagle bench TARGET \\[options]' (same as 'peagle bench run'), compare "
+                       "runs, advise K."),
+    "container": ("container", "The bundled vLLM + P-EAGLE container: its argv and its Dockerfile."),
+    "local": ("local", "Run the SageMaker container environment on this machine (vLLM + P-EAGLE), then invoke, bench "
+                       "and metrics against it."),
+}
+
+
+class LazyCommands(TyperGroup):
+    """The root group: lists COMMANDS from the table, imports a command's module when it is run (or when
+    code reads `.commands`, which loads them all: docs generation, tests)."""
+
+    @property
+    def commands(self):  # noqa: ANN201 - Click's attribute
+        for name in COMMANDS:
+            self._load(name)
+        return self._commands
+
+    @commands.setter
+    def commands(self, value) -> None:  # noqa: ANN001
+        self._commands = value
+
+    def _load(self, name: str):  # noqa: ANN202
+        if name not in self._commands and name in COMMANDS:
+            import importlib
+
+            import typer.main
+
+            module = importlib.import_module(f"{__package__}.{COMMANDS[name][0]}")
+            holder = typer.Typer(rich_markup_mode="rich")
+            module.register(holder)
+            for loaded, command in typer.main.get_group(holder).commands.items():
+                self._commands.setdefault(loaded, command)
+        return self._commands.get(name)
+
+    def list_commands(self, ctx) -> list[str]:  # noqa: ANN001
+        return [*COMMANDS, *(name for name in self._commands if name not in COMMANDS)]
+
+    def get_command(self, ctx, cmd_name: str):  # noqa: ANN001, ANN201
+        """A loaded command, or for listing (help, completion of names) a stand-in with the table's line."""
+        if cmd_name in self._commands or cmd_name not in COMMANDS:
+            return self._commands.get(cmd_name)
+        from typer.core import TyperCommand
+
+        return TyperCommand(cmd_name, help=COMMANDS[cmd_name][1], rich_markup_mode="rich")
+
+    def resolve_command(self, ctx, args):  # noqa: ANN001, ANN201
+        if args:
+            self._load(ctx.token_normalize_func(args[0]) if ctx.token_normalize_func else args[0])
+        return super().resolve_command(ctx, args)
+
+
 app = typer.Typer(
+    cls=LazyCommands,
     name="peagle",
     help="P-EAGLE speculative decoding endpoints on Amazon SageMaker: deploy, invoke, bench, clean up.",
     no_args_is_help=True,
@@ -38,16 +112,6 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """P-EAGLE speculative decoding endpoints on Amazon SageMaker."""
-
-
-def _register() -> None:
-    from . import bench, container, deploy, iam, invoke, lifecycle, local, logs, metrics, models, sweep, update
-
-    for module in (models, deploy, update, lifecycle, invoke, bench, metrics, logs, container, local, sweep, iam):
-        module.register(app)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -97,6 +97,11 @@ def bench_run(
                      "Logs after the run (they lag behind)."),
     ] = 60.0,
     no_chart: Annotated[bool, typer.Option("--no-chart", help="Do not write the PNG chart.")] = False,
+    save_requests: Annotated[
+        Path | None,
+        typer.Option("--save-requests", help="Also write every finished request as a JSON line to this file "
+                     "(streamed to disk as the run goes, like vllm bench serve --save-detailed)."),
+    ] = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
@@ -135,6 +140,7 @@ def bench_run(
             timeout=timeout,
             logs_wait=logs_wait,
             chart=not no_chart,
+            save_requests=save_requests,
         )
         bench = run_bench(plan, out)
         result = bench.result

@@ -133,24 +133,27 @@ class ChunkSink(Protocol):
 class ChunkTally:
     """The load generator's reader: bytes in (split anywhere), token chunks out to `sink.add`.
 
-    One timestamp per network read. Fast path: when every complete event in the read is a plain
-    content chunk (`"delta":{"content":"<non-empty>"` in vLLM's compact JSON or json.dumps spacing)
-    they are counted with bytes.count, without decoding JSON; inside a content string quotes are
-    escaped, so the pattern cannot match there. Anything else (role, finish, usage, [DONE], errors,
-    reasoning or tool-call deltas, comments, multi-line events) goes through SseDecoder and the chunk
-    rule, event by event: the same decoder and rule `peagle invoke` uses.
+    One timestamp and one `sink.add` per network read. Fast path: when every complete event in the read
+    is a plain content chunk (`"delta":{"content":"<non-empty>"` in vLLM's compact JSON or json.dumps
+    spacing) they are counted with `bytes.count` (`_plain_chunks`), without decoding JSON and without
+    copying the read: the counts take the read's bounds. Inside a content string quotes are escaped, so
+    the pattern cannot match there. Anything else (role, finish, usage, [DONE], errors, reasoning or
+    tool-call deltas, comments, multi-line events) goes through SseDecoder and the chunk rule, event by
+    event: the same decoder and rule `peagle invoke` uses.
     """
 
-    __slots__ = ("sink", "buf", "decoder")
+    __slots__ = ("sink", "buf", "decoder", "_n", "_content")
 
     def __init__(self, sink: ChunkSink):
         self.sink = sink
         self.buf = bytearray()
         self.decoder = SseDecoder()
+        self._n = 0
+        self._content = False
 
     def feed(self, data: bytes, now: float) -> None:
-        if not self.buf and data[-2:] == b"\n\n":  # the usual read: whole LF-framed events, no copy
-            complete = data[:-2]
+        if not self.buf and data[-2:] == b"\n\n":  # the usual read: whole LF-framed events, counted in place
+            complete, hi = data, len(data) - 2
         else:
             buf = self.buf
             buf += data
@@ -162,38 +165,43 @@ class ChunkTally:
             if cut < 0:
                 self.buf = buf
                 return
-            complete = bytes(buf[:cut])
+            complete, hi = bytes(buf[:cut]), cut
             self.buf = buf[cut + 2:]
         # Other events (role, finish, usage, [DONE]) sit at the start and the end of a stream: peel them
-        # off both ends (small events, cheap) and decode them one by one; then scan the middle once.
-        lo, hi = 0, len(complete)
+        # off both ends (small events, cheap) and decode them one by one; then count the middle in place.
+        lo = 0
         tail: list[bytes] = []
         while lo < hi:
             at = complete.rfind(b"\n\n", lo, hi)
-            event = complete[at + 2 if at >= 0 else lo:hi]
-            if _plain_chunks(event) == 1:
+            start = at + 2 if at >= 0 else lo
+            if _plain_chunks(complete, start, hi) == 1:
                 break
-            tail.append(event)
+            tail.append(complete[start:hi])
             hi = at if at >= 0 else lo
         while lo < hi:
             at = complete.find(b"\n\n", lo, hi)
-            event = complete[lo:at if at >= 0 else hi]
-            if _plain_chunks(event) == 1:
+            end = at if at >= 0 else hi
+            if _plain_chunks(complete, lo, end) == 1:
                 break
-            self._exact(event, now)
+            self._exact(complete[lo:end], now)
             lo = at + 2 if at >= 0 else hi
         if lo < hi:
-            middle = complete if (lo, hi) == (0, len(complete)) else complete[lo:hi]
-            n = _plain_chunks(middle, edges_peeled=True)
+            n = _plain_chunks(complete, lo, hi, edges_peeled=True)
             if n:
-                self.sink.add(n, now, True)
+                self._n += n
+                self._content = True
             else:
-                self._exact(middle, now)
+                self._exact(complete[lo:hi], now)
         for event in reversed(tail):
             self._exact(event, now)
+        self._flush(now)
+
+    def _flush(self, now: float) -> None:
+        if self._n:
+            self.sink.add(self._n, now, self._content)
+            self._n, self._content = 0, False
 
     def _exact(self, events: bytes, now: float) -> None:
-        sink = self.sink
         for event in self.decoder.feed(events + b"\n\n"):
             if event is DONE or not isinstance(event, dict):
                 continue
@@ -204,10 +212,11 @@ class ChunkTally:
             for choice in event.get("choices") or ():
                 kind = delta_kind(choice.get("delta") or {})
                 if kind is not None:
-                    sink.add(1, now, kind == "content")
+                    self._n += 1
+                    self._content = self._content or kind == "content"
             usage = event.get("usage")
             if usage and usage.get("completion_tokens") is not None:
-                sink.usage_tokens = int(usage["completion_tokens"])
+                self.sink.usage_tokens = int(usage["completion_tokens"])
 
     @property
     def done(self) -> bool:
@@ -217,28 +226,34 @@ class ChunkTally:
         if bytes(self.buf).strip():
             self._exact(bytes(self.buf).replace(b"\r\n", b"\n").rstrip(b"\n"), now)
             self.buf = bytearray()
+            self._flush(now)
         if not self.decoder.done:
             raise StreamIncomplete("the stream ended without data: [DONE]")
 
 
-def _plain_chunks(events: bytes, edges_peeled: bool = False) -> int:
-    """n if `events` (whole events, LF-framed, without the final blank line) are exactly n plain content
-    chunks, else 0. A content delta (`"delta":{"content":"`, raw quotes: it cannot occur inside a JSON
-    string) occurs at most once per event (bench asks for one choice), so the n events need at least
-    2n - 2 newlines, exactly 2n - 2 only when every event is a single line with a content delta: an
-    error, role, finish, usage-only, reasoning or tool-call event, a comment or an `event:` line makes the
-    counts differ (newlines cannot occur inside JSON strings either). Counting one byte is about twice
-    as fast as counting `data:` lines. A content chunk that also carries `usage` (`"usage": null` on
-    every chunk, as OpenAI's API sends) still counts as one chunk; the final usage event has no content
-    delta and is decoded exactly, so the request's usage is read from it. `edges_peeled`: the role and
-    finish chunks (the empty-content ones) were peeled off the ends of `events`, so the scan for an
-    empty content delta is skipped (vLLM sends none mid-stream)."""
+def _plain_chunks(events: bytes, lo: int = 0, hi: int | None = None, edges_peeled: bool = False) -> int:
+    """n if `events[lo:hi]` (whole events, LF-framed, without the final blank line) are exactly n plain
+    content chunks, else 0; counted in place (no slice is copied). A content delta (`"delta":{"content":"`,
+    raw quotes: it cannot occur inside a JSON string) occurs at most once per event (bench asks for one
+    choice), so the n events need at least 2n - 2 newlines, exactly 2n - 2 only when every event is a
+    single line with a content delta: an error, role, finish, usage-only, reasoning or tool-call event, a
+    comment or an `event:` line makes the counts differ (newlines cannot occur inside JSON strings
+    either). Counting one byte is about twice as fast as counting `data:` lines. A content chunk that also
+    carries `usage` (`"usage": null` on every chunk, as OpenAI's API sends) still counts as one chunk; the
+    final usage event has no content delta and is decoded exactly, so the request's usage is read from it.
+    `edges_peeled`: the role and finish chunks (the empty-content ones) were peeled off the ends, so the
+    scan for an empty content delta is skipped: vLLM sends none mid-stream. (A server that did would have
+    such a chunk counted as a token chunk when it arrives between content chunks in one read; the tokens
+    stay exact where the server reports usage, which bench always asks for. Looking for it costs another
+    scan of the read, as much as counting the deltas: measured in docs/performance.md.)"""
+    hi = len(events) if hi is None else hi
     count = events.count
-    n = count(b'"delta":{"content":"')
+    n = count(b'"delta":{"content":"', lo, hi)
     if n:
         empty = b'"delta":{"content":""'
     else:
-        n, empty = count(b'"delta": {"content": "'), b'"delta": {"content": ""'
-    if n and count(b"\n") == 2 * n - 2 and events[:5] == b"data:" and (edges_peeled or empty not in events):
+        n, empty = count(b'"delta": {"content": "', lo, hi), b'"delta": {"content": ""'
+    if n and events.startswith(b"data:", lo) and count(b"\n", lo, hi) == 2 * n - 2 \
+            and (edges_peeled or events.find(empty, lo, hi) < 0):
         return n
     return 0

@@ -403,8 +403,8 @@ def policy_document(commands: list[str] | None = None, *, role: str | None = Non
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
-_NAME_PREFIX = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]{0,62}$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+\Z")
+_NAME_PREFIX = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]{0,62}\Z")
 _ORDER = {sid: index for index, sid in enumerate(SCOPES)}
 _NAMED = (ENDPOINTS, CONFIGS, MODELS, AUTOSCALING_ALARMS)
 _WRITES = ("Create", "Manage", "TagOnCreate", "RetagManaged", "AutoscalingAlarms")  # reads must see every name

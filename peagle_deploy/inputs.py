@@ -17,10 +17,10 @@ from datetime import timedelta
 
 from .errors import UsageError
 
-NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*\Z")
 NAME_MAX = 63
-ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
-ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,1023}$")
+ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}\Z")
+ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,1023}\Z")
 ENV_VALUE_MAX_BYTES = 1024
 ENV_MAX_VARS = 100
 TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_MAX = 128, 256, 50
@@ -31,7 +31,7 @@ RESERVED_TAG_PREFIXES = ("aws:", "peagle:", "sagemaker-sdk:")  # AWS's, peagle's
 ECR_IMAGE_RE = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\."
     r"(?:amazonaws\.com(?:\.cn)?|[a-z0-9.-]+)/(?P<repo>[a-z0-9][a-z0-9._/-]*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127})|@sha256:[0-9a-f]{64})?$")
+    r"(?::(?P<tag>[\w][\w.-]{0,127})|@sha256:[0-9a-f]{64})?\Z")
 IMAGE_MAX = 255
 MAX_INSTANCE_COUNT = 100  # peagle's guard: SageMaker's API has no maximum; the account quota decides
 PRICE_GUARD_USD_PER_HOUR = 100.0  # a real deploy above this needs --max-price-per-hour (or a prompt)
@@ -185,14 +185,14 @@ def parse_tags(pairs: list[str]) -> dict[str, str]:
 
 
 # private networking and encryption (issue 15 item 4) -----------------------------------------------------
-SUBNET_RE = re.compile(r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
-SECURITY_GROUP_RE = re.compile(r"^sg-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+SUBNET_RE = re.compile(r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})\Z")
+SECURITY_GROUP_RE = re.compile(r"^sg-(?:[0-9a-f]{8}|[0-9a-f]{17})\Z")
 SUBNETS_MAX, SECURITY_GROUPS_MAX = 16, 5  # SageMaker's VpcConfig limits
 _KMS_KEY_ID = r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})"
 _KMS_ALIAS = r"alias/[a-zA-Z0-9/_-]{1,250}"
-KMS_KEY_RE = re.compile(rf"^(?:{_KMS_KEY_ID}|{_KMS_ALIAS})$")
+KMS_KEY_RE = re.compile(rf"^(?:{_KMS_KEY_ID}|{_KMS_ALIAS})\Z")
 KMS_ARN_RE = re.compile(rf"^arn:(?P<partition>aws[a-z-]*):kms:(?P<region>[a-z0-9-]+):\d{{12}}:"
-                        rf"(?:key/{_KMS_KEY_ID}|{_KMS_ALIAS})$")
+                        rf"(?:key/{_KMS_KEY_ID}|{_KMS_ALIAS})\Z")
 
 
 def _unique_ids(values: list[str], flag: str, pattern: re.Pattern[str], shape: tuple[str, str], maximum: int) -> list[str]:

@@ -22,6 +22,7 @@ class Bound:
     example: str  # a value inside the bound, offered in the hint (tests follow it)
     low_open: bool = False  # True: the value must be above `low`, not equal to it
     unit: str = ""
+    why: str = ""  # said after the hint: why the bound is where it is
 
     def describe(self) -> str:
         low = f"more than {_g(self.low)}" if self.low_open else f"at least {_g(self.low)}"
@@ -64,7 +65,8 @@ BOUNDS: dict[str, Bound] = {
     "--draft-cost": Bound(0, 10, "0.06", unit="target decoding steps"),
     "--concurrency": Bound(1, MAX_CONCURRENCY, "8"),
     # fleets and money
-    "--instance-count": Bound(1, MAX_INSTANCES, "1"),
+    "--instance-count": Bound(1, MAX_INSTANCES, "1", why="peagle's limit; more needs a SageMaker quota increase and "
+                                                        "several endpoints"),
     "--parallel": Bound(1, 32, "2"),
     "--target-concurrency": Bound(0, MAX_CONCURRENCY, "8", low_open=True, unit="concurrent requests per instance"),
     "--target-invocations": Bound(0, 1_000_000, "600", low_open=True, unit="invocations per instance per minute"),
@@ -79,7 +81,8 @@ def check(flag: str, value: float | int, *, bound: Bound | None = None) -> float
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"{flag} must be a number, got {value!r}", f"pass e.g. {flag} {rule.example}")
     if not rule.holds(float(value)):
-        raise UsageError(f"{flag} must be {rule.describe()}, got {_shown(value)}", f"pass e.g. {flag} {rule.example}")
+        raise UsageError(f"{flag} must be {rule.describe()}, got {_shown(value)}",
+                         f"pass e.g. {flag} {rule.example}" + (f" ({rule.why})" if rule.why else ""))
     return value
 
 

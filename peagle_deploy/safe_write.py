@@ -192,15 +192,26 @@ def kind_of(path: Path) -> str:
     """'directory', 'file', 'fifo', 'socket', 'device', 'link' or 'missing' (a link is not followed)."""
     try:
         mode = os.lstat(path).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return "missing"
     except OSError:
-        return "unreadable path"
+        return "path that cannot be read"
     for test, name in ((stat.S_ISLNK, "link"), (stat.S_ISDIR, "directory"), (stat.S_ISREG, "file"),
                        (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket")):
         if test(mode):
             return name
     return "device"
+
+
+def regular_file(path: Path, *, what: str, hint: str) -> Path:
+    """A file the user named for peagle to read: refused in one line when it is missing, a directory, or a fifo,
+    socket or device (reading a fifo would block for ever)."""
+    kind = kind_of(Path(path))
+    if kind == "missing":
+        raise UsageError(f"{what} {path} not found", hint)
+    if kind not in ("file", "link") or (kind == "link" and not Path(path).is_file()):
+        raise UsageError(f"{what} {path} is a {kind if kind != 'link' else 'link to no file'}, not a file", hint)
+    return Path(path)
 
 
 def check_file_path(path: Path, *, flag: str, must_exist: bool, example: str) -> Path:

@@ -35,8 +35,8 @@ def parse_mode(value: str, *, flag: str | None = None) -> Mode:
     key = "".join(ch for ch in (value or "").lower() if ch not in " _-")
     if key in _MODE_SPELLINGS:
         return _MODE_SPELLINGS[key]
-    where = f"{flag} has " if flag else ""
-    raise UsageError(f"{where}unknown mode {value!r}", f"use one of {', '.join(m.value for m in Mode)}")
+    message = f"{flag} {value!r} is not a mode" if flag else f"unknown mode {value!r}"
+    raise UsageError(message, f"use one of {', '.join(m.value for m in Mode)}")
 
 
 def parse_k(value: str | int | None, *, max_k: int, model: str) -> int | None:

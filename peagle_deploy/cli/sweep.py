@@ -66,9 +66,9 @@ def sweep(
         if dry_run:
             _start(out, request, dry_run=True, state_path=state_path, out_dir=out_dir, yes=yes)
             return
-        check_file_path(state_path, flag="--state", must_exist=False, example=STATE_NAME)
-        probe_writable(out_dir, flag="--out")
+        probe_writable(out_dir, flag="--out")  # a file named by --out, or a folder peagle cannot write: one line
         probe_writable(state_path.parent, flag="--state")
+        check_file_path(state_path, flag="--state", must_exist=False, example=STATE_NAME)
         with _locked(out_dir, state_path, resuming=False):
             _start(out, request, dry_run=False, state_path=state_path, out_dir=out_dir, yes=yes)
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import UsageError
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}\Z")
 
 
 class LocalServer(BaseModel):

@@ -26,7 +26,7 @@ from ..redaction import redact_url, register_url
 
 Kind = Literal["sagemaker", "container", "openai"]
 KINDS = ("sagemaker", "container", "openai")
-_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")  # SageMaker's EndpointName pattern
+_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}\Z")  # SageMaker's EndpointName pattern
 _SERVER_PATHS = ("/metrics", "/ping", "/health")
 
 

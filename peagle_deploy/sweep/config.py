@@ -128,7 +128,10 @@ def parse_url_specs(specs: list[str]) -> list[Configuration]:
                              "or --url off=http://host:8000/v1")
         from ..speculative import parse_mode
 
-        mode, k = parse_mode(match["mode"], flag=f"--url {spec!r}").value, match["k"]
+        try:
+            mode, k = parse_mode(match["mode"]).value, match["k"]
+        except UsageError as exc:
+            raise UsageError(f"--url {spec!r} has unknown mode {match['mode']!r}", exc.hint) from None
         if (mode == "off") != (k is None):
             raise UsageError(f"--url {spec!r}: " + ("off takes no K" if mode == "off" else f"{mode} needs :K"),
                              "pass off=URL or p-eagle:7=URL")

@@ -146,8 +146,19 @@ def parse_autoscale(autoscale: str | None, *, target_concurrency: float | None =
     if not wait:
         raise UsageError("--autoscale is registered once the endpoint is InService, so it needs the deploy to wait",
                          "drop --no-wait")
+    policy = AutoscalePolicy(min_capacity=low, max_capacity=high, metric=metric, target=target)
     count = low if instance_count is None else instance_count
+    check_count_within(count, policy, where="--autoscale")
+    return policy, count
+
+
+def check_count_within(count: int, policy: AutoscalePolicy, *, where: str) -> None:
+    """An instance count outside the autoscaling range is refused: by deploy (`--autoscale`) and by update (the
+    endpoint's registered range), since Application Auto Scaling would move it back into the range at once."""
+    low, high = policy.min_capacity, policy.max_capacity
     if not low <= count <= high:
-        raise UsageError(f"--instance-count {count} is outside --autoscale {low}:{high}",
-                         f"pass --instance-count between {low} and {high}, or leave it out to start at {low}")
-    return AutoscalePolicy(min_capacity=low, max_capacity=high, metric=metric, target=target), count
+        raise UsageError(f"--instance-count {count} is outside {where} {low}:{high}",
+                         f"pass --instance-count between {low} and {high}, or leave it out to start at {low}"
+                         if where.startswith("--") else
+                         f"pass --instance-count between {low} and {high}, or widen the range with it: --autoscale "
+                         f"{min(low, count)}:{max(high, count)} --target-{policy.metric} {policy.target:g}")

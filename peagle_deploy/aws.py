@@ -319,7 +319,8 @@ def _client_error(exc: BaseException) -> PeagleError:
     if is_not_found(exc):
         return UsageError(f"{operation}: {message}", "check the name and --region")
     if is_already_exists(exc):
-        return UsageError(f"{operation}: {message}", "choose another --name")
+        return UsageError(f"{operation}: {message}", "the name is taken: pass another --name to deploy, or run "
+                          "update again (it names what it creates by the time)")
     if status is not None and status >= 500 or code in _TRANSIENT_CODES:
         return PeagleError(f"AWS failed {operation} ({code or status}) after retries: {message}",
                            "retry later; AWS Health Dashboard shows service events")

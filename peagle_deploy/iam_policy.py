@@ -364,6 +364,37 @@ for _command in ("update", "recover"):
         "sagemaker:UpdateEndpointWeightsAndCapacities", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms",
         "iam:CreateServiceLinkedRole"}]
 
+
+
+def _sweep() -> list[Permission]:
+    """`peagle sweep` deploys (without --autoscale), benchmarks and tears down each configuration: the actions
+    of those steps, taken from deploy's and bench's lists (so a change there changes the sweep's too)."""
+    steps = {"deploy": ("sts:GetCallerIdentity", "s3:GetObject", "servicequotas:ListServiceQuotas",
+                        "sagemaker:CreateModel", "sagemaker:CreateEndpointConfig", "sagemaker:CreateEndpoint",
+                        "sagemaker:AddTags", "iam:PassRole", "sagemaker:DescribeEndpoint", "sagemaker:DescribeModel",
+                        "sagemaker:DescribeEndpointConfig", "logs:FilterLogEvents", "sagemaker:DeleteEndpoint",
+                        "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel", "sagemaker:ListTags",
+                        "sagemaker:ListEndpoints", "sagemaker:ListEndpointConfigs",
+                        "application-autoscaling:DescribeScalableTargets"),
+             "bench": ("sagemaker:InvokeEndpoint", "pricing:GetProducts")}
+    chosen: dict[str, Permission] = {}
+    for command, wanted in steps.items():
+        for permission in COMMANDS[command]:
+            if permission.action in wanted and permission.action not in chosen:
+                chosen[permission.action] = permission.model_copy(update={"why": f"as {command}: {permission.why}"})
+    missing = {a for actions_ in steps.values() for a in actions_} - set(chosen)
+    assert not missing, missing  # a deploy or bench row was renamed: keep the sweep's list in step
+    quota = chosen["servicequotas:ListServiceQuotas"]
+    chosen[quota.action] = quota.model_copy(update={"why": "how many endpoints may run at once (--parallel)"})
+    targets = chosen["application-autoscaling:DescribeScalableTargets"]
+    chosen[targets.action] = targets.model_copy(update={
+        "why": "the quota check: how far autoscaled endpoints may scale",
+        "unobserved": "only read when the account's quota is readable; the emulator test sets no quota"})
+    return list(chosen.values())
+
+
+COMMANDS["sweep"] = _sweep()
+
 # not asked of the caller but of the execution role (--role) SageMaker runs the endpoint with
 EXECUTION_ROLE: list[Permission] = [
     _p("s3:GetObject", "the model data and the drafter (JumpStart's buckets)", resources=tuple(
@@ -428,8 +459,8 @@ def policy_document(commands: list[str] | None = None, *, role: str | None = Non
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
-_NAME_PREFIX = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]{0,62}$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+\Z")
+_NAME_PREFIX = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]{0,62}\Z")
 _ORDER = {sid: index for index, sid in enumerate(SCOPES)}
 _NAMED = (ENDPOINTS, CONFIGS, MODELS, AUTOSCALING_ALARMS)
 _WRITES = ("Create", "Manage", "TagOnCreate", "RetagManaged", "AutoscalingAlarms")  # reads must see every name

@@ -17,33 +17,38 @@ from datetime import timedelta
 
 from .errors import UsageError
 
-NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*\Z")
 NAME_MAX = 63
-ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
-ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,1023}$")
+ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}\Z")
+ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,1023}\Z")
 ENV_VALUE_MAX_BYTES = 1024
 ENV_MAX_VARS = 100
 TAG_KEY_MAX, TAG_VALUE_MAX, TAGS_MAX = 128, 256, 50
-TAG_TEXT_RE = re.compile(r"^[\w\s.:/=+\-@]*$", re.UNICODE)
+TAG_PUNCTUATION = "_.:/=+-@"  # with letters, digits and separators: AWS's ^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$
 RESERVED_TAG_PREFIXES = ("aws:", "peagle:", "sagemaker-sdk:")  # AWS's, peagle's, JumpStart attribution
 # <account>.dkr.ecr[-fips].<region>.<AWS domain>/<repository>[:tag | @sha256:digest]: CreateModel takes
 # images from Amazon ECR only (peagle sends no ImageConfig for other registries), in the model's region.
 ECR_IMAGE_RE = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z]{2}(?:-[a-z]+)+-\d)\."
     r"(?:amazonaws\.com(?:\.cn)?|[a-z0-9.-]+)/(?P<repo>[a-z0-9][a-z0-9._/-]*)"
-    r"(?::(?P<tag>[\w][\w.-]{0,127})|@sha256:[0-9a-f]{64})?$")
+    r"(?::(?P<tag>[\w][\w.-]{0,127})|@sha256:[0-9a-f]{64})?\Z")
 IMAGE_MAX = 255
 MAX_INSTANCE_COUNT = 100  # peagle's guard: SageMaker's API has no maximum; the account quota decides
 PRICE_GUARD_USD_PER_HOUR = 100.0  # a real deploy above this needs --max-price-per-hour (or a prompt)
 TTL_MAX = timedelta(days=30)  # --ttl is parsed by durations.parse_duration
 
 
-def validate_name(name: str) -> str:
+def validate_name(name: str, *, flag: str = "NAME") -> str:
+    """An endpoint name: `flag` is deploy's optional `--name`, or the NAME argument of the commands that act on an
+    existing endpoint (their hints must not advise an option they lack)."""
+    option = flag.startswith("--")
     if not name.strip():
-        raise UsageError("--name is empty", "pass a name, or leave --name out for a generated one")
+        raise UsageError(f"{flag} is empty", "pass a name, or leave --name out for a generated one" if option
+                         else "pass the endpoint's name (peagle status lists peagle's endpoints)")
     if len(name) > NAME_MAX:
         raise UsageError(f"name {name!r} is {len(name)} characters; SageMaker allows {NAME_MAX}",
-                         "choose a shorter --name")
+                         "choose a shorter --name" if option else f"pass the endpoint's name (at most {NAME_MAX} "
+                         "characters; peagle status lists peagle's endpoints)")
     if not NAME_RE.match(name):
         raise UsageError(f"name {name!r} breaks SageMaker's naming rules",
                          "use letters, digits and single or repeated hyphens, starting and ending with a letter or digit")
@@ -165,6 +170,13 @@ def check_tag_count(tags: dict[str, str], user_tags: int, *, reserve: int = 0) -
                          f"pass at most {TAGS_MAX - own - reserve} --tag options")
 
 
+def is_tag_text(text: str) -> bool:
+    """AWS's tag pattern: letters (L), separators (Z: a space, not a tab or newline), digits (N) and _.:/=+-@."""
+    import unicodedata
+
+    return all(ch in TAG_PUNCTUATION or unicodedata.category(ch)[0] in "LZN" for ch in text)
+
+
 def parse_tags(pairs: list[str]) -> dict[str, str]:
     tags: dict[str, str] = {}
     for raw in pairs:
@@ -174,22 +186,22 @@ def parse_tags(pairs: list[str]) -> dict[str, str]:
                              "peagle:, sagemaker-sdk: and aws: tags are set by peagle, JumpStart or AWS")
         if len(key) > TAG_KEY_MAX or len(value) > TAG_VALUE_MAX:
             raise UsageError(f"--tag {key!r} is too long", f"keys up to {TAG_KEY_MAX}, values up to {TAG_VALUE_MAX} characters")
-        if not TAG_TEXT_RE.match(key) or not TAG_TEXT_RE.match(value):
+        if not is_tag_text(key) or not is_tag_text(value):
             raise UsageError(f"--tag {raw!r} has characters AWS tags do not allow",
-                             "use letters, digits, spaces and _ . : / = + - @")
+                             "use letters, digits, spaces and _ . : / = + - @ (no tab or newline)")
         tags[key] = value
     return tags
 
 
 # private networking and encryption (issue 15 item 4) -----------------------------------------------------
-SUBNET_RE = re.compile(r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
-SECURITY_GROUP_RE = re.compile(r"^sg-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+SUBNET_RE = re.compile(r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})\Z")
+SECURITY_GROUP_RE = re.compile(r"^sg-(?:[0-9a-f]{8}|[0-9a-f]{17})\Z")
 SUBNETS_MAX, SECURITY_GROUPS_MAX = 16, 5  # SageMaker's VpcConfig limits
 _KMS_KEY_ID = r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})"
 _KMS_ALIAS = r"alias/[a-zA-Z0-9/_-]{1,250}"
-KMS_KEY_RE = re.compile(rf"^(?:{_KMS_KEY_ID}|{_KMS_ALIAS})$")
+KMS_KEY_RE = re.compile(rf"^(?:{_KMS_KEY_ID}|{_KMS_ALIAS})\Z")
 KMS_ARN_RE = re.compile(rf"^arn:(?P<partition>aws[a-z-]*):kms:(?P<region>[a-z0-9-]+):\d{{12}}:"
-                        rf"(?:key/{_KMS_KEY_ID}|{_KMS_ALIAS})$")
+                        rf"(?:key/{_KMS_KEY_ID}|{_KMS_ALIAS})\Z")
 
 
 def _unique_ids(values: list[str], flag: str, pattern: re.Pattern[str], shape: tuple[str, str], maximum: int) -> list[str]:

@@ -83,7 +83,7 @@ def human_expiry(seconds: float | None) -> str:
 
 
 def print_table(console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
-                title: str | None = None) -> None:
+                title: str | None = None, justify: Sequence[str] | None = None) -> None:
     """A table whose cells are never wrapped (names and URIs stay copyable).
 
     When the terminal is too narrow for it, each row becomes a block instead: its first cell (the
@@ -91,7 +91,7 @@ def print_table(console: Console, headers: Sequence[str], rows: Sequence[Sequenc
     inserts no line break; the terminal folds the line for display and copying keeps it whole).
     """
     if _table_fits(console.width, headers, rows):
-        console.print(_table(headers, rows, title))
+        console.print(_table(headers, rows, title, justify))
         return
     for text in _blocks(headers, rows, title):
         console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -116,15 +116,20 @@ def _table_fits(width: int, headers: Sequence[str], rows: Sequence[Sequence[str]
     return sum(w + 3 for w in widths) + 1 <= width
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None) -> Any:
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None,
+           justify: Sequence[str] | None = None) -> Any:
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title)
-    for header in headers:
-        table.add_column(header, no_wrap=True)
+    table = Table()
+    for i, header in enumerate(headers):
+        table.add_column(header, no_wrap=True, justify=justify[i] if justify else "left")  # type: ignore[arg-type]
     for row in rows:
         table.add_row(*row)
-    return table
+    # the title is a line of its own: a Rich table wraps its title to the table's width (a narrow table of
+    # numbers would break "sweep ... of MODEL: output tokens/s" over three lines, even in a pipe)
+    return Group(Text(title, style="table.title"), table) if title else table
 
 
 def _blocks(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None) -> list[str]:

@@ -173,7 +173,7 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: d
     if entry.gated and not request.accept_eula:
         raise UsageError(f"{entry.display_name} weights are gated by a licence (EULA)",
                          "read the model licence, then pass --accept-eula")
-    name = validate_name(request.name) if request.name is not None else default_name(entry.alias, settings, now)
+    name = validate_name(request.name, flag="--name") if request.name is not None else default_name(entry.alias, settings, now)
     role = validate_role_arn(request.role, request.region) if request.role is not None else None
     image = validate_image(request.image, request.region) if request.image is not None else None
     parse_instance_count(request.instance_count)

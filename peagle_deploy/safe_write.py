@@ -66,7 +66,7 @@ def replace_file(path: Path, *, private: bool = False, binary: bool = False) -> 
     """Yield a file to fill; on success it atomically becomes `path` (a link there is replaced, not followed)."""
     path = checked_path(path)
     directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
+    _make_parent(directory)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         os.fchmod(fd, PRIVATE_FILE if private else _public_mode())
@@ -78,6 +78,15 @@ def replace_file(path: Path, *, private: bool = False, binary: bool = False) -> 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _make_parent(directory: Path) -> None:
+    """mkdir -p; a file in the way or no permission is the user's path (one line, exit 2), not a bug."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError, PermissionError) as exc:
+        raise UsageError(f"cannot write into {directory}: {exc.strerror or type(exc).__name__}",
+                         "choose an output folder you can write to (not a file)") from None
 
 
 def write_text(path: Path, text: str, *, private: bool = False, redact_text: bool = True) -> Path:
@@ -109,7 +118,7 @@ def claim_unique(directory: Path, stem: str, suffix: str, *, beside: Sequence[st
     ... when that name is taken: by an earlier run, a concurrent one, or a link someone planted there. Names
     with a file or link at any `beside` suffix (the .md and .png of a result) are skipped too."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    _make_parent(directory)
     stem = checked_path(directory / stem).name
     for n in range(1, attempts + 1):
         candidate = directory / (f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}")
@@ -163,12 +172,63 @@ def probe(directory: Path) -> None:
 
 
 def probe_writable(directory: Path, *, flag: str) -> None:
-    """Fail (exit 2, one line) before the work when `directory` cannot take a file."""
+    """Fail (exit 2, one line) before the work when `directory` cannot take a file: a file where the folder
+    should be (or above it), no permission. The user's paths are never a bug (exit 1)."""
+    directory = Path(directory)
+    blocker = next((d for d in [directory, *directory.parents] if d.exists() and not d.is_dir()), None)
+    if blocker is not None:
+        where = "" if blocker == directory else f" ({blocker} is a {kind_of(blocker)})"
+        raise UsageError(f"{flag} {directory} is not a folder{where}" if where
+                         else f"{flag} {directory} is a {kind_of(directory)}, not a folder",
+                         f"pass a folder for {flag} (peagle creates it if missing), not a file")
     try:
         probe(directory)
     except OSError as exc:
         raise UsageError(f"{flag} {directory} is not a writable folder ({exc.strerror or exc})",
                          "pass a folder you can write to") from None
+
+
+def kind_of(path: Path) -> str:
+    """'directory', 'file', 'fifo', 'socket', 'device', 'link' or 'missing' (a link is not followed)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing"
+    except OSError:
+        return "path that cannot be read"
+    for test, name in ((stat.S_ISLNK, "link"), (stat.S_ISDIR, "directory"), (stat.S_ISREG, "file"),
+                       (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "device"
+
+
+def regular_file(path: Path, *, what: str, hint: str) -> Path:
+    """A file the user named for peagle to read: refused in one line when it is missing, a directory, or a fifo,
+    socket or device (reading a fifo would block for ever)."""
+    kind = kind_of(Path(path))
+    if kind == "missing":
+        raise UsageError(f"{what} {path} not found", hint)
+    if kind not in ("file", "link") or (kind == "link" and not Path(path).is_file()):
+        raise UsageError(f"{what} {path} is a {kind if kind != 'link' else 'link to no file'}, not a file", hint)
+    return Path(path)
+
+
+def check_file_path(path: Path, *, flag: str, must_exist: bool, example: str) -> Path:
+    """A state file given by `flag`: a regular file (or, unless `must_exist`, nothing yet), never a directory, a
+    fifo (reading one blocks), a device or a link. `example` is the file name suggested inside a directory."""
+    path = Path(path)
+    kind = kind_of(path)
+    if kind == "missing":
+        if must_exist:
+            raise UsageError(f"{flag} {path} not found", f"pass the {example} a sweep wrote")
+        return path
+    if kind == "file":
+        return path
+    inside = path / example
+    hint = (f"pass {flag} {inside}" if kind == "directory" and (not must_exist or inside.is_file())
+            else f"pass {flag} with the path of a file")
+    raise UsageError(f"{flag} {path} is a {kind}, not a file", hint)
 
 
 def refuse_links(directory: Path, names: Sequence[str], *, flag: str = "--out") -> None:

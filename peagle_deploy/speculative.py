@@ -25,17 +25,28 @@ class Mode(StrEnum):
     OFF = "off"  # no speculation, no drafter channel: the plain baseline
 
 
-def parse_mode(value: str) -> Mode:
-    try:
-        return Mode(value.strip().lower())
-    except ValueError:
-        raise UsageError(f"unknown mode {value!r}", f"use one of {', '.join(m.value for m in Mode)}") from None
+# every spelling of a mode any command accepts, case, spaces, '-' and '_' aside: P-EAGLE, peagle, EAGLE-3, none
+_MODE_SPELLINGS = {"peagle": Mode.P_EAGLE, "eagle3": Mode.EAGLE3, "off": Mode.OFF, "none": Mode.OFF}
+
+
+def parse_mode(value: str, *, flag: str | None = None) -> Mode:
+    """The one mode parser (deploy, update, local, bench, advise, sweep --modes and --url): `flag` names the option
+    in the refusal."""
+    key = "".join(ch for ch in (value or "").lower() if ch not in " _-")
+    if key in _MODE_SPELLINGS:
+        return _MODE_SPELLINGS[key]
+    message = f"{flag} {value!r} is not a mode" if flag else f"unknown mode {value!r}"
+    raise UsageError(message, f"use one of {', '.join(m.value for m in Mode)}")
 
 
 def parse_k(value: str | int | None, *, max_k: int, model: str) -> int | None:
-    """K from the command line: a whole number from 1 to the drafter's trained depth."""
+    """K from the command line: a whole number from 1 to the drafter's trained depth (never beyond numbers.MAX_K,
+    the bound every command shares)."""
+    from .numbers import MAX_K
+
     if value is None:
         return None
+    max_k = min(max_k, MAX_K)
     text = str(value).strip()
     try:
         k = int(text)
@@ -44,6 +55,8 @@ def parse_k(value: str | int | None, *, max_k: int, model: str) -> int | None:
     if k <= 0:
         raise UsageError(f"--k must be at least 1, got {k}", f"pass --k 1..{max_k}, or --mode off for no speculation")
     if k > max_k:
+        if not model:  # the form only (the model is not known yet): the bound every command shares
+            raise UsageError(f"--k {k} is above peagle's limit of {max_k}", f"pass --k 1..{max_k}")
         raise UsageError(
             f"--k {k} is deeper than the {model} drafter was trained for ({max_k})",
             f"pass --k 1..{max_k}",

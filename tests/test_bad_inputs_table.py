@@ -7,12 +7,15 @@ Each file `tests/bad_input_cases/<area>.py` defines `CASES`, a list of dicts:
          env={"VAR": "value", "OTHER": None},   # optional; None removes the variable
          stdin="text",                          # optional; default: no input (not a terminal)
          files={"rel/path": "content"},         # optional; written into the case's folder first
+                                                # ("<dir>": a folder, "<fifo>": a named pipe there)
          aws_write=False)                       # optional; True: the case may write to AWS
 
 Each case runs in its own empty folder (its working directory) with the emulator's environment
 (fake credentials, AWS_ENDPOINT_URL). In argv, env values and file contents, `{tmp}` is that folder,
 `{endpoint_url}` the emulator's URL and `{role}` a role ARN it accepts. The emulator already holds
-`someone-elses-endpoint`: an endpoint, config and model without peagle's tags.
+`someone-elses-endpoint`: an endpoint, config and model without peagle's tags, and `peagle-autoscaled`: a
+peagle endpoint (qwen3-coder, P-EAGLE K=3, 1 x ml.g7e.2xlarge, autoscaled 1:4 on concurrency 8) that
+`peagle update` cases change nothing of.
 
 Asserted for every case: the exit code; exactly one non-empty stderr line, matching the regex and
 starting with `error: `; no traceback; no AWS write (the emulator's write recorder, keyed by a
@@ -73,6 +76,7 @@ class Outcome:
     stderr: str
     writes: list[str]
     seconds: float
+    folder: str = ""
 
 
 def _fill(value: str, tmp: Path, emulator) -> str:
@@ -86,7 +90,9 @@ def _run_case(case_id: str, case: dict, emulator, root: Path) -> Outcome:
     for rel, content in (case.get("files") or {}).items():
         target = tmp / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
+        if content in ("<dir>", "<fifo>"):
+            target.mkdir() if content == "<dir>" else os.mkfifo(target)
+        elif isinstance(content, bytes):
             target.write_bytes(content)
         else:
             target.write_text(_fill(content, tmp, emulator), encoding="utf-8")
@@ -102,7 +108,7 @@ def _run_case(case_id: str, case: dict, emulator, root: Path) -> Outcome:
     start = time.monotonic()
     executable = case_id in THROUGH_EXECUTABLE or os.environ.get("PEAGLE_TABLE_EXECUTABLE") == "1"
     code, out, err = _run(PEAGLE if executable else forked_peagle(), argv, tmp, env, case.get("stdin"))
-    return Outcome(code, out, err, emulator.recorder.writes(caller), time.monotonic() - start)
+    return Outcome(code, out, err, emulator.recorder.writes(caller), time.monotonic() - start, str(tmp))
 
 
 def _run(program: str, argv: list[str], cwd: Path, env: dict, stdin: str | None) -> tuple[int | None, str, str]:
@@ -124,6 +130,11 @@ def outcomes(emulator_server, request):
     emulator_server.reset()
     seed_jumpstart_bucket(emulator_server.client("s3"), emulator_server.region)
     emulator_server.create_endpoint_stack("someone-elses-endpoint")
+    seeded = subprocess.run([PEAGLE, "deploy", "qwen3-coder", "--name", "peagle-autoscaled", "--autoscale", "1:4",
+                             "--target-concurrency", "8", "--role", emulator_server.role_arn, "--yes"],
+                            env={**emulator_server.env, "AWS_SDK_UA_APP_ID": "table-seed"}, capture_output=True,
+                            text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+    assert seeded.returncode == 0, seeded.stderr
     selected = {item.callspec.params["case_id"] for item in request.session.items
                 if item.originalname == "test_bad_input" and item.module is request.module}
     workers = int(os.environ.get("PEAGLE_TABLE_WORKERS", "4"))
@@ -131,6 +142,87 @@ def outcomes(emulator_server, request):
         futures = {case_id: pool.submit(_run_case, case_id, case, emulator_server, Path(root))
                    for case_id, case in CASES if case_id in selected}
         yield {case_id: future.result() for case_id, future in futures.items()}
+
+
+def _options(argv: list[str]) -> dict[str, bool]:
+    """The options of the command `argv` runs: flag -> whether it takes a value."""
+    import typer.main
+
+    from peagle_deploy.cli.app import app
+
+    command = typer.main.get_command(app)
+    for arg in argv:
+        sub = getattr(command, "commands", {}).get(arg)
+        if sub is None:
+            break
+        command = sub
+    return {opt: not (param.is_flag or getattr(param, "count", False)) for param in command.params
+            for opt in [*getattr(param, "opts", []), *getattr(param, "secondary_opts", [])] if opt.startswith("--")}
+
+
+@pytest.fixture(scope="module")
+def hints(outcomes, emulator_server):
+    """Every case's hint followed (hint_follow.follow), the follow-ups run like the cases, in parallel."""
+    from .hint_follow import follow
+
+    plans = {}
+    for case_id, case in CASES:
+        got = outcomes.get(case_id)
+        lines = [ln for ln in (got.stderr.splitlines() if got else []) if ln.startswith("error: ")]
+        if not lines:
+            continue
+        for n, followup in enumerate(follow(case["argv"], lines[0], _options(case["argv"]), folder=got.folder)):
+            argv = followup.argv
+            # what a followed hint then does for real is not the question: --dry-run where the command has one (a
+            # sweep would deploy seven endpoints), but for the checks only a real run makes (the price guard)
+            if ("--dry-run" in _options(argv) and "--dry-run" not in argv and "--resume" not in argv
+                    and not {"--max-price-per-hour", "--yes"} & set(followup.edited)):
+                argv = [*argv, "--dry-run"]
+            plans[f"{case_id}~hint{n}"] = (case_id, lines[0], followup, {**case, "argv": argv})
+    workers = int(os.environ.get("PEAGLE_TABLE_WORKERS", "4"))
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="peagle-hints-") as root, ThreadPoolExecutor(workers) as pool:
+        # cleanup follow-ups delete what the others may use (peagle-autoscaled): they run last
+        for last in (False, True):
+            futures = {key: pool.submit(_run_case, key, derived, emulator_server, Path(root))
+                       for key, (_, _, _, derived) in plans.items() if (derived["argv"][:1] == ["cleanup"]) == last}
+            results.update({key: (*plans[key][:3], future.result()) for key, future in futures.items()})
+        yield results
+
+
+def test_every_hint_works_when_followed(hints):
+    """Every hint that says what to run or change (tests/hint_follow.py), followed as written, is accepted, or at
+    least gets past that error: a new error is about something else (`--ttl 0` once hinted `0s`, refused next)."""
+    from .hint_follow import split_line
+
+    broken = []
+    for key, (case_id, line, followup, got) in sorted(hints.items()):
+        new = next((ln for ln in got.stderr.splitlines() if ln.startswith("error: ")), "")
+        same = new == line or any(re.search(re.escape(flag) + r"\b", split_line(new)[0]) for flag in followup.edited)
+        if got.code != 0 and (same or not new):
+            broken.append(f"{case_id}: {line!r} -> peagle {' '.join(followup.argv)} -> exit {got.code}: "
+                          f"{(new or got.stderr)[:300]!r}")
+    assert not broken, "hints that do not work when followed:\n" + "\n".join(broken)
+    assert len(hints) >= 100, len(hints)  # the table's hints are mostly concrete (a value, a command)
+
+
+def test_hints_name_only_options_their_command_has(outcomes):
+    """A hint never advises an option its command lacks (`update ''` and `logs ''` advised `--name`)."""
+    from .hint_follow import named_options, split_line
+
+    wrong = []
+    for case_id, case in CASES:
+        got = outcomes.get(case_id)
+        line = next((ln for ln in (got.stderr.splitlines() if got else []) if ln.startswith("error: ")), None)
+        if line is None:
+            continue
+        options = _options(case["argv"])
+        if not options:  # an unknown command: its hint names the root's help
+            continue
+        missing = [opt for opt in named_options(split_line(line)[1]) if opt not in options]
+        if missing:
+            wrong.append(f"{case_id}: {line!r} names {missing}, which {' '.join(case['argv'][:2])} does not have")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_cases_are_well_formed():

@@ -12,7 +12,7 @@ names `peagle recover` before any raw `aws` command.
 
 Moments are pinned with emulator gates and faults scoped to the scenario's caller (AWS_SDK_UA_APP_ID), so
 independent scenarios share one emulator and run in parallel (PEAGLE_MATRIX_WORKERS, default 3), each in a process
-forked from one that imported peagle once (tests/peagle_forkserver.py via tests/interrupt_helpers.py); polls use
+forked from one that imported peagle once (tests/forked_peagle.py via tests/interrupt_helpers.py); polls use
 PEAGLE_POLL_INTERVAL_S=0. By default a fixed sample runs (every step and every fault kind at least once);
 PEAGLE_FAULT_MATRIX=full runs every combination (update 78, cleanup 42, sweep 48 scenarios).
 """

@@ -28,8 +28,8 @@ FAILING = "iam-probe-fails"
 SPEC_LINE = ("INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.41, Accepted throughput: 90.00 "
              "tokens/s, Drafted throughput: 120.00 tokens/s, Accepted: 900 tokens, Drafted: 1200 tokens, "
              "Per-position acceptance rate: 0.850, 0.700, 0.560, Avg Draft acceptance rate: 70.3%")
-# commands that call no AWS API (or only through the commands above: sweep = deploy + bench + cleanup)
-NO_AWS = {"models", "container", "local", "sweep", "iam-policy", "datasets"}
+# commands that call no AWS API
+NO_AWS = {"models", "container", "local", "iam-policy", "datasets"}
 
 
 def _registered() -> tuple[set[str], set[str]]:
@@ -71,6 +71,9 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("update", ["update", NAME, "--k", "7", "--yes"], None),
         ("update", ["update", NAME, "--k", "5", "--yes"], "update-fails"),
         ("recover", ["recover", NAME], "interrupted"),
+        ("sweep", ["sweep", "qwen3-coder", "--modes", "off,p-eagle", "--k", "3", "--concurrency", "1",
+                   "--num-prompts", "2", "--warmup", "0", "--logs-wait", "0", "--budget", "40", "--role", role,
+                   "--yes", "--out", out_dir + "/sweep"], None),
         ("cleanup", ["cleanup", "--expired", "--yes"], None),
         ("cleanup", ["cleanup", NAME, "--yes"], None),
         ("cleanup", ["cleanup", "--all", "--yes"], "unmanaged"),

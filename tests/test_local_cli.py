@@ -57,7 +57,8 @@ def test_start_invoke_metrics_status_stop(tmp_path, dirs):
     assert stopped.returncode == 0 and "stopped default" in stopped.stdout
     assert group_members(pid) == []
     assert peagle("local", "status", env=env).stdout.strip() == "no local servers"
-    assert "no local server named default" in peagle("local", "stop", env=env).stdout
+    again = peagle("local", "stop", env=env)  # nothing was done: exit 2, as local logs and status --name
+    assert again.returncode == 2 and "no local server named 'default'" in again.stderr
 
 
 def test_runner_fallback_warning_at_start(tmp_path, dirs):

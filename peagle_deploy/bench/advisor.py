@@ -185,6 +185,34 @@ def _mode_explanation(mode: str, measured: ModeComparison | None, winner: str | 
     return lines
 
 
+class MeasuredRuns(BaseModel):
+    """The `--measured` runs: their acceptance (advice needs no other input) and, when both modes were measured,
+    the P-EAGLE vs EAGLE-3 comparison."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    results: list  # BenchResult
+    comparison: ModeComparison | None = None
+
+    def acceptance_for(self, mode: str) -> list[float] | None:
+        """Per-position acceptance of the run of `mode` measured deepest (another mode's only if `mode` has none)."""
+        with_rates = [r for r in self.results if r.acceptance is not None and r.acceptance.per_position]
+        for pool in ([r for r in with_rates if r.target.mode == mode], with_rates):
+            if pool:
+                return list(max(pool, key=lambda r: len(r.acceptance.per_position)).acceptance.per_position)
+        return None
+
+
+def read_measured(paths: list) -> MeasuredRuns:
+    """Read every --measured file; compare the modes when runs of both are among them."""
+    from .results import read_result
+
+    results = [read_result(p) for p in paths]
+    modes = {r.target.mode for r in results}
+    comparison = comparison_from_results(results) if {"p-eagle", "eagle3"} <= modes else None
+    return MeasuredRuns(results=results, comparison=comparison)
+
+
 def comparison_from_results(results: list[BenchResult]) -> ModeComparison:
     """The measured P-EAGLE vs EAGLE-3 comparison of runs of one model, instance setup and data set."""
     from .compare import compare_results, mode_comparison

@@ -284,6 +284,10 @@ def compare_warnings(tables: list[CompareTable]) -> list[str]:
 def read_published(path: Path | None = None) -> list[CompareTable]:
     """The published OTPS figures as tables, one per benchmark. CSV columns: benchmark,concurrency,mode,k,otps."""
     source = path or templates_dir() / "published" / PUBLISHED_DEFAULT
+    if path is not None:
+        from ..safe_write import regular_file
+
+        regular_file(path, what="--published", hint="pass aws-blog or a readable CSV file")  # a fifo would block
     try:
         text = Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

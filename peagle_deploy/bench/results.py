@@ -133,6 +133,9 @@ def write_result(result: BenchResult, out_dir: Path) -> Path:
 
 
 def read_result(path: Path) -> BenchResult:
+    from ..safe_write import regular_file
+
+    regular_file(path, what="result file", hint="pass JSON files written by 'peagle bench --out DIR'")  # no fifo
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:

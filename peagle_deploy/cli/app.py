@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     from ..output import stdout_closed
 
     args = sys.argv[1:] if argv is None else list(argv)
+    _usable_stdio()
     stdout_was_devnull = _stdout_is_devnull()
     try:
         code = app(args=args, prog_name="peagle", standalone_mode=False)
@@ -155,6 +156,28 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         stdout_closed()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _usable_stdio() -> None:
+    """The user's environment is never a bug (exit 1): a stdout or stderr closed before the start (`peagle
+    models >&-`) is /dev/null (what the command does stands, as with a reader that went away), and a stream
+    whose encoding cannot show every character (PYTHONIOENCODING=ascii, a C locale) shows '?' for it."""
+    import codecs
+    import os
+    import sys
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:  # fd closed at start-up: Python leaves sys.stdout None
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 - lives as long as peagle
+            continue
+        encoding = getattr(stream, "encoding", None) or "utf-8"
+        try:
+            unicode_safe = codecs.lookup(encoding).name.startswith("utf")
+        except LookupError:
+            unicode_safe = False
+        if not unicode_safe and getattr(stream, "errors", "strict") == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
 
 
 def _command_path(args: list[str]) -> str:

@@ -122,8 +122,9 @@ def bench_run(
         from ..bench.runner import BenchPlan, parse_concurrency, run_bench
         from ..errors import UsageError
 
-        if mode is not None and mode not in ("p-eagle", "eagle3", "off"):
-            raise UsageError(f"--mode {mode!r} is not p-eagle, eagle3 or off", "pick one of them")
+        from ..speculative import parse_mode
+
+        mode_ = parse_mode(mode, flag="--mode").value if mode is not None else None
         if k is not None and mode is None:
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
         from ..runtime.target_ref import parse_target
@@ -139,8 +140,8 @@ def bench_run(
             duration=duration if duration is not None or num_prompts is not None else 60.0,
             num_prompts=num_prompts,
             out_dir=out_dir,
-            mode=mode,
-            k=None if mode == "off" else k,
+            mode=mode_,
+            k=None if mode_ == "off" else k,
             instance_type=instance_type,
             model=model,
             region=region,
@@ -199,8 +200,9 @@ def bench_compare(
         if not results and published is None:
             raise UsageError("nothing to compare", "pass results JSON files and/or --published aws-blog")
         if out_dir is not None:
-            from ..safe_write import refuse_links
+            from ..safe_write import probe_writable, refuse_links
 
+            probe_writable(out_dir, flag="--out")  # a file named by --out: one line, before any work
             refuse_links(out_dir, ["compare.md", "compare.png"])
         tables = compare_results([read_result(p) for p in results or []])
         reference = []
@@ -270,20 +272,22 @@ def bench_advise(
     """Recommend K from per-position acceptance: expected tokens per step for each K, against its cost."""
 
     def body(out):
-        from ..bench.advisor import advise
+        from ..bench.advisor import advise, read_measured
         from ..errors import UsageError
+        from ..speculative import parse_mode
 
-        if (result is None) == (rates is None):
-            raise UsageError(
-                "give a results file or --rates (one of them)", "e.g. peagle bench advise --rates 0.85,0.7,0.56"
-            )
+        mode_ = parse_mode(mode).value if mode is not None else None
+        chosen_mode = mode_
+        runs = read_measured(measured or [])  # read first: every FILE given is read (and refused if unreadable)
+        if result is not None and rates is not None:
+            raise UsageError("give a results file or --rates, not both", "drop one of them")
         if rates is not None:
             try:
                 values = [float(x) for x in rates.split(",") if x.strip()]
             except ValueError:
                 raise UsageError(f"--rates {rates!r} is not a list of numbers", "e.g. --rates 0.85,0.70,0.56") from None
             kind = "conditional" if conditional else "cumulative"
-        else:
+        elif result is not None:
             from ..bench.results import read_result
 
             run_result = read_result(result)
@@ -298,19 +302,20 @@ def bench_advise(
             if (problem := label_check(run_result)) is not None:
                 out.warn(problem)
             ran = run_result.target.mode
-            if mode is not None and ran in ("p-eagle", "eagle3") and mode != ran:
-                out.warn(f"--mode {mode}, but {result} measured {ran} ({run_result.target.mode_source}): the "
-                         f"estimate assumes {mode}")
-            chosen_mode = mode or (ran if ran in ("p-eagle", "eagle3") else None)
-        if rates is not None:
-            chosen_mode = mode
-        comparison = None
-        if measured:
-            from ..bench.advisor import comparison_from_results
-            from ..bench.results import read_result as read_run
-
-            comparison = comparison_from_results([read_run(p) for p in measured])
-        advice = advise(values, kind=kind, mode=chosen_mode or "p-eagle", max_k=max_k, verify_cost=verify_cost, draft_cost=draft_cost,
+            if mode_ is not None and ran in ("p-eagle", "eagle3") and mode_ != ran:
+                out.warn(f"--mode {mode_}, but {result} measured {ran} ({run_result.target.mode_source}): the "
+                         f"estimate assumes {mode_}")
+            chosen_mode = mode_ or (ran if ran in ("p-eagle", "eagle3") else None)
+        elif runs.acceptance_for(mode_ or "p-eagle") is not None:  # a --measured run's acceptance, this --mode's
+            values, kind = runs.acceptance_for(mode_ or "p-eagle"), "cumulative"
+        else:
+            raise UsageError(
+                "give a results file, --rates or a --measured run with per-position acceptance",
+                "e.g. peagle bench advise --rates 0.85,0.7,0.56",
+            )
+        comparison = runs.comparison
+        advice = advise(values, kind=kind, mode=chosen_mode or "p-eagle", max_k=max_k, verify_cost=verify_cost,
+                        draft_cost=draft_cost,
                         measured=comparison)
 
         def human(console):

@@ -26,6 +26,7 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
     (with --json also to one error document on stdout, see `Output.fail`)."""
     out = Output(json_mode)
     try:
+        check_numbers()
         body(out)
     except PeagleError as exc:
         out.fail(exc)
@@ -46,6 +47,39 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
         out.fail(PeagleError(f"unexpected {type(exc).__name__}: {detail}",
                              "set PEAGLE_DEBUG=1 for a traceback and report it"))
         raise typer.Exit(int(ExitCode.UNEXPECTED)) from None
+
+
+def check_numbers() -> None:
+    """Every numeric option of the command being run, against the one table (`peagle_deploy.numbers`)."""
+    from typer._click.globals import get_current_context  # typer's own Click: the running command's context
+
+    from ..numbers import check_params
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return
+    flags = {p.name: max(p.opts, key=len) for p in ctx.command.params if p.name and p.opts}
+    check_params(ctx.params, flags)
+
+
+def given(name: str) -> bool:
+    """Whether the user typed option `name` (a parameter name), rather than leaving its default."""
+    return name in given_flags()
+
+
+def given_flags() -> dict[str, str]:
+    """Parameter name -> flag (or argument name) of every parameter the user typed in the running command."""
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return {}
+    typed = {}
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            typed[param.name] = max(param.opts, key=len) if param.opts else param.name.upper()
+    return typed
 
 
 def _translate(exc: Exception) -> PeagleError | None:

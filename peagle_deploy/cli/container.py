@@ -73,6 +73,9 @@ def _read_env_file(path: Path) -> dict[str, str]:
     from ..errors import UsageError
     from ..inputs import parse_env
 
+    from ..safe_write import regular_file
+
+    regular_file(path, what="--env-file", hint="pass a file of KEY=VALUE lines")  # a fifo would block
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:

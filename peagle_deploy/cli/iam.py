@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
 def iam_policy(
     commands: Annotated[list[str] | None, typer.Argument(
-        help="Commands to cover: deploy, status, invoke, bench, metrics, logs, cleanup (default: all).")] = None,
+        help="Commands to cover: deploy, status, invoke, bench, metrics, logs, update, sweep, cleanup (default: all).")] = None,
     role: Annotated[str | None, typer.Option(
         help="The execution role ARN you deploy with: iam:PassRole on that role only.")] = None,
     name_prefix: Annotated[str | None, typer.Option(

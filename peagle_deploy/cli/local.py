@@ -68,18 +68,21 @@ def start(
             _dry_run(out, container, port=port, name=name, engine=chosen, image=image_uri, gpus=gpus)
             return
         chosen = engine_mod.find_engine(engine, engine_options) if in_container else None
-        runner.preflight(container, name=name, port=port, engine=chosen)  # refusals: one line, nothing printed
-        with out.status(f"starting local server {name}") as update:
-            def progress(elapsed, last_line):
-                # vLLM's latest line on a terminal; off one (a CI log) only the seconds: no copy of the log
-                update(f"vLLM starting ({int(elapsed)}s)" + (f": {last_line[-100:]}" if out.interactive else ""))
+        from ..local import state as local_state
 
-            if chosen is not None:
-                started = runner.start_container(container, name=name, port=port, image=image_uri, engine=chosen,
-                                                 timeout_s=timeout, gpus=None if gpus == "none" else gpus,
-                                                 on_progress=progress)
-            else:
-                started = runner.start(container, name=name, port=port, timeout_s=timeout, on_progress=progress)
+        with local_state.lock(name, "starting"):  # a second start (or a stop) of this name is refused meanwhile
+            runner.preflight(container, name=name, port=port, engine=chosen)  # refusals: one line, nothing printed
+            with out.status(f"starting local server {name}") as update:
+                def progress(elapsed, last_line):
+                    # vLLM's latest line on a terminal; off one (a CI log) only the seconds: no copy of the log
+                    update(f"vLLM starting ({int(elapsed)}s)" + (f": {last_line[-100:]}" if out.interactive else ""))
+
+                if chosen is not None:
+                    started = runner.start_container(container, name=name, port=port, image=image_uri,
+                                                     engine=chosen, timeout_s=timeout,
+                                                     gpus=None if gpus == "none" else gpus, on_progress=progress)
+                else:
+                    started = runner.start(container, name=name, port=port, timeout_s=timeout, on_progress=progress)
         for warning in started.startup.warnings:
             out.warn(warning)
         check = _startup_check(started.server, started.startup)
@@ -138,15 +141,20 @@ def stop(name: NameOpt = "default", json_output: JsonOpt = False) -> None:
     """Stop a local server (vLLM and its engine processes) and forget it."""
 
     def body(out):
-        from ..local import runner
+        from ..errors import UsageError
+        from ..local import runner, state
 
-        server = runner.stop(name)
+        server = None
+        if state.load(name) is not None:
+            with state.lock(name, "stopping"):
+                server = runner.stop(name)
+        if server is None:  # a named thing that is not there: nothing was done (docs/cli.md), exit 2
+            raise UsageError(f"no local server named {name!r}", "nothing was stopped; see peagle local status")
 
         def human(console):
-            console.print(f"stopped {name} ({server.url})" if server else f"no local server named {name}",
-                          markup=False)
+            console.print(f"stopped {name} ({server.url})", markup=False)
 
-        out.result({"stopped": server is not None, "name": name}, human)
+        out.result({"stopped": True, "name": name}, human)
 
     run(json_output, body)
 
@@ -160,6 +168,10 @@ def status(name: Annotated[str | None, typer.Option("--name", help="One server (
         from ..local import runner, state
 
         rows = [r for r in (runner.status(n) for n in ([name] if name else state.names())) if r is not None]
+        if name and not rows:  # asked about one by name: nothing to show is exit 2, as local logs and stop
+            from ..errors import UsageError
+
+            raise UsageError(f"no local server named {name!r}", "see peagle local status")
         for row in rows:
             for warning in (row.startup.warnings if row.startup else []):
                 out.warn(f"{row.server.name}: {warning}")

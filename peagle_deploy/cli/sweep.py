@@ -51,13 +51,17 @@ def sweep(
 
     def body(out):
         from ..errors import UsageError
-        from ..sweep.state import StateFile
+        from ..safe_write import check_file_path, probe_writable
+        from ..sweep.state import STATE_NAME, StateFile
 
         if resume is not None:
-            _refuse_on_resume(ctx)
+            check_file_path(resume, flag="--resume", must_exist=True, example=STATE_NAME)  # a fifo would block
             sf = StateFile.load(resume)
-            _apply_on_resume(sf, budget=budget, profile=profile)
-            _continue(out, sf, out_dir=out_dir, resumed=True)
+            _check_beside_resume(model, sf)
+            with _locked(sf.out_dir, sf.path, resuming=True):
+                sf = StateFile.load(resume)  # re-read under the lock
+                _apply_on_resume(sf, budget=budget, profile=profile)
+                _continue(out, sf, out_dir=sf.out_dir, resumed=True)
             return
         if model is None:
             raise UsageError("peagle sweep needs MODEL (or --resume STATE)", "pass e.g. peagle sweep qwen3-coder")
@@ -65,28 +69,58 @@ def sweep(
                            parallel, instance_type, role, accept_eula, ttl, provision_estimate, logs_wait, timeout,
                            url, region, profile, trust_labels)
         request = request.model_copy(update={"agreement_prompts": agreement_prompts})
-        _start(out, request, dry_run=dry_run, state_path=state or out_dir / "sweep-state.json", out_dir=out_dir,
-               yes=yes)
+        state_path = state or out_dir / STATE_NAME
+        if dry_run:
+            _start(out, request, dry_run=True, state_path=state_path, out_dir=out_dir, yes=yes)
+            return
+        probe_writable(out_dir, flag="--out")  # a file named by --out, or a folder peagle cannot write: one line
+        probe_writable(state_path.parent, flag="--state")
+        check_file_path(state_path, flag="--state", must_exist=False, example=STATE_NAME)
+        with _locked(out_dir, state_path, resuming=False):
+            _start(out, request, dry_run=False, state_path=state_path, out_dir=out_dir, yes=yes)
 
     run(json_output, body)
 
 
-# On --resume the sweep keeps the request it started with; these options may change it (the rest is refused)
-RESUME_OPTIONS = {"resume", "budget", "profile", "yes", "json_output"}
+# options a --resume takes from the state file; --budget and --profile may change (issue 27: --resume --budget)
+_FROM_STATE = ("modes", "k", "concurrency", "dataset", "duration", "num_prompts", "warmup", "max_tokens", "parallel",
+               "instance_type", "role", "accept_eula", "ttl", "provision_estimate", "logs_wait", "timeout", "url",
+               "agreement_prompts", "trust_labels", "dry_run", "state", "out_dir", "region")
 
 
-def _refuse_on_resume(ctx) -> None:
-    """One line, exit 2, for an option --resume cannot apply (it would otherwise be silently ignored)."""
+def _check_beside_resume(model: str | None, sf) -> None:
+    """MODEL beside --resume must be the sweep's; options the state file fixes are refused, never ignored."""
     from ..errors import UsageError
+    from .common import given_flags
 
-    for param in ctx.command.params:
-        if param.name in RESUME_OPTIONS:
-            continue
-        source = ctx.get_parameter_source(param.name)  # Click's ParameterSource (typer may vendor Click)
-        if getattr(source, "name", None) in ("COMMANDLINE", "ENVIRONMENT"):
-            flag = max(param.opts, key=len) if param.opts and param.opts[0].startswith("-") else param.name.upper()
-            raise UsageError(f"{flag} cannot be applied on --resume (the sweep goes on with the options it started "
-                             "with, beside its state file)", "drop it; --resume applies only --budget and --profile")
+    request = sf.state.request
+    if model is not None and model != request.model:
+        raise UsageError(f"MODEL {model!r} is not the model of sweep {request.sweep_id} ({request.model!r})",
+                         f"drop MODEL: 'peagle sweep --resume {sf.path}' continues the sweep of {request.model}")
+    typed = given_flags()
+    fixed = [typed[name] for name in _FROM_STATE if name in typed]
+    if fixed:
+        raise UsageError(f"{', '.join(fixed)} cannot change on --resume: the state file fixes "
+                         f"{'it' if len(fixed) == 1 else 'them'}",
+                         f"drop {', '.join(fixed)} (run 'peagle sweep --resume {sf.path}'), or start a new sweep "
+                         "with another --out")
+
+
+def _locked(out_dir: Path, state_path: Path, *, resuming: bool):
+    """One sweep at a time per --out folder and per state file (locks.hold: the second is refused in one line)."""
+    from contextlib import ExitStack
+
+    from ..locks import hold
+
+    what = f"running a sweep with --out {out_dir}"
+    hint = ("wait for it to finish (it is running this sweep), or stop it first" if resuming
+            else "wait for it to finish, or pass another --out")
+    stack = ExitStack()
+    stack.enter_context(hold(Path(out_dir) / ".peagle-sweep.lock", what, hint=hint))
+    if Path(state_path).parent.absolute() != Path(out_dir).absolute():
+        stack.enter_context(hold(Path(state_path).parent / f".{Path(state_path).name}.lock",
+                                 f"running a sweep with --state {state_path}", hint=hint))
+    return stack
 
 
 def _apply_on_resume(sf, *, budget: float | None, profile: str | None) -> None:
@@ -124,6 +158,16 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
     configs = parse_url_specs(url) if url else configurations(parse_modes(modes), parse_ks(k))
     if not configs:
         raise UsageError("nothing to sweep", "pass --modes off,eagle3,p-eagle")
+    if url:  # the servers decide what is measured: a --modes or --k that says otherwise is refused, not ignored
+        from .common import given_flags
+
+        typed, served = given_flags(), ", ".join(c.label for c in configs)
+        if "modes" in typed and set(parse_modes(modes)) != {c.mode for c in configs}:
+            raise UsageError(f"--modes {modes} does not match the --url servers ({served})",
+                             "drop --modes: with --url, each server's MODE:K says what is measured")
+        if "k" in typed and set(parse_ks(k)) != {c.k for c in configs if c.k}:
+            raise UsageError(f"--k {k} does not match the --url servers ({served})",
+                             "drop --k: with --url, each server's MODE:K says what is measured")
     return SweepRequest(
         model=model, configurations=configs, concurrency=parse_concurrency(concurrency), dataset=dataset,
         duration_s=duration, num_prompts=num_prompts, warmup=warmup, max_tokens=max_tokens, budget_usd=budget,
@@ -177,7 +221,8 @@ def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool)
                     f"${plan.estimated_usd:,.2f} of ${request.budget_usd:,.2f}?", yes=yes)
     sf = StateFile(state_path, SweepState(request=request, plan=plan,
                                           configs={c.label: ConfigState(label=c.label) for c in plan.configurations}))
-    _continue(out, sf, out_dir=out_dir, resumed=False, deployments=deployments)
+    sf.set_out_dir(out_dir)  # stored relative to the state file: a copied sweep folder resumes from anywhere
+    _continue(out, sf, out_dir=sf.out_dir, resumed=False, deployments=deployments)
 
 
 def _continue(out, sf, *, out_dir: Path, resumed: bool, deployments: dict | None = None) -> None:
@@ -187,7 +232,8 @@ def _continue(out, sf, *, out_dir: Path, resumed: bool, deployments: dict | None
     from ..sweep.runner import Sweep, check_lanes
 
     request = sf.state.request
-    out_dir = sf.path.parent if resumed else out_dir
+    if resumed:
+        _check_results_present(sf)
     session, lanes = None, request.parallel
     if not request.uses_urls:
         session = AwsSession(request.region, request.profile)
@@ -227,37 +273,50 @@ def _continue(out, sf, *, out_dir: Path, resumed: bool, deployments: dict | None
     out.result({"report": report, "state": str(sf.path)}, human)
 
 
+def _check_results_present(sf) -> None:
+    """A measured configuration whose result file is gone would turn into '-' cells in a rewritten report: refuse
+    (nothing is run or written) and say which file is missing."""
+    from ..errors import UsageError
+
+    for label, cs in sf.state.configs.items():
+        if cs.status == "done" and cs.result_file and not sf.resolve(cs.result_file).exists():
+            raise UsageError(f"the result of {label} ({sf.resolve(cs.result_file)}) is missing, so resuming would "
+                             "lose its figures", f"restore {cs.result_file} beside {sf.path}, then resume again")
+
+
 def _report(sf, out_dir: Path):
     from ..bench.results import read_result
     from ..sweep.report import build_report, write_report
 
     results = {}
     for label, cs in sf.state.configs.items():
-        if cs.result_file and Path(cs.result_file).exists():
-            results[label] = read_result(Path(cs.result_file))
-    report = build_report(sf.state, results)
+        if cs.result_file and sf.resolve(cs.result_file).exists():
+            result = read_result(sf.resolve(cs.result_file))
+            if result.target.model is None:  # a --url server that did not name its model: the sweep's MODEL
+                result = result.model_copy(update={"target": result.target.model_copy(
+                    update={"model": sf.state.request.model})})
+            results[label] = result
+    report = build_report(sf.state, results, base=sf.path.parent)
     write_report(report, out_dir)
     return report
 
 
 def render_plan(console, plan) -> None:
-    from rich.table import Table
-
     from ..durations import format_duration
+    from ..output import print_table
 
-    table = Table(title=f"sweep {plan.sweep_id} of {plan.model} ({plan.target}): the plan", title_justify="left")
-    for col in ("configuration", "endpoint", "instance", "$/h", "est. time", "est. $"):
-        table.add_column(col, overflow="fold")
+    rows = []
     for c in plan.configurations:
         unknown = c.price_per_hour_usd is None and c.instance_type
         price = "unknown" if unknown else "-" if c.price_per_hour_usd is None else f"{c.price_per_hour_usd:,.2f}"
-        table.add_row(c.label, c.endpoint, c.instance_type or "-", price, format_duration(c.estimated_s),
-                      "?" if unknown else f"{c.estimated_usd:,.2f}")
-    console.print(table)
-    budget = "no --budget" if plan.budget_usd is None else f"--budget ${plan.budget_usd:,.2f}"
-    verdict = "within" if plan.within_budget else "OVER"
-    console.print(f"total about ${plan.estimated_usd:,.2f} ({verdict} {budget}), about "
+        rows.append([c.label, c.endpoint, c.instance_type or "-", price, format_duration(c.estimated_s),
+                     "?" if unknown else f"{c.estimated_usd:,.2f}"])
+    print_table(console, ["configuration", "endpoint", "instance", "$/h", "est. time", "est. $"], rows,
+                title=f"sweep {plan.sweep_id} of {plan.model} ({plan.target}): the plan")
+    budget = ("no --budget" if plan.budget_usd is None
+              else f"{'within' if plan.within_budget else 'OVER'} --budget ${plan.budget_usd:,.2f}")
+    console.print(f"total about ${plan.estimated_usd:,.2f} ({budget}), about "
                   f"{format_duration(plan.estimated_wall_s)} with {plan.parallel} at once; concurrency "
-                  f"{','.join(map(str, plan.concurrency))}", markup=False)
+                  f"{','.join(map(str, plan.concurrency))}", markup=False, soft_wrap=True)
     for note in plan.notes:
-        console.print(f"note: {note}", markup=False)
+        console.print(f"note: {note}", markup=False, soft_wrap=True)

@@ -48,13 +48,9 @@ def update(
         from ..aws import AwsSession, resolve_region
         from ..durations import parse_duration
         from ..errors import UsageError
-        from ..inputs import check_price, parse_max_price
-        from .. import clock
-        from ..lifecycle.signals import SignalGuard
-        from ..lifecycle.update import BAKE_MAX, UpdateRequest, check_request, prepare, run_update
+        from ..inputs import parse_max_price
+        from ..lifecycle.update import UpdateRequest, check_request
         from ..speculative import parse_mode
-
-        from datetime import timedelta
 
         policy = None
         if autoscale is not None or target_concurrency is not None or target_invocations is not None:
@@ -63,62 +59,112 @@ def update(
         request = UpdateRequest(
             name=name, region=resolve_region(region), mode=parse_mode(mode) if mode is not None else None, k=k,
             instance_type=instance_type, instance_count=instance_count, allow_any_instance=allow_any_instance,
-            accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake", minimum=timedelta(0), maximum=BAKE_MAX),
+            accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # durations.BOUNDS: 0s to 1h
             rollback_alarms=list(rollback_alarm or []), autoscale=policy)
         check_request(request)
         price_limit = parse_max_price(max_price_per_hour)
         if timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
         session = AwsSession(request.region, profile)
-        with SignalGuard("nothing was changed"):
-            session.check_credentials()
-            plan = prepare(session, request, sleep=clock.sleep)
-        from ..output import register_secret_env
+        from ..locks import hold, lock_dir
 
-        # the live container's HF_TOKEN & co. (deploy --env): masked in every output, as deploy masks them
-        register_secret_env(plan.verify_plan.create_model["PrimaryContainer"].get("Environment", {}))
-        if dry_run:
-            out.result({"dry_run": True, "update": _document(plan)}, lambda console: render_update(console, plan))
-            return
-        import sys
-
-        interactive = sys.stdin is not None and sys.stdin.isatty()
-        price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive,
-                                   explicit=max_price_per_hour is not None,
-                                   unknown_why=plan.price.detail if plan.price is not None else None)
-        if not out.json_mode:
-            render_update(out.err_console, plan, title="peagle update: about to change", bodies=False)
-        if price_prompt:
-            out.confirm(f"about ${plan.price_per_hour_usd:,.2f}/h is above the ${price_limit:,.2f}/h price guard. "
-                        f"Really run {plan.target.instance_count} x {plan.target.instance_type}?", yes=False)
-        out.confirm(f"Update {plan.endpoint_name} from {plan.current.label(with_instances=True)} to "
-                    f"{plan.target.label(with_instances=True)}?", yes=yes)
-        with out.status(f"updating {plan.endpoint_name}") as show:
-            def progress(status, elapsed, doing):
-                show(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
-
-            result = run_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note,
-                                sleep=clock.sleep, clock=clock.monotonic)
-
-        from ..lifecycle.verify import overall, render_checks
-
-        def human(console):
-            console.print(f"[bold]{result.endpoint_name}[/bold] serves {result.serving.label(with_instances=True)} "
-                          f"({result.serving.endpoint_config}) after {int(result.elapsed_s)}s; "
-                          f"it served {result.previous.label(with_instances=True)}", soft_wrap=True)
-            console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
-            render_checks(console, result.verification)
-            for outcome in result.removed:
-                label = "endpoint config" if outcome.kind == "endpoint_config" else "model"
-                reason = f": {outcome.reason}" if outcome.reason else ""
-                console.print(f"  previous {label} {outcome.name}: {outcome.result}{reason}", soft_wrap=True)
-
-        out.result({"updated": result, "verification": overall(result.verification)}, human)
-        for check in result.verification:
-            for warning in check.warnings:
-                out.warn(warning)
+        # two updates of one endpoint never interleave (their new names, their deletes): the second is refused
+        with hold(lock_dir() / f"update-{request.region}-{request.name}.lock", f"updating {request.name}",
+                  hint="wait for it to finish (peagle status NAME shows the update), then run this update again"):
+            if policy is not None and (mode, k, instance_type, instance_count) == (None, None, None, None):
+                _rescale(out, session, request, dry_run=dry_run, yes=yes)  # the fleet stays: autoscaling only
+            else:
+                _update(out, session, request, price_limit=price_limit, price_given=max_price_per_hour is not None,
+                        dry_run=dry_run, yes=yes, timeout=timeout)
 
     run(json_output, body)
+
+
+def _rescale(out, session, request, *, dry_run: bool, yes: bool) -> None:
+    from ..lifecycle.rescale import prepare_rescale, run_rescale
+    from ..lifecycle.signals import SignalGuard
+
+    with SignalGuard("nothing was changed"):
+        session.check_credentials()
+        plan = prepare_rescale(session, request)
+
+    def show(console, title):
+        from ..output import print_key_values
+
+        print_key_values(console, [("endpoint", plan.endpoint_name), ("serves", f"{plan.serving} (unchanged)"),
+                                   ("autoscaling now", plan.before.describe() if plan.before else "off"),
+                                   ("after", plan.after.describe())], title=title)
+        console.print("\n[bold]AWS writes, in order[/bold]")
+        for number, write in enumerate(plan.writes, start=1):
+            console.print(f"  {number}. {write}", soft_wrap=True, markup=False, highlight=False)
+
+    document = {**plan.model_dump(mode="json"), "writes": plan.writes}
+    if dry_run:
+        out.result({"dry_run": True, "update": document},
+                   lambda console: show(console, "peagle update --dry-run: nothing was changed"))
+        return
+    if not out.json_mode:
+        show(out.err_console, "peagle update: about to change")
+    out.confirm(f"Autoscale {plan.endpoint_name} {plan.after.describe()}?", yes=yes)
+    run_rescale(plan, session)
+    out.result({"updated": document}, lambda console: console.print(
+        f"{plan.endpoint_name} autoscales {plan.after.describe()}; it serves {plan.serving}", markup=False,
+        soft_wrap=True))
+
+
+def _update(out, session, request, *, price_limit: float, price_given: bool, dry_run: bool, yes: bool,
+            timeout: int) -> None:
+    from .. import clock
+    from ..inputs import check_price
+    from ..lifecycle.signals import SignalGuard
+    from ..lifecycle.update import prepare, run_update
+
+    with SignalGuard("nothing was changed"):
+        session.check_credentials()
+        plan = prepare(session, request, sleep=clock.sleep)
+    from ..output import register_secret_env
+
+    # the live container's HF_TOKEN & co. (deploy --env): masked in every output, as deploy masks them
+    register_secret_env(plan.verify_plan.create_model["PrimaryContainer"].get("Environment", {}))
+    if dry_run:
+        out.result({"dry_run": True, "update": _document(plan)}, lambda console: render_update(console, plan))
+        return
+    import sys
+
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+    price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive, explicit=price_given,
+                               unknown_why=plan.price.detail if plan.price is not None else None)
+    if not out.json_mode:
+        render_update(out.err_console, plan, title="peagle update: about to change", bodies=False)
+    if price_prompt:
+        out.confirm(f"about ${plan.price_per_hour_usd:,.2f}/h is above the ${price_limit:,.2f}/h price guard. "
+                    f"Really run {plan.target.instance_count} x {plan.target.instance_type}?", yes=False)
+    out.confirm(f"Update {plan.endpoint_name} from {plan.current.label(with_instances=True)} to "
+                f"{plan.target.label(with_instances=True)}?", yes=yes)
+    with out.status(f"updating {plan.endpoint_name}") as show:
+        def progress(status, elapsed, doing):
+            show(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
+
+        result = run_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note,
+                            sleep=clock.sleep, clock=clock.monotonic)
+
+    from ..lifecycle.verify import overall, render_checks
+
+    def human(console):
+        console.print(f"[bold]{result.endpoint_name}[/bold] serves {result.serving.label(with_instances=True)} "
+                      f"({result.serving.endpoint_config}) after {int(result.elapsed_s)}s; "
+                      f"it served {result.previous.label(with_instances=True)}", soft_wrap=True)
+        console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
+        render_checks(console, result.verification)
+        for outcome in result.removed:
+            label = "endpoint config" if outcome.kind == "endpoint_config" else "model"
+            reason = f": {outcome.reason}" if outcome.reason else ""
+            console.print(f"  previous {label} {outcome.name}: {outcome.result}{reason}", soft_wrap=True)
+
+    out.result({"updated": result, "verification": overall(result.verification)}, human)
+    for check in result.verification:
+        for warning in check.warnings:
+            out.warn(warning)
 
 
 def _document(plan) -> dict:

@@ -15,14 +15,13 @@ by `aws.translate_error` like every other call.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from ..autoscale import NAMESPACE, SCALABLE_DIMENSION, AutoscalePolicy, resource_id
 from ..aws import error_code, error_message, is_not_found, translate_error
-if TYPE_CHECKING:  # teardown is cleanup's: `peagle status` reads autoscaling without it
-    from .teardown import Outcome
+from .outcome import Outcome  # not from teardown, which imports this module: no import circle
 
 SERVICE = "application-autoscaling"
 _METRIC_NAMES = {"SageMakerVariantConcurrentRequestsPerModelHighResolution": "concurrency",
@@ -94,8 +93,6 @@ def _not_registered(exc: BaseException) -> bool:
 
 
 def _failed(kind: str, name: str, exc: BaseException) -> Outcome:
-    from .teardown import Outcome
-
     error = translate_error(exc)
     if error is None:
         raise exc
@@ -139,8 +136,6 @@ def remove_autoscaling(aas: Any, endpoint_name: str, variants: list[str], *, exp
 
 
 def _delete(call: Any, kind: str, name: str, **request: Any) -> Outcome:
-    from .teardown import Outcome
-
     try:
         call(**request)
     except Exception as exc:  # noqa: BLE001

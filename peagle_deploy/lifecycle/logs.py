@@ -50,6 +50,9 @@ def grep_pattern(text: str | None) -> str | None:
         return None
     if not text.strip():
         raise UsageError("--grep is empty", "pass the text to look for, e.g. --grep ERROR")
+    if "\n" in text or "\r" in text:
+        raise UsageError(f"--grep {text!r} has a line break, and a log line has none",
+                         "pass text from one line, e.g. --grep 'Engine core'")
     if '"' in text:
         raise UsageError(f"--grep {text!r} contains a double quote, which CloudWatch filter patterns cannot match "
                          "inside a phrase", "leave the quote out, e.g. --grep 'Engine core'")

@@ -30,24 +30,58 @@ def read_quota(session: Any, instance_type: str) -> float | None:
     return None
 
 
-def instances_in_use(sm: Any, instance_type: str) -> int:
-    """Instances of this type already held by endpoints in the account and region."""
+def instances_in_use(sm: Any, instance_type: str, scaling: Any = None) -> int:
+    """Instances of this type that endpoints in the account and region run now or may scale to.
+
+    Per variant: the most of the config's InitialInstanceCount, DescribeEndpoint's CurrentInstanceCount and
+    DesiredInstanceCount (an autoscaled endpoint may run more than it started with) and, when Application Auto
+    Scaling has the variant registered, its MaxCapacity. An update in progress (blue/green) runs both fleets, so
+    the pending deployment's variants count too. `scaling`: an application-autoscaling client (None: not read)."""
+    registered = _registered_maxima(scaling) if scaling is not None else {}
     used = 0
     for page in sm.get_paginator("list_endpoints").paginate():
         for summary in page.get("Endpoints", []):
             if summary.get("EndpointStatus") in ("Deleting", "Failed"):
                 continue
+            name = summary["EndpointName"]
             try:
-                described = sm.describe_endpoint(EndpointName=summary["EndpointName"])
+                described = sm.describe_endpoint(EndpointName=name)
                 config = sm.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
             except Exception as exc:  # deleted between the list and the describe: it holds nothing now
                 if is_not_found(exc):
                     continue
                 raise
+            live = {v.get("VariantName"): v for v in described.get("ProductionVariants") or []}
             for variant in config.get("ProductionVariants", []):
+                if variant.get("InstanceType") != instance_type:
+                    continue
+                now = live.get(variant.get("VariantName"), {})
+                used += max(int(variant.get("InitialInstanceCount") or 0), int(now.get("CurrentInstanceCount") or 0),
+                            int(now.get("DesiredInstanceCount") or 0),
+                            registered.get(f"endpoint/{name}/variant/{variant.get('VariantName')}", 0))
+            pending = (described.get("PendingDeploymentSummary") or {}).get("ProductionVariants") or []
+            for variant in pending:
                 if variant.get("InstanceType") == instance_type:
-                    used += int(variant.get("InitialInstanceCount", 0))
+                    used += max(int(variant.get("CurrentInstanceCount") or 0),
+                                int(variant.get("DesiredInstanceCount") or 0))
     return used
+
+
+def _registered_maxima(scaling: Any) -> dict[str, int]:
+    """ResourceId -> MaxCapacity of every SageMaker variant Application Auto Scaling has registered; {} when that
+    cannot be read (then the counts SageMaker reports are all there is)."""
+    from ..aws import translate_error
+
+    maxima: dict[str, int] = {}
+    try:
+        for page in scaling.get_paginator("describe_scalable_targets").paginate(ServiceNamespace="sagemaker"):
+            for target in page.get("ScalableTargets", []):
+                maxima[target["ResourceId"]] = int(target.get("MaxCapacity") or 0)
+    except Exception as exc:  # any AWS failure (no permission included): count what SageMaker reports
+        if translate_error(exc) is None:
+            raise
+        return {}
+    return maxima
 
 
 def check_quota(session: Any, instance_type: str, count: int) -> str:
@@ -56,7 +90,7 @@ def check_quota(session: Any, instance_type: str, count: int) -> str:
     name = quota_name(instance_type)
     if limit is None:
         return f"could not read the Service Quotas value '{name}'; going on (CreateEndpoint fails if it is short)"
-    used = instances_in_use(session.client("sagemaker"), instance_type)
+    used = instances_in_use(session.client("sagemaker"), instance_type, session.client("application-autoscaling"))
     if used + count > limit:
         raise QuotaError(
             f"quota '{name}' is {limit:g}, {used} in use, this deploy needs {count}",

@@ -24,16 +24,9 @@ from ..errors import PeagleError, UsageError
 from ..tags import PeagleTags
 from .tags import read_tags
 
+from .outcome import Outcome, OutcomeKind  # noqa: F401 - teardown's answer, imported from here by callers
+
 Kind = Literal["endpoint", "endpoint_config", "model"]
-OutcomeKind = Literal["endpoint", "endpoint_config", "model", "scalable_target", "scaling_policy"]
-
-
-class Outcome(BaseModel):
-    kind: OutcomeKind
-    name: str
-    result: Literal["deleted", "already gone", "left", "failed"]
-    reason: str = ""
-    exit_code: int | None = Field(default=None, exclude=True)
 
 
 class Skipped(BaseModel):

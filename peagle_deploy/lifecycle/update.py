@@ -284,6 +284,29 @@ def _accepted_eula(container: dict[str, Any]) -> bool:
     return any(s.get("ModelAccessConfig", {}).get("AcceptEula") for s in sources)
 
 
+def _carry(live: dict[str, Any], planned_before: dict[str, Any], planned_after: dict[str, Any]) -> dict[str, Any]:
+    """What deploy plans for the new target, plus what the live resource holds that deploy did not plan for the
+    current target (the user's own --env, or a value the user changed): one rule for the container environment
+    and the production variant, so an update lands where a fresh deploy of the new target would."""
+    kept = {key: copy.deepcopy(value) for key, value in live.items()
+            if key not in planned_before or planned_before[key] != value}
+    return {**copy.deepcopy(planned_after), **kept}
+
+
+def _plan_for(entry: Any, tags: PeagleTags, current: Serving, request: UpdateRequest, role: str | None,
+              resolver: Any, now: datetime) -> DeploymentPlan | None:
+    """Deploy's plan for what the endpoint serves now (None when that can no longer be planned: a live K the
+    drafter no longer takes, an instance type the spec dropped; then only tensor parallelism is followed)."""
+    try:
+        mode = Mode(current.mode or Mode.P_EAGLE.value)
+        return build_plan(PlanRequest(
+            model=entry.alias, model_id=tags.model_id, mode=mode, k=None if mode is Mode.OFF else current.k,
+            name=request.name, instance_type=current.instance_type, instance_count=current.instance_count or 1,
+            allow_any_instance=True, region=request.region, role=role, accept_eula=True), resolver=resolver, now=now)
+    except (PeagleError, ValueError):
+        return None
+
+
 def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = None,
                  resolver: Any = None) -> UpdatePlan:
     """The new model (if the container changes), endpoint config and UpdateEndpoint request.
@@ -316,6 +339,10 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
     settings = settings_for(mode, k, default_k=entry.default_k)
     instance_type = request.instance_type or current.instance_type
     instance_count = request.instance_count or current.instance_count or 1
+    if request.instance_count is not None and request.autoscale is None and tags.autoscale is not None:
+        from ..autoscale import check_count_within
+
+        check_count_within(request.instance_count, tags.autoscale, where="the endpoint's autoscaling")  # as deploy
     name = new_resource_name(request.name, now)
     old_container = live.model.get("PrimaryContainer", {})
     role = live.model.get("ExecutionRoleArn")
@@ -324,7 +351,17 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
         instance_count=instance_count, allow_any_instance=request.allow_any_instance, region=request.region,
         role=role, accept_eula=request.accept_eula or _accepted_eula(old_container)), resolver=resolver, now=now)
 
+    # deploy's own plan for the current target: what of the live container deploy planned (replaced by what
+    # it plans for the new target) and what the user set (--env, --image at deploy: kept)
+    before = _plan_for(entry, tags, current, request, role, resolver, now)
     container = _pick(old_container, _CONTAINER_KEYS)
+    planned = plan.create_model["PrimaryContainer"]
+    if before is not None:
+        was = before.create_model["PrimaryContainer"]
+        container["Environment"] = _carry(old_container.get("Environment") or {}, was.get("Environment") or {},
+                                          planned.get("Environment") or {})
+        if container.get("Image") == was.get("Image"):
+            container["Image"] = planned.get("Image", container.get("Image"))
     env = container.setdefault("Environment", {})
     if settings.render() is None:
         env.pop(ENV_VAR, None)
@@ -339,13 +376,13 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
     if channels:
         container["AdditionalModelDataSources"] = channels
     notes: list[str] = []
-    if instance_type != current.instance_type:  # tensor parallelism follows the new instance's GPUs
-        planned = plan.create_model["PrimaryContainer"]["Environment"].get(TP_ENV)
-        if planned is None:
+    if before is None and instance_type != current.instance_type:  # no plan of the current target: at least TP
+        tp = (planned.get("Environment") or {}).get(TP_ENV)
+        if tp is None:
             env.pop(TP_ENV, None)
-        elif env.get(TP_ENV) != planned:
-            env[TP_ENV] = planned
-            notes.append(f"{TP_ENV} set to {planned} for {instance_type}")
+        elif env.get(TP_ENV) != tp:
+            env[TP_ENV] = tp
+            notes.append(f"{TP_ENV} set to {tp} for {instance_type}")
     if not env:
         container.pop("Environment")
 
@@ -364,6 +401,9 @@ def build_update(live: Live, request: UpdateRequest, *, now: datetime | None = N
                         "Tags": tag_list}
     old_variant = live.config["ProductionVariants"][0]
     variant = _pick(old_variant, _VARIANT_KEYS)
+    if before is not None:  # timeouts and volume deploy sizes for the instance type follow the new one
+        variant = _carry(variant, _pick(before.create_endpoint_config["ProductionVariants"][0], _VARIANT_KEYS),
+                         _pick(plan.create_endpoint_config["ProductionVariants"][0], _VARIANT_KEYS))
     variant.update(ModelName=model_name, InstanceType=instance_type, InitialInstanceCount=instance_count)
     config = {"EndpointConfigName": name, "ProductionVariants": [variant],
               **_pick(live.config, _CONFIG_KEYS),

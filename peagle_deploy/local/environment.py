@@ -58,7 +58,8 @@ def build_environment(model_dir: Path, drafter_dir: Path | None, *, alias: str |
                                     image=plan.image_uri)
     if ENV_VAR in env:
         raise UsageError(f"--env {ENV_VAR} would bypass peagle's speculative settings", "use --mode and --k instead")
-    settings = settings_for(mode, parse_k(k, max_k=GENERIC_MAX_K, model="a drafter"), default_k=3)
+    # no --model: peagle's generic limit, not a named drafter's depth
+    settings = settings_for(mode, parse_k(k, max_k=GENERIC_MAX_K, model=""), default_k=3)
     environment = {"HF_MODEL_ID": "/opt/ml/model"}
     if settings.render() is not None:
         environment[ENV_VAR] = settings.render() or ""

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import UsageError
 from .engine import Engine
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}\Z")
 
 
 class LocalServer(BaseModel):
@@ -91,6 +91,15 @@ def load(name: str) -> LocalServer | None:
         return None
     except (OSError, ValueError, ValidationError):
         raise UsageError(f"the state file {path} is unreadable", f"stop the server by hand, then delete {path}") from None
+
+
+def lock(name: str, doing: str):
+    """The lock of one server name (locks.hold): two `peagle local start` (or a start and a stop) of one name never
+    interleave their state writes; the second is refused in one line naming the first."""
+    from ..locks import hold
+
+    path = private_dir() / f"{check_name(name)}.lock"
+    return hold(path, f"{doing} local server {name!r}", hint="wait for it to finish, or pass another --name")
 
 
 def remove(name: str) -> None:

@@ -41,9 +41,9 @@ KINDS = ("sagemaker", "container", "openai")
 Transport = Literal["invoke-endpoint", "openai-route"]
 TRANSPORTS = ("invoke-endpoint", "openai-route")
 # the route's path, after any prefix of the host's (a proxy, the emulator); and the region in an AWS host name
-_ROUTE_PATH = re.compile(r"^(?P<prefix>.*)/endpoints/(?P<name>[^/]+)/openai/v1(?:/chat/completions)?$")
+_ROUTE_PATH = re.compile(r"^(?P<prefix>.*)/endpoints/(?P<name>[^/]+)/openai/v1(?:/chat/completions)?\Z")
 _RUNTIME_HOST = re.compile(r"^runtime(?:-fips)?\.sagemaker\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
-_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")  # SageMaker's EndpointName pattern
+_ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}\Z")  # SageMaker's EndpointName pattern
 _SERVER_PATHS = ("/metrics", "/ping", "/health")
 
 
@@ -143,7 +143,11 @@ def parse_target(text: str, kind: str | None = None, transport: str | None = Non
     if transport is not None:
         raise UsageError(f"--transport picks how a SageMaker endpoint is reached; {text!r} is a server URL",
                          "pass the endpoint name, or drop --transport")
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:  # 'Invalid IPv6 URL': an unclosed [ is the user's typo, not a bug
+        raise UsageError(f"target URL {text!r} is not a valid URL ({exc})",
+                         "use http://host:port, with an IPv6 address in brackets: http://[::1]:8080") from None
     try:
         port = parts.port
     except ValueError:
@@ -181,7 +185,10 @@ def parse_target(text: str, kind: str | None = None, transport: str | None = Non
 
 def _route(text: str) -> TargetRef | None:
     """A URL of SageMaker's OpenAI route (`.../endpoints/NAME/openai/v1[/chat/completions]`), else None."""
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # not a URL at all: the caller says so
+        return None
     match = _ROUTE_PATH.match(parts.path.rstrip("/"))
     if match is None or not parts.hostname or parts.query or parts.fragment:
         return None

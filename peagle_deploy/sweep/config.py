@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import UsageError
 
 MODES = ("off", "eagle3", "p-eagle")
-_URL_SPEC = re.compile(r"^(?P<mode>off|eagle3|p-eagle)(?::(?P<k>\d+))?=(?P<url>https?://\S+)$")
+_URL_SPEC = re.compile(r"^(?P<mode>[^:=\s]+)(?::(?P<k>\d+))?=(?P<url>https?://\S+)$")
 
 
 class Configuration(BaseModel):
@@ -87,8 +87,15 @@ def parse_list(text: str, what: str, example: str) -> list[str]:
 
 
 def parse_modes(text: str) -> list[str]:
-    modes = parse_list(text, "modes", "off,eagle3,p-eagle")
-    bad = [m for m in modes if m not in MODES]
+    """--modes through the one mode parser (speculative.parse_mode): P-EAGLE and p-eagle alike, as deploy takes them."""
+    from ..speculative import parse_mode
+
+    modes, bad = [], []
+    for item in parse_list(text, "modes", "off,eagle3,p-eagle"):
+        try:
+            modes.append(parse_mode(item).value)
+        except UsageError:
+            bad.append(item)
     if bad:
         raise UsageError(f"--modes has {', '.join(map(repr, bad))}", "use off, eagle3 and p-eagle, comma-separated")
     return list(dict.fromkeys(modes))
@@ -121,10 +128,18 @@ def parse_url_specs(specs: list[str]) -> list[Configuration]:
         if not match:
             raise UsageError(f"--url {spec!r} is not MODE:K=URL", "pass e.g. --url p-eagle:7=http://host:8000/v1 "
                              "or --url off=http://host:8000/v1")
-        mode, k = match["mode"], match["k"]
+        from ..speculative import parse_mode
+
+        try:
+            mode, k = parse_mode(match["mode"]).value, match["k"]
+        except UsageError as exc:
+            raise UsageError(f"--url {spec!r} has unknown mode {match['mode']!r}", exc.hint) from None
         if (mode == "off") != (k is None):
             raise UsageError(f"--url {spec!r}: " + ("off takes no K" if mode == "off" else f"{mode} needs :K"),
                              "pass off=URL or p-eagle:7=URL")
+        from ..runtime.target_ref import parse_target
+
+        parse_target(match["url"])  # the rule invoke and bench apply: a bad URL is refused before anything runs
         config = Configuration(mode=mode, k=int(k) if k else None, url=match["url"])
         if any(c.label == config.label for c in out):
             raise UsageError(f"--url gives {config.label} twice", "pass one URL per configuration")

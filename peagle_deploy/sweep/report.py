@@ -80,7 +80,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b <= 0 else round(a / b, 3)
 
 
-def build_report(state: SweepState, results: dict[str, BenchResult]) -> SweepReport:
+def build_report(state: SweepState, results: dict[str, BenchResult], base: Path | None = None) -> SweepReport:
+    """`base`: the state file's folder, which stored paths (outputs files) are relative to."""
     from ..bench.compare import compare_results, mode_comparison, published_matching, read_published
 
     rows: list[ConfigRow] = []
@@ -101,7 +102,7 @@ def build_report(state: SweepState, results: dict[str, BenchResult]) -> SweepRep
                 row.acceptance_rate = r.acceptance.acceptance_rate
                 row.per_position_acceptance = list(r.acceptance.per_position)
         rows.append(row)
-    warnings = _output_agreement(state, rows)
+    warnings = _output_agreement(state, rows, base or Path.cwd())
     tables = compare_results(list(results.values())) if results else []
     ratios = [_level_ratios(rows, c) for c in state.request.concurrency]
     comparison = next((m for m in (mode_comparison(t) for t in tables) if m is not None), None)
@@ -116,14 +117,14 @@ def build_report(state: SweepState, results: dict[str, BenchResult]) -> SweepRep
     )
 
 
-def _output_agreement(state: SweepState, rows: list[ConfigRow]) -> list[str]:
+def _output_agreement(state: SweepState, rows: list[ConfigRow], base: Path) -> list[str]:
     """Each speculative configuration's greedy outputs against off's; the loud lines for those far below noise."""
     from ..bench.agreement import OutputSample, greedy_agreement, loud_warnings
 
     def sample(label: str) -> OutputSample | None:
         path = state.configs[label].outputs_file
         try:
-            return OutputSample.model_validate_json(Path(path).read_text(encoding="utf-8")) if path else None
+            return OutputSample.model_validate_json((base / path).read_text(encoding="utf-8")) if path else None
         except (OSError, ValueError):
             return None
 
@@ -257,8 +258,8 @@ def markdown(report: SweepReport) -> str:
                 *(f"- {line}" for line in contradicted)]
     rec = report.recommendation
     out += ["", "## Recommendation", ""]
-    what = [f"mode {rec.mode}" if rec.mode else None, f"K={rec.k}" if rec.k else None]
-    out.append("Recommended: " + (", ".join(w for w in what if w) or "see the measured fastest below") + ".")
+    line = recommendation_line(rec)
+    out.append(line[0].upper() + line[1:] + ".")
     out += ["", *(f"- {line}" for line in rec.reasoning), ""]
     out += ["## Beside the published figures", "", compare_markdown(report.tables + report.published)]
     return "\n".join(out) + "\n"
@@ -281,38 +282,44 @@ def write_report(report: SweepReport, out_dir: Path) -> list[str]:
 
 
 def render(console, report: SweepReport) -> None:
-    """The terminal view: the throughput table, the ratios, the recommendation, the files."""
-    from rich.table import Table
-
-    from ..bench.report import _short
+    """The terminal view: the throughput table, the ratios, the recommendation, the files. Tables go through
+    output.print_table: one line per row, never a wrapped title or header (a pipe gets them whole)."""
+    from ..output import print_table
 
     labels = [r.label for r in report.configurations]
     by_label = {r.label: r for r in report.configurations}
-    table = Table(title=f"sweep {report.sweep_id} of {report.model}: output tokens/s", title_justify="left")
-    table.add_column("conc.", justify="right")
-    for lb in labels:
-        table.add_column(_short(lb), justify="right")
-    for c in report.concurrency:
-        table.add_row(str(c), *[_f(by_label[lb].output_tokens_per_s.get(c)) for lb in labels])
-    console.print(table)
-    ratios = Table(title="best P-EAGLE over", title_justify="left")
-    for h in ("conc.", "best EAGLE-3", "baseline", "fastest"):
-        ratios.add_column(h, justify="right")
-    for r in report.ratios:
-        ratios.add_row(str(r.concurrency), _x(r.best_peagle_vs_best_eagle3), _x(r.best_peagle_vs_baseline),
-                       r.fastest or "-")
-    console.print(ratios)
+    print_table(console, ["conc.", *labels],
+                [[str(c), *[_f(by_label[lb].output_tokens_per_s.get(c)) for lb in labels]] for c in report.concurrency],
+                title=f"sweep {report.sweep_id} of {report.model}: output tokens/s", justify=["right"] * (len(labels) + 1))
+    print_table(console, ["conc.", "best P-EAGLE / best EAGLE-3", "best P-EAGLE / baseline", "fastest"],
+                [[str(r.concurrency), _x(r.best_peagle_vs_best_eagle3), _x(r.best_peagle_vs_baseline), r.fastest or "-"]
+                 for r in report.ratios], title="speed-ups", justify=["right"] * 3 + ["left"])
     for r in report.configurations:
         if r.label_disagrees:
             console.print(f"warning: {r.label_disagrees}", markup=False, soft_wrap=True)
         if r.mode != "off" and (r.output_vs_off is not None or r.output_note):
             what = _agreement_cell(r) if r.output_vs_off is not None else r.output_note
             console.print(f"greedy output of {r.label} vs off: {what}", markup=False, soft_wrap=True)
-    rec = report.recommendation
-    console.print(f"recommended: mode {rec.mode or '-'}, K {rec.k or '-'}", markup=False)
-    for line in rec.reasoning:
-        console.print(f"  {line}", markup=False)
+    console.print(recommendation_line(report.recommendation), markup=False, soft_wrap=True)
+    for line in report.recommendation.reasoning:
+        console.print(f"  {line}", markup=False, soft_wrap=True)
     budget = "no budget" if report.budget_usd is None else f"${report.budget_usd:,.2f}"
     console.print(f"spent about ${report.spent_usd:,.4f} of {budget}; {report.status}", markup=False)
     for f in report.files:
-        console.print(f"wrote {f}", markup=False)
+        console.print(f"wrote {f}", markup=False, soft_wrap=True)
+
+
+def recommendation_line(rec: Recommendation) -> str:
+    """'recommended: p-eagle at K=7 (mode and K measured)', never 'mode -, K 3'."""
+    for_mode = rec.advice.mode if rec.advice is not None else None
+    if rec.mode and rec.k:
+        return f"recommended: {rec.mode} at K={rec.k} (the mode measured faster; K from its measured acceptance)"
+    if rec.k and for_mode:
+        return (f"recommended: K={rec.k} for {for_mode} (from its measured acceptance; the modes were not both "
+                "measured, so no mode is recommended)")
+    if rec.mode:
+        return f"recommended: {rec.mode} (measured faster; no acceptance measured, so no K advice)"
+    fastest = {label for label in rec.measured_fastest.values() if label}
+    if fastest:
+        return f"recommended: the measured fastest ({', '.join(sorted(fastest))}); no mode or K advice"
+    return "no recommendation: nothing was measured"

@@ -50,7 +50,7 @@ class Sweep:
                  deployments: dict[str, Any] | None = None):
         self.sf = state_file
         self.out = out
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(out_dir).absolute()  # results are stored relative to the state file (StateFile.relative)
         self.session = session
         self.clock = clock
         self.sleep = sleep
@@ -178,7 +178,8 @@ class Sweep:
             self._keep_outputs(config, target, plan.dataset.prompts)
         if config.url:
             self._close_books(label, worker=True)
-        self._update(label, status="benched", result_file=json_file, measured=run.failure is None)
+        self._update(label, status="benched", result_file=self.sf.relative(json_file) if json_file else None,
+                     measured=run.failure is None)
         if run.failure is not None:
             raise run.failure
         levels = ", ".join(f"c={lv.concurrency} {lv.output_tokens_per_s:,.0f} tok/s" for lv in run.result.levels)
@@ -203,7 +204,7 @@ class Sweep:
         path = self.out_dir / "runs" / f"outputs-{config.slug}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, sample.model_dump_json() + "\n")
-        self.sf.update(config.label, outputs_file=str(path), outputs_note=None)
+        self.sf.update(config.label, outputs_file=self.sf.relative(path), outputs_note=None)
 
     def _delete(self, name: str) -> tuple[bool, list[Any], PeagleError | None]:
         """(deleted anything, outcomes, the failure) for the sweep's endpoint `name`, its config and model."""
@@ -398,7 +399,7 @@ def check_lanes(session: Any, instance_type: str, instance_count: int, parallel:
     if limit is None:
         return parallel, (f"could not read the Service Quotas value '{quota_name(instance_type)}'; running "
                           f"{parallel} at once")
-    used = instances_in_use(session.client("sagemaker"), instance_type)
+    used = instances_in_use(session.client("sagemaker"), instance_type, session.client("application-autoscaling"))
     free = int(limit - used) // max(1, instance_count)
     if free < 1:
         raise QuotaError(f"quota '{quota_name(instance_type)}' is {limit:g} with {used} in use: no room for one "

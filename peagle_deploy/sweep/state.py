@@ -1,5 +1,9 @@
 """The sweep's state file: JSON, rewritten atomically after every step, so a killed sweep can resume.
 
+Paths in it (the report folder, each configuration's result file) are stored relative to the state file's
+own folder when they lie beside or below it, else absolute; never relative to the working directory. So a
+sweep folder copied or moved elsewhere resumes and reports from its new place, from any directory.
+
 Each configuration moves pending -> deploying -> deployed -> benched -> done (or failed / stopped);
 `endpoint` is recorded BEFORE the first create call, so resume (and the interrupt handler) knows
 every endpoint that may exist. Spend is instance-seconds x price, accumulated as endpoints live.
@@ -24,6 +28,7 @@ from .estimate import SweepPlan
 Status = Literal["pending", "deploying", "deployed", "benched", "done", "failed", "stopped"]
 LIVE: tuple[str, ...] = ("deploying", "deployed", "benched")  # an endpoint may exist
 STATE_VERSION = 1
+STATE_NAME = "sweep-state.json"  # in the --out folder unless --state says otherwise
 
 
 class ConfigState(BaseModel):
@@ -50,6 +55,7 @@ class SweepState(BaseModel):
     stopped_reason: str | None = None
     spent_usd: float = 0.0
     removed: list[str] = Field(default_factory=list, description="endpoints the sweep tore down")
+    out_dir: str = Field(".", description="the report folder, relative to the state file's folder (or absolute)")
 
     def live(self) -> list[ConfigState]:
         return [c for c in self.configs.values() if c.status in LIVE and c.endpoint]
@@ -60,9 +66,29 @@ class StateFile:
     private (0600: a --url's credentials stay here, for --resume, and are printed nowhere) and thread-safe."""
 
     def __init__(self, path: Path, state: SweepState):
-        self.path = Path(path)
+        self.path = Path(path).absolute()
         self.state = state
         self.lock = threading.RLock()
+
+    # the one path model: relative to the state file's folder, never to the working directory -----------
+    def relative(self, path: str | Path) -> str:
+        """`path` as stored: relative to the state file's folder when inside it, else absolute."""
+        full = Path(path).absolute()
+        try:
+            return str(full.relative_to(self.path.parent))
+        except ValueError:
+            return str(full)
+
+    def resolve(self, stored: str | Path) -> Path:
+        """A stored path as a usable one (an absolute path stays as it is)."""
+        return self.path.parent / stored
+
+    @property
+    def out_dir(self) -> Path:
+        return self.resolve(self.state.out_dir)
+
+    def set_out_dir(self, out_dir: Path) -> None:
+        self.state.out_dir = self.relative(out_dir)
 
     def save(self) -> None:
         with self.lock:

@@ -46,7 +46,7 @@ CASES = [
     dict(id="json-cleanup-nothing-chosen", argv=["cleanup", "--json"], exit=2, stderr=r"exactly one of NAME, --all or --expired"),
     dict(id="json-status-unknown-endpoint", argv=["status", "--json", "no-such-endpoint"], exit=2,
          stderr=r"no endpoint named 'no-such-endpoint'"),
-    dict(id="json-bench-advise-nothing", argv=["bench", "advise", "--json"], exit=2, stderr=r"give a results file or --rates"),
+    dict(id="json-bench-advise-nothing", argv=["bench", "advise", "--json"], exit=2, stderr=r"give a results file, --rates or a --measured run"),
     dict(id="json-invoke-empty-prompt", argv=["invoke", "--json", DEAD], exit=2, stderr=r"the prompt is empty"),
     dict(id="json-invoke-dead-target", argv=["invoke", DEAD, "hi", "--json"], exit=6,
          stderr=r"connection refused by http://127.0.0.1:9"),

@@ -51,9 +51,9 @@ CASES = [
          stderr=r"is not valid JSON"),
     # args: --env-file
     dict(id="env-file-missing", argv=["container", "args", "--env-file", "missing.env"], exit=2,
-         stderr=r"cannot read --env-file missing.env: No such file or directory: check the path$"),
+         stderr=r"--env-file missing.env not found: pass a file of KEY=VALUE lines$"),
     dict(id="env-file-is-directory", argv=["container", "args", "--env-file", "{tmp}"], exit=2,
-         stderr=r"cannot read --env-file .*: Is a directory"),
+         stderr=r"--env-file .* is a directory, not a file"),
     dict(id="env-file-bad-line", argv=["container", "args", "--env-file", "e.env"],
          files={"e.env": "# comment\nHF_MODEL_ID=x\nNOT VALID\n"}, exit=2,
          stderr=r"--env-file e.env line 3 \('NOT VALID'\) is not KEY=VALUE: write KEY=VALUE lines$"),

@@ -44,9 +44,9 @@ CASES = [
                                               "--role", ROLE], exit=2, stderr=r"region 'mars-north-1' has no JumpStart"),
     # instance counts beyond any sane plan; a plan above the price guard needs an explicit price
     dict(id="instance-count-million", argv=["deploy", "qwen3-coder", "--dry-run", "--instance-count", "1000000"],
-         exit=2, stderr=r"--instance-count 1000000 is above peagle's limit of 100: pass --instance-count 1\.\.100"),
+         exit=2, stderr=r"--instance-count must be at least 1 and at most 100, got 1000000: pass e\.g\. --instance-count 1 \(peagle's limit; more needs a SageMaker quota increase"),
     dict(id="instance-count-101-real", argv=["deploy", "qwen3-coder", "--role", ROLE, "--yes", "--instance-count",
-                                             "101"], exit=2, stderr=r"above peagle's limit of 100"),
+                                             "101"], exit=2, stderr=r"at most 100, got 101"),
     dict(id="price-guard-with-yes", argv=["deploy", "gpt-oss-120b", "--instance-type", "ml.g7e.48xlarge",
                                           "--instance-count", "4", "--role", ROLE, "--yes"], exit=2,
          # 4 x $48/h, the emulated Pricing API's figure for ml.g7e.48xlarge (testing/pricing_emulation.py)
@@ -55,7 +55,7 @@ CASES = [
                                            "--max-price-per-hour", "1"], exit=2,
          stderr=r"above the \$1\.00/h price guard"),
     dict(id="max-price-zero", argv=["deploy", "qwen3-coder", "--role", ROLE, "--yes", "--max-price-per-hour", "0"],
-         exit=2, stderr=r"--max-price-per-hour must be positive"),
+         exit=2, stderr=r"--max-price-per-hour must be more than 0 and at most 100000 USD, got 0"),
     # a repeated --tag or --env key: refused, never "the last one wins" silently
     dict(id="tag-twice", argv=["deploy", "qwen3-coder", "--dry-run", "--tag", "team=a", "--tag", "team=b"], exit=2,
          stderr=r"--tag team is given twice \('a' and 'b'\): pass each --tag key once"),

@@ -11,7 +11,7 @@ CASES = [
          argv=["sweep", "qwen3-coder", *FAST, "--budget", "0.5", "--role", "{role}", "--yes", "--json"], exit=2,
          stderr=r"over --budget \$0\.50"),
     dict(id="sweep-budget-not-positive", argv=["sweep", "qwen3-coder", "--budget", "0"], exit=2,
-         stderr=r"--budget must be positive"),
+         stderr=r"--budget must be more than 0 and at most 1000000 USD, got 0"),
     dict(id="sweep-needs-budget", argv=["sweep", "qwen3-coder", "--role", "{role}", "--yes"], exit=2,
          stderr=r"a sweep that deploys needs --budget"),
     dict(id="sweep-needs-role", argv=["sweep", "qwen3-coder", "--budget", "40", "--yes"], exit=2,
@@ -34,7 +34,7 @@ CASES = [
     dict(id="sweep-bad-dataset", argv=["sweep", "qwen3-coder", "--dataset", "{tmp}/none.jsonl", "--dry-run"],
          exit=2, stderr=r"none\.jsonl"),
     dict(id="sweep-resume-missing", argv=["sweep", "--resume", "{tmp}/state.json"], exit=2,
-         stderr=r"state file .*state\.json not found"),
+         stderr=r"--resume .*state\.json not found"),
     dict(id="sweep-resume-not-json", argv=["sweep", "--resume", "{tmp}/state.json"], files={"state.json": "{"},
          exit=2, stderr=r"is not a sweep state file \(JSONDecodeError\)"),
     dict(id="sweep-resume-wrong-version", argv=["sweep", "--resume", "{tmp}/state.json"],
@@ -56,4 +56,97 @@ CASES = [
          stderr=r"^error: MODEL cannot be applied on --resume"),
     dict(id="sweep-resume-budget-zero", argv=["sweep", "--resume", "{tmp}/state.json", "--budget", "0"], exit=2,
          stderr=r"state file .* not found|--budget must be positive"),
+]
+
+# issue 23: the classes of the new-user round, each with its cases ------------------------------------------
+import json  # noqa: E402
+
+DRY = ["sweep", "qwen3-coder", "--dry-run"]
+# a finished --url sweep of model 'm' whose one result file (runs/gone.json, beside the state file) is missing
+STATE = json.dumps({
+    "version": 1, "status": "done", "out_dir": ".",
+    "request": {"model": "m", "configurations": [{"mode": "off", "url": "http://127.0.0.1:9"}], "concurrency": [1],
+                "sweep_id": "sw-test"},
+    "plan": {"sweep_id": "sw-test", "model": "m", "region": "us-east-1", "target": "urls", "concurrency": [1],
+             "parallel": 1, "estimated_usd": 0, "estimated_wall_s": 60, "budget_usd": None, "within_budget": True,
+             "configurations": [{"label": "off", "mode": "off", "k": None, "endpoint": "http://127.0.0.1:9",
+                                 "instance_type": None, "price_per_hour_usd": None, "provision_s": 0, "bench_s": 60,
+                                 "teardown_s": 0, "estimated_s": 60, "estimated_usd": 0}]},
+    "configs": {"off": {"label": "off", "status": "done", "result_file": "runs/gone.json"}}})
+URL = ["sweep", "m", "--url", "p-eagle:3=http://127.0.0.1:9"]
+DONE_STATE = {"state.json": "{}"}
+
+CASES += [
+    # numbers: finite, within the one bound every command shares (peagle_deploy.numbers)
+    dict(id="sweep-budget-inf", argv=[*DRY, "--budget", "inf"], exit=2,
+         stderr=r"^error: --budget must be more than 0 and at most 1000000 USD, got inf: pass e\.g\. --budget 40$"),
+    dict(id="sweep-budget-nan", argv=[*DRY, "--budget", "nan"], exit=2, stderr=r"--budget must be .* got nan"),
+    dict(id="sweep-budget-huge-real", argv=["sweep", "qwen3-coder", "--budget", "1e12", "--role", "{role}", "--yes"],
+         exit=2, stderr=r"--budget must be more than 0 and at most 1000000 USD, got 1e\+12"),
+    dict(id="sweep-budget-negative-json", argv=[*DRY, "--budget=-3", "--json"], exit=2, stderr=r"got -3"),
+    dict(id="sweep-duration-inf", argv=[*DRY, "--duration", "inf"], exit=2,
+         stderr=r"--duration must be at least 0\.1 and at most 86400 seconds, got inf"),
+    dict(id="sweep-provision-estimate-inf", argv=[*DRY, "--provision-estimate", "inf"], exit=2,
+         stderr=r"--provision-estimate must be at least 0 and at most 86400 seconds"),
+    dict(id="sweep-logs-wait-huge", argv=[*DRY, "--logs-wait", "1e9"], exit=2, stderr=r"--logs-wait must be"),
+    dict(id="sweep-timeout-huge", argv=[*DRY, "--timeout", "999999"], exit=2,
+         stderr=r"--timeout must be at least 1 and at most 86400 seconds, got 999999"),
+    dict(id="sweep-max-tokens-huge", argv=[*DRY, "--max-tokens", "99999999"], exit=2, stderr=r"--max-tokens must be"),
+    dict(id="sweep-warmup-huge", argv=[*DRY, "--warmup", "9999999"], exit=2, stderr=r"--warmup must be"),
+    dict(id="sweep-concurrency-huge", argv=[*DRY, "--concurrency", "1,5000"], exit=2,
+         stderr=r"--concurrency '1,5000' needs numbers from 1 to 4096"),
+    dict(id="sweep-k-zero", argv=[*DRY, "--k", "0"], exit=2, stderr=r"--k '0' needs numbers from 1 to 32"),
+    dict(id="sweep-k-huge", argv=[*DRY, "--k", "3,1000"], exit=2, stderr=r"needs numbers from 1 to 32"),
+    dict(id="sweep-parallel-huge", argv=[*DRY, "--parallel", "99"], exit=2, stderr=r"--parallel"),
+    # durations: hints offer only values the flag takes
+    dict(id="sweep-ttl-zero-no-unit", argv=[*DRY, "--ttl", "0"], exit=2,
+         stderr=r"--ttl '0' has no unit: pass a duration from 1s to 30d, e\.g\. 90s"),
+    dict(id="sweep-ttl-zero-seconds", argv=[*DRY, "--ttl", "0s"], exit=2, stderr=r"--ttl '0s' is shorter than 1s"),
+    dict(id="sweep-ttl-too-long", argv=[*DRY, "--ttl", "31d"], exit=2, stderr=r"--ttl '31d' is longer than 30d"),
+    dict(id="sweep-ttl-overflow", argv=[*DRY, "--ttl", "99999999999999999999999w"], exit=2,
+         stderr=r"is longer than 30d"),
+    # flags that agree across commands: the one mode parser; --url servers decide what is measured
+    dict(id="sweep-modes-empty", argv=[*DRY, "--modes", ","], exit=2, stderr=r"--modes ',' is empty"),
+    dict(id="sweep-modes-typo-json", argv=[*DRY, "--modes", "p-eagel", "--json"], exit=2, stderr=r"--modes has 'p-eagel'"),
+    dict(id="sweep-url-unknown-mode", argv=["sweep", "m", "--url", "medusa:3=http://127.0.0.1:9"], exit=2,
+         stderr=r"--url 'medusa:3=http://127\.0\.0\.1:9' has unknown mode 'medusa'"),
+    dict(id="sweep-url-modes-disagree", argv=[*URL, "--modes", "eagle3"], exit=2,
+         stderr=r"--modes eagle3 does not match the --url servers \(p-eagle K=3\): drop --modes"),
+    dict(id="sweep-url-k-disagree", argv=[*URL, "--k", "7"], exit=2,
+         stderr=r"--k 7 does not match the --url servers \(p-eagle K=3\): drop --k"),
+    dict(id="sweep-url-ipv6-unclosed", argv=["sweep", "m", "--url", "p-eagle:3=http://[::1/v1"], exit=2,
+         stderr=r"target URL 'http://\[::1/v1' is not a valid URL"),
+    dict(id="sweep-url-port-too-big", argv=["sweep", "m", "--url", "off=http://127.0.0.1:99999"], exit=2,
+         stderr=r"the port in 'http://127\.0\.0\.1:99999' is not a number from 1 to 65535"),
+    # the user's paths are never a bug (exit 1): --out a file, --state a folder or a fifo, --resume the same
+    dict(id="sweep-out-is-a-file", argv=[*URL, "--out", "{tmp}/report"], files={"report": "x"}, exit=2,
+         stderr=r"--out .*report is a file, not a folder: pass a folder for --out"),
+    dict(id="sweep-out-under-a-file", argv=[*URL, "--out", "{tmp}/report/sub"], files={"report": "x"}, exit=2,
+         stderr=r"--out .*report/sub is not a folder \(.*report is a file\)"),
+    dict(id="sweep-state-is-a-folder", argv=[*URL, "--state", "{tmp}/st"], files={"st": "<dir>"}, exit=2,
+         stderr=r"--state .*st is a directory, not a file: pass --state .*st/sweep-state\.json$"),
+    dict(id="sweep-state-is-a-fifo", argv=[*URL, "--state", "{tmp}/st"], files={"st": "<fifo>"}, exit=2,
+         stderr=r"--state .*st is a fifo, not a file"),
+    dict(id="sweep-resume-a-folder", argv=["sweep", "--resume", "{tmp}/st"], files={"st": "<dir>"}, exit=2,
+         stderr=r"--resume .*st is a directory, not a file"),
+    dict(id="sweep-resume-a-fifo", argv=["sweep", "--resume", "{tmp}/st"], files={"st": "<fifo>"}, exit=2,
+         stderr=r"--resume .*st is a fifo, not a file"),
+    dict(id="sweep-resume-folder-with-state", argv=["sweep", "--resume", "{tmp}/sw"],
+         files={"sw/sweep-state.json": "{}"}, exit=2, stderr=r"is a directory, not a file: pass --resume .*sw/sweep-state\.json$"),
+    # MODEL and fixed options beside --resume: checked, never silently ignored
+    dict(id="sweep-resume-other-model", argv=["sweep", "gpt-oss-20b", "--resume", "{tmp}/sweep-state.json"],
+         files={"sweep-state.json": STATE}, exit=2,
+         stderr=r"MODEL 'gpt-oss-20b' is not the model of sweep sw-test \('m'\): drop MODEL"),
+    dict(id="sweep-resume-with-k", argv=["sweep", "--resume", "{tmp}/sweep-state.json", "--k", "5"],
+         files={"sweep-state.json": STATE}, exit=2, stderr=r"--k cannot change on --resume: the state file fixes it"),
+    dict(id="sweep-resume-with-out-and-modes", argv=["sweep", "--resume", "{tmp}/sweep-state.json", "--out", "x",
+                                                     "--modes", "off"], files={"sweep-state.json": STATE}, exit=2,
+         stderr=r"--modes, --out cannot change on --resume"),
+    dict(id="sweep-resume-result-missing", argv=["sweep", "--resume", "{tmp}/sweep-state.json"],
+         files={"sweep-state.json": STATE}, exit=2,
+         stderr=r"the result of off \(.*runs/gone\.json\) is missing, so resuming would lose its figures"),
+    # names a new user types
+    dict(id="sweep-model-empty", argv=["sweep", "", "--dry-run"], exit=2, stderr=r"unknown model ''"),
+    dict(id="sweep-instance-not-in-spec", argv=[*DRY, "--instance-type", "ml.g7e.99xlarge"], exit=2,
+         stderr=r"does not support ml\.g7e\.99xlarge"),
 ]

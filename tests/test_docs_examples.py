@@ -100,7 +100,7 @@ def _shorten(command: str) -> str:
         # counted, not timed: a level ends when its 2 measured requests finish (30 s at most), so a busy
         # machine cannot leave a short time window with no completed request
         head = head.split("#")[0].rstrip() + " --duration 30 --num-prompts 2 --warmup 1"
-    elif len(words) > 1 and words[0] == "peagle" and words[1] == "sweep":  # a sweep is seven benchmarks
+    elif len(words) > 1 and words[:2] == ["peagle", "sweep"] and "--resume" not in words:  # seven benchmarks
         head = head.split("#")[0].rstrip() + " --num-prompts 2 --warmup 0 --logs-wait 0"
     if len(words) > 1 and words[:2] == ["peagle", "metrics"] and "--window" in words:
         head = head.split("#")[0].rstrip() + " --window 1s"
@@ -123,7 +123,10 @@ def _peagle_endpoint(emulator, name: str) -> None:
             {"Key": "peagle:mode", "Value": "p-eagle"}, {"Key": "peagle:k", "Value": "3"},
             {"Key": "peagle:instance-type", "Value": "ml.g7e.2xlarge"}, {"Key": "peagle:instance-count", "Value": "1"},
             {"Key": "peagle:created-at", "Value": (datetime.now(UTC) - timedelta(minutes=5)).isoformat()}]
-    emulator.create_endpoint_stack(name, tags=tags)
+    from peagle_deploy.speculative import ENV_VAR, Mode, settings_for
+
+    served = settings_for(Mode.P_EAGLE, 3, default_k=3).render()  # what the tags say is what it serves
+    emulator.create_endpoint_stack(name, tags=tags, environment={ENV_VAR: served})
     logs = emulator.client("logs")
     group = f"/aws/sagemaker/Endpoints/{name}"
     logs.create_log_group(logGroupName=group)

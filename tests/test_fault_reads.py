@@ -14,8 +14,8 @@ from .test_lifecycle_faults import EMPTY, FakeClock, resources
 
 @pytest.fixture
 def emu(monkeypatch):
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore's own retries off: peagle's must carry the day
-    with SageMakerEmulator.in_process() as emulator:
+    with SageMakerEmulator.in_process() as emulator:  # sets its own AWS_MAX_ATTEMPTS: this one goes after it
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore's own retries off: peagle's must carry the day
         yield emulator
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..autoscale import AutoscalePolicy
-from ..inputs import TAG_KEY_MAX, TAG_TEXT_RE, TAG_VALUE_MAX
+from ..inputs import TAG_KEY_MAX, TAG_VALUE_MAX, is_tag_text
 from ..tags import DELETING, UPDATE_AUTOSCALE, UPDATE_FROM, UPDATE_TO
 
 NO_AUTOSCALING = "none"
@@ -79,5 +79,5 @@ def write_deletion_request(sm: Any, arn: str, now: datetime | None = None) -> No
 
 def _check(key: str, value: str) -> None:
     """A tag SageMaker would refuse is a bug here, never a half-written intent at run time."""
-    if len(key) > TAG_KEY_MAX or len(value) > TAG_VALUE_MAX or not TAG_TEXT_RE.match(value):
+    if len(key) > TAG_KEY_MAX or len(value) > TAG_VALUE_MAX or not is_tag_text(value):
         raise ValueError(f"tag {key}={value!r} breaks SageMaker's tag limits")

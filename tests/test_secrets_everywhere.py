@@ -61,8 +61,10 @@ CASES = [
     case("sweep-dry-run", ["sweep", "m", "--url", "off={url}/v1", "--url", "p-eagle:3={url}/v1", *FAST,
                            "--dry-run"]),
     case("sweep-dry-run-json", ["sweep", "m", "--url", "off={url}/v1", *FAST, "--dry-run", "--json"]),
-    case("sweep", ["sweep", "m", "--url", "off={url}/v1", "--url", "p-eagle:3={url}/v1", *FAST, "--out", "{out}"]),
-    case("sweep-json", ["sweep", "m", "--url", "off={url}", *FAST, "--out", "{out}", "--json"]),
+    # one stand-in (a K=3 server) behind both labels: --trust-labels measures "off" anyway (the subject is secrets)
+    case("sweep", ["sweep", "m", "--url", "off={url}/v1", "--url", "p-eagle:3={url}/v1", *FAST, "--out", "{out}",
+                   "--trust-labels"]),
+    case("sweep-json", ["sweep", "m", "--url", "off={url}", *FAST, "--out", "{out}", "--json", "--trust-labels"]),
     case("sweep-refused", ["sweep", "m", "--url", "off={dead}/v1", *FAST, "--out", "{out}"], exit=6),
     case("sweep-bad-spec-json", ["sweep", "m", "--url", "p-eagle={url}/v1", "--out", "{out}", "--json"], exit=2),
     case("local-dry-run", ["local", "start", "{model}", "--drafter", "{drafter}", *ENV, "--dry-run"]),

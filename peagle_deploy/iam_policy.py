@@ -376,7 +376,8 @@ def _sweep() -> list[Permission]:
                         "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel", "sagemaker:ListTags",
                         "sagemaker:ListEndpoints", "sagemaker:ListEndpointConfigs",
                         "application-autoscaling:DescribeScalableTargets"),
-             "bench": ("sagemaker:InvokeEndpoint", "pricing:GetProducts")}
+             "bench": ("sagemaker:InvokeEndpoint", "pricing:GetProducts"),
+             "cleanup": ("sagemaker:ListModels",)}
     chosen: dict[str, Permission] = {}
     for command, wanted in steps.items():
         for permission in COMMANDS[command]:
@@ -384,6 +385,13 @@ def _sweep() -> list[Permission]:
                 chosen[permission.action] = permission.model_copy(update={"why": f"as {command}: {permission.why}"})
     missing = {a for actions_ in steps.values() for a in actions_} - set(chosen)
     assert not missing, missing  # a deploy or bench row was renamed: keep the sweep's list in step
+    # the teardown marks each endpoint peagle:deleting before deleting it (so `peagle recover` can finish it):
+    # tags on an existing peagle endpoint, beside the tags given on create
+    [retag] = [p for p in COMMANDS["cleanup"] if p.action == "sagemaker:AddTags"]
+    tag = chosen["sagemaker:AddTags"]
+    chosen[tag.action] = tag.model_copy(update={
+        "why": f"{tag.why}; {retag.why}", "scopes": (*(tag.scopes or ("TagOnCreate",)), *(retag.scopes or ())),
+        "unobserved": None})
     quota = chosen["servicequotas:ListServiceQuotas"]
     chosen[quota.action] = quota.model_copy(update={"why": "how many endpoints may run at once (--parallel)"})
     targets = chosen["application-autoscaling:DescribeScalableTargets"]

@@ -24,6 +24,12 @@ PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable
 # README's set-up command fills (`peagle datasets fetch`); tests never fetch them from the network, and tests
 # that give a command its own HOME still read that cache.
 os.environ.setdefault("PEAGLE_DATASETS_OFFLINE", "1")
+# peagle's own state (locks of `peagle update`, local servers) lives in a folder of this test session, never in
+# the user's ~/.local/state: two suites at once (or a developer's real runs) never share a lock or a server name
+if "PEAGLE_STATE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["PEAGLE_STATE_DIR"] = tempfile.mkdtemp(prefix="peagle-test-state-")
 if "PEAGLE_CACHE_DIR" not in os.environ:
     from peagle_deploy.bench.benchmark_sets import cache_dir
 

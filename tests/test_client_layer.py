@@ -126,7 +126,7 @@ def test_bench_checks_out_and_target_before_measuring(tmp_path):
     with FakeVllm(["a"]) as server:
         res = peagle("bench", server.url, "-n", "1", "--out", str(a_file))
         sent = len(server.requests)
-    assert res.returncode == 2 and "not a writable folder" in res.stderr and sent == 0
+    assert res.returncode == 2 and "is a file, not a folder: pass a folder for --out" in res.stderr and sent == 0
     dead = peagle("bench", "http://127.0.0.1:9", "-n", "1", "--out", str(tmp_path / "out"))
     assert dead.returncode == 6 and "cannot reach http://127.0.0.1:9" in dead.stderr
 

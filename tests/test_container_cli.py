@@ -43,7 +43,7 @@ def test_args_reports_the_validation_error_as_usage_error():
 
 def test_args_missing_env_file_is_usage_error(tmp_path):
     result = run_cli("container", "args", "--env-file", str(tmp_path / "nope.env"))
-    assert result.code == 2 and "cannot read --env-file" in result.stderr
+    assert result.code == 2 and "nope.env not found: pass a file of KEY=VALUE lines" in result.stderr
 
 
 def test_dockerfile_writes_context_with_base_and_wheel(tmp_path):

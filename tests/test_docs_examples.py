@@ -59,6 +59,9 @@ NOT_RUN = {
         "the quick tour's `peagle deploy qwen3-coder --dry-run`, which runs here",
     "peagle deploy qwen3-coder --image <account>.dkr.ecr.<region>.amazonaws.com/peagle-vllm:0.1.0 --role <role ARN>":
         "<account>, <region> and <role ARN> are the reader's own values",
+    "peagle local stop":
+        "stops the server the `peagle local start` above started (which needs vLLM); with nothing running it is "
+        "refused (exit 2, docs/cli.md); tests/test_local_cli.py runs start then stop",
     'peagle invoke https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/my-endpoint/openai/v1 "hi"':
         "sends to AWS's own host; tests/test_openai_route.py invokes the emulator's route URL the same way",
 }

@@ -9,6 +9,7 @@ unmanaged stack untouched; a second `peagle recover` finds nothing to do.
 from __future__ import annotations
 
 import json
+import tempfile
 import os
 import signal
 from contextlib import contextmanager
@@ -151,7 +152,9 @@ def test_case2_an_update_that_read_a_config_which_no_longer_serves_is_refused(wo
     gate = emu.gate("DescribeEndpoint", skip=1, caller="b")  # B's re-check after the prompt
     b = peagle.start(["update", NAME, "--k", "7", "--bake", "0s", "--yes"], env(emu, "b"))
     gate.wait_entered()
-    a = peagle.run(["update", NAME, "--k", "5", "--bake", "0s", "--yes"], env(emu, "a"))
+    # A runs on another machine: this host's lock of `peagle update ep1` (held by B) does not see it
+    other_host = tempfile.mkdtemp(prefix="peagle-other-host-")
+    a = peagle.run(["update", NAME, "--k", "5", "--bake", "0s", "--yes"], env(emu, "a", PEAGLE_STATE_DIR=other_host))
     assert a.code == 0, a.stderr
     gate.release()
     assert b.finish() == 2, b.stderr

@@ -146,8 +146,8 @@ def test_connection_refused():
 
 @pytest.mark.parametrize("args,fragment", [
     (["--max-tokens", "0"], "--max-tokens must be at least 1"),
-    (["--temperature", "3"], "--temperature must be between 0 and 2"),
-    (["--top-p", "0"], "--top-p must be in (0, 1]"),
+    (["--temperature", "3"], "--temperature must be at least 0 and at most 2, got 3"),
+    (["--top-p", "0"], "--top-p must be more than 0 and at most 1, got 0"),
 ])
 def test_bad_sampling_flags(args, fragment):
     result = run_cli("invoke", "http://127.0.0.1:9", "hello", *args)

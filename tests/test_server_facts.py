@@ -54,7 +54,7 @@ def test_sweep_with_trust_labels_measures_and_records_the_servers_k(tmp_path):
         in " ".join(res.stderr.split())
     rows = {r["label"]: r for r in json.loads(res.stdout)["report"]["configurations"]}
     assert rows["p-eagle K=7"]["server"] == "speculative K=3" and "K=3" in rows["p-eagle K=7"]["label_disagrees"]
-    saved = json.loads(open(rows["p-eagle K=7"]["result_file"], encoding="utf-8").read())
+    saved = json.loads((tmp_path / rows["p-eagle K=7"]["result_file"]).read_text(encoding="utf-8"))  # beside the state
     assert (saved["target"]["k"], saved["target"]["k_source"], saved["target"]["label_k"]) == (3, "server", 7)
     assert "## Labels the servers contradict" in (tmp_path / "sweep.md").read_text(encoding="utf-8")
     assert rows["off"]["label_disagrees"] is None  # the baseline really runs without speculation

@@ -90,7 +90,7 @@ def test_a_second_sweep_with_the_same_out_is_refused_naming_the_first(tmp_path):
     """The concurrent-sweep case: two processes, one --out. The first holds a stalled server; the second is refused
     in one line naming the first's pid and host, and writes nothing."""
     out = tmp_path / "shared"
-    with FakeVllm(mode="stall", stall_s=300) as stalled, url_standins([("off", None)]) as fast:
+    with FakeVllm(mode="stall", stall_s=300, accepted_per_request=()) as stalled, url_standins([("off", None)]) as fast:
         first = subprocess.Popen([PEAGLE, "sweep", "m", "--url", f"off={stalled.url}", *FAST, "--out", str(out)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                                  env={**os.environ, "NO_COLOR": "1"})

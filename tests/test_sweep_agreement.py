@@ -21,7 +21,8 @@ def sweep(tmp_path, off: FakeVllm, eagle3: FakeVllm, p_eagle: FakeVllm):
 def test_every_configuration_is_compared_with_off(tmp_path):
     broken = TOKENS[:1] + [" x"] * 11  # what a drafter that changes the output gives
 
-    with FakeVllm(TOKENS) as off, FakeVllm(TOKENS) as eagle3, FakeVllm(answer=lambda body: broken) as p_eagle:
+    with FakeVllm(TOKENS, accepted_per_request=()) as off, FakeVllm(TOKENS) as eagle3, \
+            FakeVllm(answer=lambda body: broken) as p_eagle:  # off: no spec-decode series, as vLLM without it
         res = sweep(tmp_path, off, eagle3, p_eagle)
         agreement_requests = [r for r in p_eagle.requests if not r["body"].get("stream")]
     assert res.code == 0, res.stderr

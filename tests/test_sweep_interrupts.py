@@ -27,7 +27,8 @@ def _sweep(emu, tmp_path, budget, modes=("off", "p-eagle"), ks=(3, 7), clock=Non
 
     request = SweepRequest(model="qwen3-coder", configurations=configurations(list(modes), list(ks)),
                            concurrency=[1], num_prompts=1, warmup=0, budget_usd=budget, role=emu.role_arn,
-                           logs_wait_s=0, provision_s=60, teardown_s=60, sweep_id="swtest-0027")
+                           logs_wait_s=0, provision_s=60, teardown_s=60, sweep_id="swtest-0027",
+                           agreement_prompts=0)  # one request per configuration: the clock below counts them
     plan, deployments = plan_sweep(request, offline=False)
     sf = StateFile(tmp_path / "sweep-state.json", SweepState(
         request=request, plan=plan, configs={c.label: ConfigState(label=c.label) for c in plan.configurations}))
@@ -46,7 +47,9 @@ def test_resume_with_a_higher_budget_goes_on_after_a_budget_stop_and_measures_no
         serve(name, body)
 
     emu_server.runtime.on_request = on_request
-    sf, sweep = _sweep(emu_server, tmp_path, 6.8, clock=lambda: now[0])
+    # about two configurations' hours at the emulated hosting price (the Pricing API's answer): the third is stopped
+    hourly = emu_server.hosting_prices["ml.g7e.2xlarge"]
+    sf, sweep = _sweep(emu_server, tmp_path, 2.02 * hourly, clock=lambda: now[0])
     with pytest.raises(BudgetStop) as stopped:
         sweep.run(1)
     assert f"go on with 'peagle sweep --resume {sf.path} --budget MORE'" in stopped.value.one_line()

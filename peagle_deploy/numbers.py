@@ -64,6 +64,11 @@ BOUNDS: dict[str, Bound] = {
     "--verify-cost": Bound(0, 10, "0.02", unit="target decoding steps"),
     "--draft-cost": Bound(0, 10, "0.06", unit="target decoding steps"),
     "--concurrency": Bound(1, MAX_CONCURRENCY, "8"),
+    # output agreement (bench agree, sweep)
+    "--samples": Bound(2, 10_000, "16", why="answers per prompt and target; the test needs at least two"),
+    "--alpha": Bound(0.001, 0.5, "0.01"),
+    "--noise-per-token": Bound(0, 1, "0.01"),
+    "--agreement-prompts": Bound(0, 10_000, "16"),
     # fleets and money
     "--instance-count": Bound(1, MAX_INSTANCES, "1", why="peagle's limit; more needs a SageMaker quota increase and "
                                                         "several endpoints"),

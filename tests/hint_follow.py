@@ -21,7 +21,7 @@ ADD_ONE = re.compile(r"add one: ([^:;]+)$")
 DROP = re.compile(r"\bdrop ((?:--[\w-]+|MODEL)(?:(?:, | and )(?:--[\w-]+|MODEL))*)")
 MESSAGE_FLAG = re.compile(r"(--[a-z][\w-]*) '")
 AT_MOST = re.compile(r"pass at most (\S+)$")
-EXAMPLES = re.compile(r"(?:pass e\.g\.|such as) ((?:\d[\w.]*)(?:, \d[\w.]*)*(?: or \d[\w.]*)?)")
+EXAMPLES = re.compile(r"(?:pass e\.g\.|such as) ((?:\d[\w.:+-]*)(?:, \d[\w.:+-]*)*(?: or \d[\w.:+-]*)?)")
 FLAG_VALUE = re.compile(r"(--[a-z][\w-]*)(?:[ =](?!--)(?:between )?([^\s,;)]+))?")
 PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z_:]*|[(\[].*|.*<.*|.*\.\.\.|e\.g\.|to|or|and|with|for|of|is|the|a|an|it|them)$")
 
@@ -121,7 +121,8 @@ def follow(argv: list[str], line: str, takes_value: dict[str, bool], *, folder: 
 def _own(hint: str) -> str:
     """The hint without the commands it quotes or names (`peagle logs NAME --since 10m ...` is an example of
     another run, not an edit of this one)."""
-    return re.sub(r"\bpeagle [a-z-]+(?: [a-z-]+)?(?: [^\s,;)]+)*", "", QUOTED_COMMAND.sub("", hint))
+    unquoted = re.sub(r"'[^']*'", "", QUOTED_COMMAND.sub("", hint))  # another program's command line, quoted
+    return re.sub(r"\bpeagle [a-z-]+(?: [a-z-]+)?(?: [^\s,;)]+)*", "", unquoted)
 
 
 def named_options(hint: str) -> list[str]:

@@ -74,9 +74,9 @@ def test_dry_run_plans_seven_endpoints_against_the_budget(emu_server):
     assert plan["within_budget"] is True and plan["budget_usd"] == 40
 
 
-def test_budget_too_small_refuses_before_creating_anything(emu_server):
+def test_budget_too_small_refuses_before_creating_anything(emu_server, tmp_path):
     res = peagle(emu_server, "sweep", "qwen3-coder", *FAST, "--budget", "0.5", "--role", emu_server.role_arn,
-                 "--yes")
+                 "--yes", "--out", str(tmp_path / "sw"))
     assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "over --budget $0.50" in lines[0] and "Traceback" not in res.stderr

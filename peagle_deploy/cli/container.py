@@ -119,7 +119,7 @@ def dockerfile(
         from ..resources import templates_dir
 
         if wheel is not None and not (wheel.is_file() and re.match(r"^peagle_deploy-.*\.whl$", wheel.name)):
-            raise UsageError(f"--wheel {wheel} is not a peagle_deploy-*.whl file", "build one with: pip wheel --no-deps .")
+            raise UsageError(f"--wheel {wheel} is not a peagle_deploy-*.whl file", "build one with 'pip wheel --no-deps .'")
         if base is not None and not re.match(r"^[\w.\-/:@${}]+$", base):
             raise UsageError(f"--base {base!r} is not an image reference", "pass e.g. registry/repo:tag")
         if output.exists() and not output.is_dir():

@@ -66,18 +66,24 @@ def update(
         if timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
         session = AwsSession(request.region, profile)
-        from ..locks import hold, lock_dir
-
-        # two updates of one endpoint never interleave (their new names, their deletes): the second is refused
-        with hold(lock_dir() / f"update-{request.region}-{request.name}.lock", f"updating {request.name}",
-                  hint="wait for it to finish (peagle status NAME shows the update), then run this update again"):
-            if policy is not None and (mode, k, instance_type, instance_count) == (None, None, None, None):
-                _rescale(out, session, request, dry_run=dry_run, yes=yes)  # the fleet stays: autoscaling only
-            else:
-                _update(out, session, request, price_limit=price_limit, price_given=max_price_per_hour is not None,
-                        dry_run=dry_run, yes=yes, timeout=timeout)
+        if policy is not None and (mode, k, instance_type, instance_count) == (None, None, None, None):
+            _rescale(out, session, request, dry_run=dry_run, yes=yes)  # the fleet stays: autoscaling only
+        else:
+            _update(out, session, request, price_limit=price_limit, price_given=max_price_per_hour is not None,
+                    dry_run=dry_run, yes=yes, timeout=timeout)
 
     run(json_output, body)
+
+
+def _writing(request):
+    """The lock of `peagle update NAME` on this host, held from the first write to the last: two updates of one
+    endpoint never interleave their writes; the second is refused in one line. Taken after the plan and the
+    prompts, so a dry run or a refused input never waits for it (and an update that read a state another one
+    then changed is refused by its re-check, lifecycle/update.py)."""
+    from ..locks import hold, lock_dir
+
+    return hold(lock_dir() / f"update-{request.region}-{request.name}.lock", f"updating {request.name}",
+                hint="wait for it to finish (peagle status NAME shows the update), then run this update again")
 
 
 def _rescale(out, session, request, *, dry_run: bool, yes: bool) -> None:
@@ -106,7 +112,8 @@ def _rescale(out, session, request, *, dry_run: bool, yes: bool) -> None:
     if not out.json_mode:
         show(out.err_console, "peagle update: about to change")
     out.confirm(f"Autoscale {plan.endpoint_name} {plan.after.describe()}?", yes=yes)
-    run_rescale(plan, session)
+    with _writing(request):
+        run_rescale(plan, session)
     out.result({"updated": document}, lambda console: console.print(
         f"{plan.endpoint_name} autoscales {plan.after.describe()}; it serves {plan.serving}", markup=False,
         soft_wrap=True))
@@ -141,7 +148,7 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
                     f"Really run {plan.target.instance_count} x {plan.target.instance_type}?", yes=False)
     out.confirm(f"Update {plan.endpoint_name} from {plan.current.label(with_instances=True)} to "
                 f"{plan.target.label(with_instances=True)}?", yes=yes)
-    with out.status(f"updating {plan.endpoint_name}") as show:
+    with _writing(request), out.status(f"updating {plan.endpoint_name}") as show:
         def progress(status, elapsed, doing):
             show(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
 

@@ -33,7 +33,7 @@ CASES = [
          stderr=r"--timeout must be at least 1 and at most 86400 seconds, got 0"),
     # bench: fail before measuring
     dict(id="bench-out-unwritable", argv=["bench", "http://127.0.0.1:9", "-n", "1", "--out", "/proc/peagle-out"],
-         exit=2, stderr=r"--out /proc/peagle-out is a file, not a folder"),
+         exit=2, stderr=r"--out /proc/peagle-out is not a writable folder .*: pass a folder you can write to$"),
     dict(id="bench-out-is-a-file", argv=["bench", "http://127.0.0.1:9", "-n", "1", "--out", "/etc/hostname"],
          exit=2, stderr=r"is a file, not a folder"),
     dict(id="bench-dead-target", argv=["bench", "http://127.0.0.1:9", "-n", "1", "--out", "/tmp/peagle-bench-dead"],

@@ -80,7 +80,7 @@ CASES = [
     dict(id="dockerfile-json-output-is-file", argv=["container", "dockerfile", "--output", "f.txt", "--json"],
          files={"f.txt": "x"}, exit=2, stderr=r"is a file, not a directory"),
     dict(id="dockerfile-wheel-missing", argv=["container", "dockerfile", "--wheel", "missing.whl"], exit=2,
-         stderr=r"--wheel missing.whl is not a peagle_deploy-\*.whl file: build one with: pip wheel --no-deps .$"),
+         stderr=r"--wheel missing.whl is not a peagle_deploy-\*.whl file: build one with 'pip wheel --no-deps \.'$"),
     dict(id="dockerfile-wheel-wrong-name", argv=["container", "dockerfile", "--wheel", "foo.whl"],
          files={"foo.whl": "x"}, exit=2, stderr=r"--wheel foo.whl is not a peagle_deploy-\*.whl file"),
     dict(id="dockerfile-wheel-is-directory", argv=["container", "dockerfile", "--wheel", "peagle_deploy-0.1.0-py3-none-any.whl"],

@@ -7,7 +7,7 @@ CASES = [
          stderr=r"recover needs exactly one of NAME or --all"),
     dict(id="recover-bad-name", argv=["recover", "bad_name!"], exit=2, stderr=r"breaks SageMaker's naming rules"),
     dict(id="recover-timeout-zero", argv=["recover", "ep1", "--timeout", "0"], exit=2,
-         stderr=r"--timeout must be positive"),
+         stderr=r"--timeout must be at least 1 and at most 86400 seconds, got 0: pass e.g. --timeout 3600$"),
     dict(id="recover-unmanaged", argv=["recover", "someone-elses-endpoint"], exit=2,
          stderr=r"endpoint 'someone-elses-endpoint' was not created by peagle: peagle only recovers what it "
                 r"created; nothing was changed"),

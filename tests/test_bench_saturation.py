@@ -13,7 +13,7 @@ starved one needs far more than the share it can get, which a loaded machine onl
 classification itself is unit-tested on fixed readings in tests/test_bench_offline.py.
 
 Marked `contention` and deselected in the default run: the suite's own parallel load on a 2-core machine changed
-the starved generator's share (it failed there once in three runs). Run on an otherwise idle machine:
+the starved generator's share (it failed in two of three full runs on 2026-11-25). Run on an otherwise idle machine:
 `.venv/bin/python -m pytest -m contention tests/test_bench_saturation.py`.
 """
 

@@ -22,7 +22,7 @@ from .autoscaling import SERVICE as AUTOSCALING_SERVICE
 from .autoscaling import AutoscalingStatus, read_autoscaling
 from ..pricing import Price
 from .startup_log import StartupInfo
-from .tags import list_tags
+from .tags import list_tags, list_tags_if_present
 from .verify import Check
 from .wait import read_retrying
 
@@ -171,7 +171,9 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
     tags_by_name: dict[str, PeagleTags] = {}
     for page in read(lambda: list(sm.get_paginator("list_endpoints").paginate())):
         for summary in page.get("Endpoints", []):
-            raw = read(lambda s=summary: list_tags(sm, s["EndpointArn"]))
+            raw = read(lambda s=summary: list_tags_if_present(sm, s["EndpointArn"]))
+            if raw is None:  # deleted between the list and the tags
+                continue
             tags = PeagleTags.from_aws(raw)
             if not tags.managed:
                 continue

@@ -102,12 +102,13 @@ def recover(session: Any, name: str | None = None, *, all_: bool = False, timeou
 
 
 def _managed_endpoints(sm: Any, read: Read) -> list[str]:
-    from .tags import read_tags
+    from .tags import list_tags_if_present
 
     found = []
     for page in read(lambda: list(sm.get_paginator("list_endpoints").paginate())):
         for summary in page.get("Endpoints", []):
-            if read(lambda s=summary: read_tags(sm, s["EndpointArn"])).managed:
+            tags = read(lambda s=summary: list_tags_if_present(sm, s["EndpointArn"]))
+            if tags is not None and PeagleTags.from_aws(tags).managed:  # None: deleted since the list
                 found.append(summary["EndpointName"])
     return found
 

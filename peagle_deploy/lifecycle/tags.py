@@ -6,7 +6,7 @@ from typing import Any
 
 from ..tags import PeagleTags, is_managed
 
-__all__ = ["PeagleTags", "is_managed", "list_tags", "read_tags"]
+__all__ = ["PeagleTags", "is_managed", "list_tags", "list_tags_if_present", "read_tags"]
 
 
 def list_tags(sm: Any, arn: str) -> dict[str, str]:
@@ -14,6 +14,19 @@ def list_tags(sm: Any, arn: str) -> dict[str, str]:
     for page in sm.get_paginator("list_tags").paginate(ResourceArn=arn):
         tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
     return tags
+
+
+def list_tags_if_present(sm: Any, arn: str) -> dict[str, str] | None:
+    """The tags, or None when the resource is gone: an endpoint listed a moment ago can be deleted before its tags
+    are read (another cleanup, a sweep's teardown), which is not a failure of whoever lists."""
+    from ..aws import is_not_found
+
+    try:
+        return list_tags(sm, arn)
+    except Exception as exc:
+        if is_not_found(exc):
+            return None
+        raise
 
 
 def read_tags(sm: Any, arn: str) -> PeagleTags:

@@ -91,6 +91,10 @@ python3 -m venv .venv-container
 .venv-container/bin/pip install -q -e '.[test,tiny-models]' 2>&1 | grep -v "^WARNING: Location" || true
 
 say "tests/container_tier"
+# a run killed earlier (SIGKILL, a lost machine) can leave the emulator's containers (test-only names) running:
+# the tests count containers by name, so remove those first
+stale=$("${PODMAN[@]}" ps --all --format '{{.Names}}' | grep '^peagle-emulator-' || true)
+[[ -z $stale ]] || { echo "removing containers a killed run left: $stale"; "${PODMAN[@]}" rm --force $stale >/dev/null; }
 # exit 5 (nothing collected) fails here like any other non-zero exit: set -e
 PEAGLE_TEST_IMAGE=$IMAGE PEAGLE_TEST_IMAGE_NONROOT=$IMAGE_NONROOT PEAGLE_TIER_TIMINGS=$work/timings \
   .venv-container/bin/python -m pytest -m container tests/container_tier -p no:cacheprovider

@@ -376,6 +376,8 @@ class SageMakerEmulator:
                 gate.hold()
             try:
                 answer = original_call(response_self)
+                if action == "CreateModel":
+                    _keep_network_isolation(response_self)
                 return answer if after is None else _error(after.status, after.code, after.message)
             finally:
                 if gate is not None:
@@ -623,6 +625,20 @@ def _pricing_stubber(emulator: SageMakerEmulator) -> Any:
     from .pricing_emulation import stubber_patch
 
     return stubber_patch(emulator)
+
+
+def _keep_network_isolation(response_self: Any) -> None:
+    """moto drops CreateModel's EnableNetworkIsolation (its DescribeModel always says False); SageMaker keeps it, and
+    `peagle update` copies the live value into the new model, so the emulator keeps it too."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    try:
+        body = json.loads(getattr(response_self, "body", None) or "{}")
+    except (TypeError, ValueError):
+        return
+    model = sagemaker_backends[ACCOUNT][response_self.region]._models.get(body.get("ModelName"))
+    if model is not None and isinstance(body.get("EnableNetworkIsolation"), bool):
+        model.enable_network_isolation = body["EnableNetworkIsolation"]
 
 
 def _caller(response_self: Any) -> str | None:

@@ -58,6 +58,17 @@ def pytest_sessionfinish(session, exitstatus):
     stop()  # the fork server, if a test started it
 
 
+@pytest.fixture(autouse=True)
+def _own_price_cache(monkeypatch, tmp_path_factory):
+    """Each test starts with no remembered SageMaker price: the in-process emulator (moto's mock_aws) looks like real
+    AWS to pricing.py, whose cache would otherwise carry one test's emulated price into the next test (and into the
+    user's ~/.cache). Its own XDG_CACHE_HOME (subprocesses inherit it) and an empty in-memory memo."""
+    from peagle_deploy import pricing
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.setattr(pricing, "_memo", {})
+
+
 @pytest.fixture
 def emu_server():
     """A SageMaker emulator in server mode (for subprocesses: `emu.env`), with no endpoints."""

@@ -89,8 +89,10 @@ def plan_for(**request):
     return build_plan(PlanRequest(model="qwen3-coder", **request), resolver=resolver_for())
 
 
-def test_the_plan_carries_the_requests_the_tag_and_the_price_at_the_maximum():
+def test_the_plan_carries_the_requests_the_tag_and_the_price_at_the_maximum(emu_in_process):
+    # the emulator answers the Pricing API: a known hourly price (without it the price is unknown, and so its max)
     plan = plan_for(autoscale=POLICY, instance_count=2)
+    assert plan.price_per_hour_usd is not None
     assert plan.autoscaling == POLICY
     assert plan.register_scalable_target == POLICY.register_request(plan.endpoint_name, "AllTraffic")
     assert plan.put_scaling_policy == POLICY.policy_request(plan.endpoint_name, "AllTraffic")

@@ -142,20 +142,16 @@ class Container:
         return self
 
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> Container:
+        from peagle_deploy.local.process import wait_ready
+
         began = time.monotonic()
-        deadline = began + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"vLLM ({self.mode}) exited with {self.proc.returncode} while starting:\n"
-                            f"{self.log_tail()}", pytrace=False)
-            try:
-                with urllib.request.urlopen(self.url + "/ping", timeout=5) as answer:
-                    if answer.status == 200:
-                        self.started_s = time.monotonic() - began
-                        return self
-            except OSError:
-                pass
-            time.sleep(1.0)
+        outcome = wait_ready(self.port, lambda: self.proc.poll() is not None, timeout_s=timeout_s)
+        if outcome == "ready":
+            self.started_s = time.monotonic() - began
+            return self
+        if outcome == "exited":
+            pytest.fail(f"vLLM ({self.mode}) exited with {self.proc.returncode} while starting:\n"
+                        f"{self.log_tail()}", pytrace=False)
         self.stop()
         pytest.fail(f"vLLM ({self.mode}) not ready after {timeout_s:.0f} s:\n{self.log_tail()}", pytrace=False)
 

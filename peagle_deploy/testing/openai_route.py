@@ -30,13 +30,12 @@ import hmac
 import http.client
 import json
 import re
-import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qsl
 
-from .streaming import chat_json, chat_sse
+from .streaming import chat_json, chat_sse, paced
 
 _ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/openai/v1(?P<rest>/.*)?$")
 CHAT = "/chat/completions"
@@ -198,13 +197,4 @@ def _stand_in(start_response: Any, emulator: Any, name: str, raw: bytes) -> Iter
                    finish_reason=None if script.truncate else "stop")
     events = [event + b"\n\n" for event in sse.split(b"\n\n") if event]
     start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8")])
-
-    def body() -> Iterable[bytes]:
-        for i, event in enumerate(events):
-            if script.token_gap_s:
-                time.sleep(script.token_gap_s)
-            if script.stall_s and i == len(events) - 1:
-                time.sleep(script.stall_s)
-            yield event
-
-    return body()
+    return (event for _, event in paced(script, events))

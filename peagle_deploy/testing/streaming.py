@@ -14,7 +14,7 @@ import json
 import re
 import struct
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,11 +159,7 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
                                   ("X-Amzn-SageMaker-Content-Type", "text/event-stream")])
 
         def body() -> Iterable[bytes]:
-            for i, part in enumerate(parts):
-                if script.token_gap_s:
-                    time.sleep(script.token_gap_s)
-                if script.stall_s and i == len(parts) - 1:
-                    time.sleep(script.stall_s)
+            for i, part in paced(script, parts):
                 if script.stream_error and i == len(parts) // 2:
                     yield exception_frame(*script.stream_error)
                     return
@@ -213,3 +209,14 @@ def send_reply(handler: Any, status: int, payload: bytes, content_type: str = "a
     handler.send_header("Content-Length", str(len(payload)))
     handler.end_headers()
     handler.wfile.write(payload)
+
+
+def paced(script: RuntimeScript, parts: list[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(index, part) as the script paces a stream: `token_gap_s` before each part, `stall_s` more before the last.
+    Shared by the InvokeEndpointWithResponseStream stand-in and the OpenAI route's."""
+    for i, part in enumerate(parts):
+        if script.token_gap_s:
+            time.sleep(script.token_gap_s)
+        if script.stall_s and i == len(parts) - 1:
+            time.sleep(script.stall_s)
+        yield i, part

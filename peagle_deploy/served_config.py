@@ -58,17 +58,31 @@ def speculation_from_config(config: dict[str, Any] | None) -> Speculation:
                        note=note)
 
 
+class _Unparsable(ValueError):
+    """SM_VLLM_SPECULATIVE_CONFIG that is not a JSON object; `str(exc)` says which ('not JSON', ...)."""
+
+
+def _config_object(value: str) -> dict[str, Any]:
+    """The one parse of an SM_VLLM_SPECULATIVE_CONFIG value (both readers below)."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise _Unparsable("not JSON") from None
+    if not isinstance(parsed, dict):
+        raise _Unparsable("not a JSON object")
+    return parsed
+
+
 def speculation_from_env(env: dict[str, str] | None) -> Speculation:
     """From a container environment: SM_VLLM_SPECULATIVE_CONFIG (JSON), absent meaning off."""
     value = (env or {}).get(ENV_VAR)
     if value is None:
         return Speculation(mode="off")
     try:
-        parsed = json.loads(value)
-    except ValueError:
-        return Speculation(mode=None, note=f"{ENV_VAR} is not JSON: {value[:80]!r}")
-    if not isinstance(parsed, dict):
-        return Speculation(mode=None, note=f"{ENV_VAR} is not a JSON object")
+        parsed = _config_object(value)
+    except _Unparsable as exc:
+        return Speculation(mode=None, note=f"{ENV_VAR} is {exc}" + (f": {value[:80]!r}" if str(exc) == "not JSON"
+                                                                    else ""))
     return speculation_from_config(parsed)
 
 
@@ -133,6 +147,8 @@ class Served(BaseModel):
     instance_type: str | None = None
     instance_count: int | None = None
     problem: str | None = None
+    speculation: Speculation | None = Field(default=None, exclude=True, description="the model's full speculative "
+                                            "config (method, parallel drafting), for checking vLLM's start-up log")
 
     def label(self) -> str:
         if self.mode is None:
@@ -149,11 +165,9 @@ def spec_of_environment(environment: dict[str, str] | None) -> SpeculativeSpec:
     if value is None or not value.strip():
         return SpeculativeSpec(mode=Mode.OFF.value, k=None)
     try:
-        config = json.loads(value)
-    except json.JSONDecodeError:
-        return SpeculativeSpec(mode=None, k=None, problem=f"{ENV_VAR} is not JSON")
-    if not isinstance(config, dict):
-        return SpeculativeSpec(mode=None, k=None, problem=f"{ENV_VAR} is not a JSON object")
+        config = _config_object(value)
+    except _Unparsable as exc:
+        return SpeculativeSpec(mode=None, k=None, problem=f"{ENV_VAR} is {exc}")
     k = config.get("num_speculative_tokens")
     k = k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
     method = config.get("method")
@@ -198,8 +212,10 @@ def read_served(sm: Any, config_name: str, *, read: Callable[[Callable[[], Any]]
     if model is None:
         served.problem = f"model {served.model} of endpoint config {config_name} no longer exists"
         return served
-    spec = spec_of_environment((model.get("PrimaryContainer") or {}).get("Environment"))
+    environment = (model.get("PrimaryContainer") or {}).get("Environment")
+    spec = spec_of_environment(environment)
     served.mode, served.k = spec.mode, spec.k
+    served.speculation = speculation_from_env(environment)
     served.problem = served.problem or spec.problem
     return served
 

@@ -161,9 +161,10 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
         tags = PeagleTags.from_aws(raw)
         if not tags.managed:
             raise UsageError(f"endpoint {name!r} was not created by peagle", "peagle only reports what it created")
-        row = _row(described, tags, now, _served(sm, described, read), raw, session.region, session.profile)
+        served = _served(sm, described, read)
+        row = _row(described, tags, now, served, raw, session.region, session.profile)
         if described["EndpointStatus"] == "InService":
-            row.vllm, row.startup_check = _startup(session, sm, name, described)
+            row.vllm, row.startup_check = _startup(session, sm, name, described, served)
         _add_autoscaling(session, [row], {name: described}, {name: tags})
         return [row]
     rows = []
@@ -191,15 +192,17 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
     return rows
 
 
-def _startup(session: Any, sm: Any, name: str, described: dict[str, Any]) -> tuple[StartupInfo, Check]:
-    """What vLLM logged at start, checked against the speculative config the endpoint is served with."""
+def _startup(session: Any, sm: Any, name: str, described: dict[str, Any],
+             served: Any = None) -> tuple[StartupInfo, Check]:
+    """What vLLM logged at start, checked against the speculative config the endpoint is served with (as
+    `served` already read it; read again only when that read could not give it)."""
     from ..served_config import read_served_config
     from ..speculative import ENV_VAR
     from .startup_log import read_cloudwatch
     from .verify import by_hand, startup_check
 
-    served = read_served_config(sm, name, described=described)
-    spec = served.speculation
+    spec = served.speculation if served is not None and served.speculation is not None else \
+        read_served_config(sm, name, described=described).speculation
     expected = None
     if spec.mode not in (None, "off"):  # the served env value itself, as sent
         expected = {"method": spec.method, "num_speculative_tokens": spec.k}

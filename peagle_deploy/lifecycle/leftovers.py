@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..tags import PeagleTags
-from .tags import read_tags
+from .tags import list_tags_if_present
 from .teardown import References
 
 _UPDATE_NAME = re.compile(r"^(?P<endpoint>.+)-u\d{12}(?:-[0-9a-f]{4})?$")
@@ -42,16 +42,12 @@ def endpoint_of(name: str, tags: PeagleTags) -> str:
 
 
 def _managed(sm: Any, items: list[tuple[str, str]]) -> dict[str, PeagleTags]:
-    from ..aws import is_not_found
-
     found = {}
     for name, arn in items:
-        try:
-            tags = read_tags(sm, arn)
-        except Exception as exc:
-            if is_not_found(exc):  # deleted between the listing and now
-                continue
-            raise
+        raw = list_tags_if_present(sm, arn)
+        if raw is None:  # deleted between the listing and now
+            continue
+        tags = PeagleTags.from_aws(raw)
         if tags.managed:
             found[name] = tags
     return found

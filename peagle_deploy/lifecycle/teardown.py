@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from ..aws import is_not_found, translate_error
 from ..errors import PeagleError, UsageError
 from ..tags import PeagleTags
-from .tags import read_tags
+from .tags import list_tags_if_present, read_tags
 
 from .outcome import Outcome, OutcomeKind  # noqa: F401 - teardown's answer, imported from here by callers
 
@@ -80,12 +80,10 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
         return Outcome(kind=kind, name=name, result="already gone")
     tags = PeagleTags()
     if require_managed or created_at is not None:
-        try:
-            tags = read_tags(sm, described[_DESCRIBE[kind][2]])
-        except Exception as exc:
-            if is_not_found(exc):  # deleted between the describe and now
-                return Outcome(kind=kind, name=name, result="already gone")
-            raise
+        raw = list_tags_if_present(sm, described[_DESCRIBE[kind][2]])
+        if raw is None:  # deleted between the describe and now
+            return Outcome(kind=kind, name=name, result="already gone")
+        tags = PeagleTags.from_aws(raw)
         if require_managed and not tags.managed:
             return Outcome(kind=kind, name=name, result="left", reason="not created by peagle (no peagle:managed tag)")
         if created_at is not None and tags.created_at != created_at:
@@ -261,12 +259,10 @@ def _managed_with_arns(sm: Any, paginator: str, key: str, name_key: str,
     found = []
     for page in sm.get_paginator(paginator).paginate():
         for item in page.get(key, []):
-            try:
-                tags = read_tags(sm, item[arn_key])
-            except Exception as exc:
-                if is_not_found(exc):  # deleted between the listing and now
-                    continue
-                raise
+            raw = list_tags_if_present(sm, item[arn_key])
+            if raw is None:  # deleted between the listing and now
+                continue
+            tags = PeagleTags.from_aws(raw)
             if tags.managed:
                 found.append((item[name_key], item[arn_key], tags))
     return found

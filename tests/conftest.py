@@ -39,19 +39,6 @@ if "PEAGLE_CACHE_DIR" not in os.environ:
 share_botocore_data()
 
 
-def next_utc_second() -> None:
-    """Return once the UTC second has changed (at most a second): `peagle update` names its new config and model
-    NAME-u<UTC second>, so two updates of one endpoint in one second collide. Issue 27 makes the names unique
-    beyond one second; then this goes."""
-    import time
-
-    start = int(time.time())
-    for _ in range(300):
-        if int(time.time()) != start:
-            return
-        time.sleep(0.01)
-
-
 def pytest_sessionfinish(session, exitstatus):
     from .forked_peagle import stop
 

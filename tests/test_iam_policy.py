@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from peagle_deploy import iam_policy
-from tests.conftest import next_utc_second
 from tests.forked_peagle import forked_peagle
 
 NAME = "iam-probe"
@@ -116,7 +115,6 @@ def recorded(emulator_server, tmp_path_factory):
                 emu.fail("PutScalingPolicy", code="ValidationException", message="injected for the IAM test")
             if setup == "update-fails":  # SageMaker rolls back: the update removes what it created
                 emu.script_update(fail=True, reason="scripted rollback for the IAM test")
-                next_utc_second()
             if setup == "unmanaged":
                 emu.create_endpoint_stack("not-peagles")
             if setup == "interrupted":

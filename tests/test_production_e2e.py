@@ -14,7 +14,6 @@ import subprocess
 
 import pytest
 
-from .conftest import next_utc_second
 from .forked_peagle import forked_peagle
 
 NAME = "prod-qwen"
@@ -83,7 +82,6 @@ def test_deploy_update_rollback_cleanup(emu):
     # a scripted failed update: SageMaker rolls back, the endpoint keeps serving K=7
     emu.status_history.clear()
     emu.script_update(updating_polls=1, fail=True, reason="alarm prod-p99 went to ALARM during the baking period")
-    next_utc_second()
     failed = peagle(emu, "update", NAME, "--k", "11", "--yes")
     assert failed.returncode == 6, failed.stderr
     assert "the endpoint still serves the old configuration (K=7)" in failed.stderr

@@ -33,8 +33,8 @@ _SECONDS = itertools.count()
 
 
 def update(emu, name="prod", **kwargs):
-    """One update, a second after the one before on an injected clock: new names carry the UTC second, and
-    two updates in one second collide (issue 27 makes the names unique beyond it)."""
+    """One update, a second after the one before on an injected clock (new names carry the UTC second, then four
+    random hex digits, so they are unique either way; the clock keeps them in the order the updates ran)."""
     session = AwsSession(emu.region)
     now = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=next(_SECONDS))
     plan = prepare(session, UpdateRequest(name=name, region=emu.region, **kwargs), sleep=NO_SLEEP, now=now)

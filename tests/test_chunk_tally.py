@@ -134,3 +134,31 @@ def test_an_empty_content_chunk_at_a_reads_edge_is_no_token_and_tokens_stay_exac
     assert tally([data[:at], data[at:]]) == (want_chunks, want_usage)  # starts a read: decoded
     assert tally([data[:at + len(empty)], data[at + len(empty):]]) == (want_chunks, want_usage)  # ends one
     assert tally([data]) == (want_chunks + 1, want_usage)  # inside one read: one chunk more, usage exact
+
+
+@pytest.mark.parametrize("name", ["plain", "role again", "usage on a chunk", "two choices", "reasoning", "error"])
+def test_reads_that_hold_whole_events_count_what_the_exact_decoder_counts(name):
+    """The commonest read (whole events: vLLM flushes one per token) takes the one-call path when it holds only
+    plain content chunks; a read that ends in the finish chunk, or holds anything else, must not."""
+    data = stream(ODD_MIDDLES[name])
+    events = [e + b"\n\n" for e in data[:-2].split(b"\n\n")]
+    assert b"".join(events) == data
+    want = oracle(data)
+    for size in range(1, len(events) + 1):
+        for offset in range(size):
+            pieces = [b"".join(events[:offset])] if offset else []
+            pieces += [b"".join(events[i:i + size]) for i in range(offset, len(events), size)]
+            if want is StreamError:
+                with pytest.raises(StreamError):
+                    tally(pieces)
+            else:
+                assert tally(pieces) == want, (size, offset)
+
+
+def test_a_read_of_plain_chunks_is_counted_by_one_sink_call_without_decoding(monkeypatch):
+    rec = RequestRecord(index=0, warmup=False)
+    t = ChunkTally(rec)
+    monkeypatch.setattr(ChunkTally, "_exact", lambda *a: pytest.fail("a plain read was decoded"))
+    t.feed(chunk({"content": "a"}), 0.0)
+    t.feed(chunk({"content": "b"}) + chunk({"content": '"q"'}) + chunk({"content": "\\"}), 1.0)
+    assert rec.chunks == 4 and rec.gaps is not None and list(rec.gaps) == [1.0]

@@ -5,8 +5,10 @@ Pairs (A = peagle, B = the baseline), each run in turn A B A B ... `--pairs` tim
 - `help`:   `peagle --help` against a Typer app with the same commands, options and help texts (generated
             from peagle's own command tree into a temporary file, importing nothing of peagle).
 - `status`: `peagle status --json` with 5 peagle endpoints against a bare boto3 script making the same
-            AWS calls (ListEndpoints, ListTags and DescribeEndpoint per endpoint, the two Application Auto
-            Scaling listings), both against the same SageMaker emulator (moto, a thread of this process).
+            AWS calls (ListEndpoints; per endpoint ListTags, DescribeEndpoint, DescribeEndpointConfig,
+            DescribeModel and GetProducts (the emulator's prices are not cached); Application Auto Scaling's
+            targets; the unused-config scan: ListEndpoints, DescribeEndpoint each, ListEndpointConfigs,
+            DescribeEndpointConfig each, ListModels), both against the same SageMaker emulator (moto, a thread of this process).
             The script checks that both made the same API calls and says so when they differ.
 - `dry-run`: `peagle deploy qwen3-coder --dry-run` without credentials against importing the sagemaker-core
             modules it calls (the spec look-ups) and nothing else.
@@ -101,6 +103,12 @@ STATUS_BASELINE = textwrap.dedent('''
 
     session = boto3.session.Session()
     sm = session.client("sagemaker")
+    pricing = session.client("pricing", region_name="us-east-1")
+    QUERY = {"ServiceCode": "AmazonSageMaker", "FormatVersion": "aws_v1", "Filters": [
+        {"Type": "TERM_MATCH", "Field": "productFamily", "Value": "ML Instance"},
+        {"Type": "TERM_MATCH", "Field": "platoinstancetype", "Value": "Hosting"},
+        {"Type": "TERM_MATCH", "Field": "regionCode", "Value": session.region_name},
+        {"Type": "TERM_MATCH", "Field": "instanceName", "Value": ""}]}
     rows = []
     described = {}
     for page in sm.get_paginator("list_endpoints").paginate():
@@ -110,7 +118,15 @@ STATUS_BASELINE = textwrap.dedent('''
                 continue
             d = sm.describe_endpoint(EndpointName=summary["EndpointName"])
             described[summary["EndpointName"]] = d
-            rows.append({"name": d["EndpointName"], "status": d["EndpointStatus"], "tags": tags})
+            config = sm.describe_endpoint_config(EndpointConfigName=d["EndpointConfigName"])
+            variant = config["ProductionVariants"][0]
+            model = sm.describe_model(ModelName=variant["ModelName"])
+            env = (model.get("PrimaryContainer") or model["Containers"][0]).get("Environment", {})
+            query = json.loads(json.dumps(QUERY))
+            query["Filters"][-1]["Value"] = variant.get("InstanceType", "")
+            price = [p for page in pricing.get_paginator("get_products").paginate(**query) for p in page["PriceList"]]
+            rows.append({"name": d["EndpointName"], "status": d["EndpointStatus"], "tags": tags,
+                         "speculative": env.get("SM_VLLM_SPECULATIVE_CONFIG"), "prices": len(price)})
     if rows:
         aas = session.client("application-autoscaling")
         targets = [t for page in aas.get_paginator("describe_scalable_targets").paginate(
@@ -119,7 +135,18 @@ STATUS_BASELINE = textwrap.dedent('''
         if targets:
             policies = [p for page in aas.get_paginator("describe_scaling_policies").paginate(
                 ServiceNamespace="sagemaker") for p in page["ScalingPolicies"]]
-    print(json.dumps({"endpoints": rows}, default=str))
+    # who uses what (peagle's unused-config scan): every endpoint, every config, every model
+    in_use = set()
+    for page in sm.get_paginator("list_endpoints").paginate():
+        for summary in page["Endpoints"]:
+            in_use.add(sm.describe_endpoint(EndpointName=summary["EndpointName"])["EndpointConfigName"])
+    held = set()
+    for page in sm.get_paginator("list_endpoint_configs").paginate():
+        for summary in page["EndpointConfigs"]:
+            config = sm.describe_endpoint_config(EndpointConfigName=summary["EndpointConfigName"])
+            held.update(v["ModelName"] for v in config["ProductionVariants"])
+    models = [m for page in sm.get_paginator("list_models").paginate() for m in page["Models"]]
+    print(json.dumps({"endpoints": rows, "unused": []}, default=str))
 ''')
 
 DRY_RUN_BASELINE = ("import sagemaker.core.jumpstart.accessors, sagemaker.core.jumpstart.artifacts, "
@@ -212,7 +239,10 @@ def seed_endpoints(emulator) -> None:
     for i in range(ENDPOINTS):
         tags = PeagleTags(managed=True, model="qwen3-coder", mode="p-eagle", k=7, instance_type="ml.g7e.2xlarge",
                           instance_count=1).to_aws()
-        emulator.create_endpoint_stack(f"peagle-bench-{i}", tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+        served = json.dumps({"method": "eagle3", "model": "/opt/ml/additional-model-data-sources/draft_model",
+                             "num_speculative_tokens": 7, "parallel_drafting": True})
+        emulator.create_endpoint_stack(f"peagle-bench-{i}", tags=[{"Key": k, "Value": v} for k, v in tags.items()],
+                                       environment={"SM_VLLM_SPECULATIVE_CONFIG": served})  # as the tags say
 
 
 def main() -> int:

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -96,11 +97,13 @@ def vllm_bench(url: str, model: str, c: int, n: int, out_len: int, prompts: Path
            "--custom-output-len", str(out_len), "--num-prompts", str(n), "--max-concurrency", str(c),
            "--num-warmups", str(c), "--temperature", "0", "--ignore-eos", "--disable-tqdm", "--save-result",
            "--result-dir", str(workdir), "--result-filename", name]
-    began = time.monotonic()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=3600)
+    began, cpu = time.monotonic(), _children_cpu()
+    _, samples = run_watched(cmd)
+    cpu = _children_cpu() - cpu
     raw = json.loads((workdir / name).read_text())
     return {"output_tok_s": raw["output_throughput"], "window_s": raw["duration"], "wall_s": time.monotonic() - began,
-            "output_tokens": raw["total_output_tokens"], "completed": raw["completed"],
+            "client_cpu_s": cpu, **in_window(samples, raw["duration"]), "output_tokens": raw["total_output_tokens"],
+            "completed": raw["completed"],
             "ttft_p50": raw["median_ttft_ms"], "itl_p50": raw["median_itl_ms"], "tpot_mean": raw["mean_tpot_ms"]}
 
 
@@ -108,15 +111,73 @@ def peagle_bench(url: str, c: int, n: int, out_len: int, prompts: Path, workdir:
     cmd = [str(BIN / "peagle"), "bench", "run", url + "/v1", "-c", str(c), "-n", str(n), "--dataset", str(prompts),
            "--max-tokens", str(out_len), "--warmup", str(c), "--temperature", "0", "--no-chart",
            "-o", str(workdir / f"peagle-{tag}"), "--json"]
-    began = time.monotonic()
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=3600)
-    level = json.loads(out.stdout)["result"]["levels"][0]
+    began, cpu = time.monotonic(), _children_cpu()
+    stdout, samples = run_watched(cmd)
+    cpu = _children_cpu() - cpu
+    level = json.loads(stdout)["result"]["levels"][0]
     return {"output_tok_s": level["output_tokens_per_s"], "window_s": level["window_s"],
-            "wall_s": time.monotonic() - began, "output_tokens": level["output_tokens"],
+            "wall_s": time.monotonic() - began, "client_cpu_s": cpu, **in_window(samples, level["window_s"]),
+            "output_tokens": level["output_tokens"],
             "completed": level["completed"], "ttft_p50": level["ttft_ms"]["p50"], "itl_p50": level["itl_ms"]["p50"],
             "tpot_mean": level["tpot_ms"]["mean"], "client_cpu": level.get("client_cpu"),
             "loop_lag_mean_ms": (level.get("loop_lag_ms") or {}).get("mean"),
             "held": level.get("concurrency_held")}
+
+
+def _sched_s(pid: int) -> tuple[float, float]:
+    """(on-CPU, waiting for a CPU) seconds of all the threads of `pid` (/proc/PID/task/*/schedstat)."""
+    ran = waited = 0.0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            fields = stat.read_text().split()
+            ran, waited = ran + int(fields[0]) / 1e9, waited + int(fields[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            pass
+    return ran, waited
+
+
+def run_watched(cmd: list[str]) -> tuple[str, list[tuple[float, float, float]]]:
+    """Run a client to its end; its stdout and samples (time, on-CPU s, waiting-for-a-CPU s) of its threads every
+    0.1 s until it exits, so the CPU it used and waited for can be read over its measured window alone (start-up
+    excluded: vllm bench's imports cost seconds). On two cores shared with vLLM's CPU workers, a client that
+    waits for a CPU can neither send the next request nor read the next token meanwhile."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL)
+        samples: list[tuple[float, float, float]] = []
+        deadline = time.monotonic() + 3600
+        while proc.poll() is None and time.monotonic() < deadline:
+            ran, waited = _sched_s(proc.pid)
+            if ran:
+                samples.append((time.monotonic(), ran, waited))
+            time.sleep(0.1)
+        if proc.poll() is None:
+            proc.kill()
+        if proc.wait() != 0:
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
+        out.seek(0)
+        return out.read().decode(), samples
+
+
+def in_window(samples: list[tuple[float, float, float]], window_s: float) -> dict:
+    """CPU used and time waited for a CPU over the last `window_s` seconds the client ran (its measured window,
+    which ends as it writes its results), as shares of that time."""
+    if len(samples) < 2:
+        return {"client_cpu_share": None, "client_wait_share": None}
+    end = samples[-1]
+    start = min(samples, key=lambda s: abs(s[0] - (end[0] - window_s)))
+    span = max(end[0] - start[0], 1e-9)
+    return {"client_cpu_share": (end[1] - start[1]) / span, "client_wait_share": (end[2] - start[2]) / span}
+
+
+def _pct(share: float | None) -> str:
+    return "?" if share is None else f"{share:.0%}"
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this script's finished children: the tool just run, start-up included.
+    On a 2-core machine the client's CPU is taken from the server's, so a heavier client sees a slower server."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def calibrate(url: str, model: str, c: int, out_len: int, prompts: Path, workdir: Path, min_window: float) -> int:
@@ -134,20 +195,28 @@ def summarize(c: int, n: int, pairs: list[dict]) -> dict:
             "peagle_median": statistics.median(p["peagle"]["output_tok_s"] for p in pairs),
             "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
             "peagle_lower": sum(r < 1 for r in ratios), "ratios": ratios,
+            **{f"{tool}_{share}": statistics.median(p[tool][share] or 0.0 for p in pairs)
+               for tool in ("vllm", "peagle") for share in ("client_cpu_share", "client_wait_share")},
+            **{f"{tool}_tokens_per_request": statistics.median(
+                p[tool]["output_tokens"] / max(p[tool]["completed"], 1) for p in pairs) for tool in ("vllm", "peagle")},
             "window_s_median": statistics.median(min(p["vllm"]["window_s"], p["peagle"]["window_s"]) for p in pairs),
             "load": [p["load"] for p in pairs]}
 
 
 def table(levels: list[dict]) -> str:
     lines = ["| c | requests/run | pairs | vllm bench serve tok/s (median) | peagle bench tok/s (median) | "
-             "peagle / vllm: median | min - max | pairs peagle lower | window s (median) | load avg (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "peagle / vllm: median | min - max | pairs peagle lower | window s (median) | load avg (1 min) | "
+             "client in its window: CPU, vllm / peagle | waiting for a CPU, vllm / peagle | tokens per request, vllm / peagle |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in levels:
         loads = [x for x in s["load"] if x is not None]
         lines.append(f"| {s['c']} | {s['requests']} | {s['pairs']} | {s['vllm_median']:.1f} | {s['peagle_median']:.1f} "
                      f"| {s['ratio_median']:.3f} | {s['ratio_min']:.3f} - {s['ratio_max']:.3f} | "
                      f"{s['peagle_lower']} of {s['pairs']} | {s['window_s_median']:.1f} | "
-                     f"{min(loads):.1f} - {max(loads):.1f} |")
+                     f"{min(loads):.1f} - {max(loads):.1f} | {s['vllm_client_cpu_share']:.0%} / "
+                     f"{s['peagle_client_cpu_share']:.0%} | {s['vllm_client_wait_share']:.0%} / "
+                     f"{s['peagle_client_wait_share']:.0%} | {s['vllm_tokens_per_request']:.1f} / "
+                     f"{s['peagle_tokens_per_request']:.1f} |")
     return "\n".join(lines)
 
 
@@ -191,7 +260,11 @@ def main(argv: list[str] | None = None) -> int:
                 pairs.append(pair)
                 sys.stderr.write(f"c={c} pair {i + 1}/{args.pairs}: peagle/vllm "
                                  f"{pair['peagle']['output_tok_s'] / pair['vllm']['output_tok_s']:.3f} "
-                                 f"(load {pair['load']:.1f})\n")
+                                 f"(load {pair['load']:.1f}; client CPU s vllm {pair['vllm']['client_cpu_s']:.1f}, "
+                                 f"peagle {pair['peagle']['client_cpu_s']:.1f}; in the window, CPU / waiting for a CPU: vllm "
+                                 f"{_pct(pair['vllm']['client_cpu_share'])} / {_pct(pair['vllm']['client_wait_share'])}, "
+                                 f"peagle {_pct(pair['peagle']['client_cpu_share'])} / "
+                                 f"{_pct(pair['peagle']['client_wait_share'])})\n")
             summaries.append(summarize(c, n, pairs))
             raw["levels"].append({"c": c, "requests": n, "pairs": pairs})
             if args.json:

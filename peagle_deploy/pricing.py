@@ -236,12 +236,28 @@ class _NoCredentials(Exception):
     pass
 
 
-def _client(profile: str | None) -> Any:
-    from .aws import AwsSession, credentials_available
+# one Pricing client per process and AWS setting: a new boto3 session per price (status prices every row) parsed
+# botocore's data files again each time, most of `peagle status`'s own CPU
+_clients: dict[tuple[str | None, ...], Any] = {}
+_CLIENT_SETTINGS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_PRICING", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",
+                    "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_MAX_ATTEMPTS", "HOME")
 
-    if not credentials_available(profile, PRICING_REGION):
-        raise _NoCredentials
-    return AwsSession(PRICING_REGION, profile, max_attempts=2, connect_timeout=5, read_timeout=15).client("pricing")
+
+def _client(profile: str | None) -> Any:
+    key = (profile, *(os.environ.get(name) for name in _CLIENT_SETTINGS))
+    client = _clients.get(key)
+    if client is None:
+        from .aws import AwsSession
+
+        session = AwsSession(PRICING_REGION, profile, max_attempts=2, connect_timeout=5, read_timeout=15)
+        try:
+            found = session.boto3_session.get_credentials() is not None
+        except Exception:  # noqa: BLE001 - a missing profile or an unreadable config: no usable credentials
+            found = False
+        if not found:
+            raise _NoCredentials
+        client = _clients[key] = session.client("pricing")
+    return client
 
 
 def usd_per_million_tokens(usd_per_hour: float | None, output_tokens_per_second: float) -> float | None:

@@ -91,11 +91,18 @@ def request_errors(service: str, operation: str, body: dict[str, Any]) -> list[s
     from botocore.validate import ParamValidator
 
     shape = _service(service).operation_model(operation).input_shape
-    report = ParamValidator().validate(body, shape)
+    report = botocore_validate(ParamValidator(), body, shape)
     errors = [line.strip() for line in report.generate_report().splitlines() if line.strip()] \
         if report.has_errors() else []
     _walk(body, shape, operation, errors)
     return errors
+
+
+def botocore_validate(validator: Any, params: Any, shape: Any) -> Any:
+    """botocore's own validation alone (what the SDK runs before sending), even where check_every_request is on."""
+    from botocore.validate import ParamValidator
+
+    return getattr(ParamValidator.validate, "botocore", ParamValidator.validate)(validator, params, shape)
 
 
 def assert_valid_request(service: str, operation: str, body: dict[str, Any]) -> None:
@@ -145,3 +152,32 @@ def _length(length: int, meta: dict[str, Any], name: str, errors: list[str], uni
         errors.append(f"{name}: {length} {unit}, fewer than the minimum {meta['min']}")
     if "max" in meta and length > meta["max"]:
         errors.append(f"{name}: {length} {unit}, more than the maximum {meta['max']}")
+
+
+class StrictShapeError(AssertionError):
+    """A request body the SDK would send that breaks a constraint of the service's model (AWS would refuse it)."""
+
+
+def check_every_request() -> None:
+    """From now on, in this process, every request an SDK client serializes is also walked strictly: a body
+    that breaks an enum, a maximum, a length or a pattern raises StrictShapeError before it is sent, whichever
+    command, emulator mode or test built it. Installed by conftest (the pytest process) and the fork server
+    (its children); the installed executable keeps botocore as it is."""
+    from botocore.validate import ParamValidator
+
+    if getattr(ParamValidator.validate, "strict", False):
+        return
+    validate = ParamValidator.validate
+
+    def strict_validate(self: Any, params: Any, shape: Any) -> Any:
+        report = validate(self, params, shape)
+        errors: list[str] = []
+        if shape is not None and not report.has_errors():
+            _walk(params, shape, shape.name, errors)
+        if errors:
+            raise StrictShapeError("a request AWS would refuse (tests/aws_shapes.py):\n  " + "\n  ".join(errors))
+        return report
+
+    strict_validate.strict = True  # type: ignore[attr-defined]
+    strict_validate.botocore = validate  # type: ignore[attr-defined]
+    ParamValidator.validate = strict_validate  # type: ignore[method-assign]

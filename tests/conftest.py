@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from .aws_shapes import check_every_request
 from .botocore_data import share_botocore_data
 
 PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable of this environment
@@ -37,6 +38,7 @@ if "PEAGLE_CACHE_DIR" not in os.environ:
 
 
 share_botocore_data()
+check_every_request()  # every request body any test makes is checked against the service model strictly
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -49,11 +51,13 @@ def pytest_sessionfinish(session, exitstatus):
 def _own_price_cache(monkeypatch, tmp_path_factory):
     """Each test starts with no remembered SageMaker price: the in-process emulator (moto's mock_aws) looks like real
     AWS to pricing.py, whose cache would otherwise carry one test's emulated price into the next test (and into the
-    user's ~/.cache). Its own XDG_CACHE_HOME (subprocesses inherit it) and an empty in-memory memo."""
+    user's ~/.cache). Its own XDG_CACHE_HOME (subprocesses inherit it), an empty in-memory memo and no Pricing
+    client kept from another test's emulator."""
     from peagle_deploy import pricing
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     monkeypatch.setattr(pricing, "_memo", {})
+    monkeypatch.setattr(pricing, "_clients", {})
 
 
 @pytest.fixture

@@ -41,9 +41,13 @@ import sagemaker.core  # noqa: F401
 
 from peagle_deploy.cli.app import main
 from peagle_deploy import clock
-from botocore_data import share_botocore_data  # tests/ is this script's folder, sys.path[0]
+from botocore_data import preload, share_botocore_data  # tests/ is this script's folder, sys.path[0]
+
+from aws_shapes import check_every_request  # noqa: E402
 
 share_botocore_data()
+check_every_request()  # a child's request bodies are checked strictly, as in the pytest process
+preload()  # AWS's data files parsed once here, not in each child
 
 HEADER = struct.Struct(">Q")
 # in the environment a test gives the shim: keep real time between polls (an emulator whose endpoints turn

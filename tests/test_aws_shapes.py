@@ -14,7 +14,7 @@ from peagle_deploy.autoscale import AutoscalePolicy
 from peagle_deploy.instances import instance_table
 from peagle_deploy.plan import PlanRequest, build_plan
 
-from .aws_shapes import assert_valid_request, compile_pattern, request_errors
+from .aws_shapes import StrictShapeError, assert_valid_request, botocore_validate, compile_pattern, request_errors
 from .plan_inputs import resolver_for
 
 POLICY = AutoscalePolicy(min_capacity=1, max_capacity=4, metric="concurrency", target=8)
@@ -29,7 +29,7 @@ def _botocore_accepts(service: str, operation: str, body: dict) -> bool:
     from botocore.validate import ParamValidator
 
     shape = botocore.session.get_session().get_service_model(service).operation_model(operation).input_shape
-    return not ParamValidator().validate(body, shape).has_errors()
+    return not botocore_validate(ParamValidator(), body, shape).has_errors()
 
 
 def _variant_changed(**changes) -> dict:
@@ -156,3 +156,14 @@ def test_every_recorded_call_maps_to_a_real_operation():
         prefix, name = call.split(":", 1)
         operations = {op for s in IAM_SERVICES[prefix] for op in session.get_service_model(s).operation_names}
         assert name in operations, call
+
+
+def test_every_client_in_the_suite_checks_its_request_bodies_strictly():
+    """conftest installs the strict walk into botocore's validator: a body AWS would refuse never leaves any
+    client of the pytest process (in-process commands, the emulator's seeding); the fork server installs it too."""
+    import boto3
+
+    client = boto3.client("sagemaker", region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    with pytest.raises(StrictShapeError, match="ml.g7e.xlarge"):
+        client.create_endpoint_config(**_variant_changed(InstanceType="ml.g7e.xlarge"))

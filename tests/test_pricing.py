@@ -12,11 +12,11 @@ import pytest
 
 from peagle_deploy import pricing
 from tests.cli_runner import run_cli
-from tests.conftest import PEAGLE
+from tests.forked_peagle import forked_peagle
 
 
 def dry_run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PEAGLE, "deploy", "qwen3-coder", "--dry-run", *args], env={**env, "COLUMNS": "250"},
+    return subprocess.run([forked_peagle(), "deploy", "qwen3-coder", "--dry-run", *args], env={**env, "COLUMNS": "250"},
                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
 

@@ -19,14 +19,14 @@ from peagle_deploy.lifecycle.startup_log import parse_startup
 from peagle_deploy.served_config import speculation_from_config, speculation_from_env
 from peagle_deploy.testing.fake_vllm import FakeVllm
 from peagle_deploy.testing.sweep_standins import url_standins
-from tests.conftest import PEAGLE
+from tests.forked_peagle import forked_peagle
 
 pytestmark = pytest.mark.usefixtures("no_aws")
 QUICK = ["-c", "1", "-n", "2", "--warmup", "0", "--no-chart"]
 
 
 def peagle(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PEAGLE, *args], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    return subprocess.run([forked_peagle(), *args], capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
 
 # the K=3 server labelled K=7 (issue 20, item 1), through the installed executable ----------------------------

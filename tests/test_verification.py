@@ -16,7 +16,7 @@ from pathlib import Path
 from peagle_deploy.lifecycle.startup_log import StartupInfo, parse_startup
 from peagle_deploy.lifecycle.verify import FAILED, NOT_VERIFIED, VERIFIED, overall, startup_check
 from tests.cli_runner import run_cli
-from tests.conftest import PEAGLE
+from tests.forked_peagle import forked_peagle
 
 LOG_032 = Path(__file__).parent / "fixtures" / "vllm_logs" / "0.32.0-cpu-p-eagle-start.log"
 P_EAGLE_3 = {"model": "/opt/ml/additional-model-data-sources/eagle", "method": "eagle3", "num_speculative_tokens": 3,
@@ -52,7 +52,7 @@ def test_startup_check_verified_failed_or_not_verified():
 def test_deploy_without_startup_logs_never_says_ok(emu):
     """Through the installed executable: the start-up check could not run, and says why and how to check."""
     def deploy(*extra):
-        return subprocess.run([PEAGLE, "deploy", "qwen3-coder", "--role", emu.role_arn, "--yes", *extra],
+        return subprocess.run([forked_peagle(), "deploy", "qwen3-coder", "--role", emu.role_arn, "--yes", *extra],
                               env={**emu.env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=300,
                               stdin=subprocess.DEVNULL)
 
@@ -78,7 +78,7 @@ def test_deploy_whose_vllm_started_with_another_k_fails_and_rolls_back(emu):
     """vLLM's own start-up lines say K=5 where K=3 was deployed: a failed check, exit 6, nothing left behind.
     (The lines are stamped a minute ahead, so they count as this endpoint's, written after it was created.)"""
     emu.put_log_lines("k-drift", [ENGINE_K.format(k=5)], start_ms=int(time.time() * 1000) + 60_000)
-    res = subprocess.run([PEAGLE, "deploy", "qwen3-coder", "--name", "k-drift", "--role", emu.role_arn, "--yes"],
+    res = subprocess.run([forked_peagle(), "deploy", "qwen3-coder", "--name", "k-drift", "--role", emu.role_arn, "--yes"],
                          env={**emu.env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=300,
                          stdin=subprocess.DEVNULL)
     assert res.returncode == 6, res.stderr

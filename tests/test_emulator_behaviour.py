@@ -8,6 +8,8 @@ import pytest
 
 from peagle_deploy.testing import SageMakerEmulator
 
+from .aws_shapes import sent_as_is
+
 CONTAINER = {"Image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:latest"}
 
 
@@ -24,7 +26,7 @@ def test_g7e_instance_types_are_accepted_in_process():
         create_endpoint(sm, emu.role_arn, instance_type="ml.g7e.48xlarge")
         config = sm.describe_endpoint_config(EndpointConfigName="ep")
         assert config["ProductionVariants"][0]["InstanceType"] == "ml.g7e.48xlarge"
-        with pytest.raises(botocore.exceptions.ClientError):  # moto's own validation still applies to others
+        with pytest.raises(botocore.exceptions.ClientError), sent_as_is():  # moto's own validation still applies
             sm.create_endpoint_config(EndpointConfigName="bad", ProductionVariants=[{
                 "VariantName": "A", "ModelName": "ep", "InstanceType": "ml.nonsense.1x", "InitialInstanceCount": 1}])
 

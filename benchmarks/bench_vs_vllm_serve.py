@@ -12,7 +12,10 @@ temperature 0, the same number of measured requests per level (calibrated so eac
 --min-window seconds), warm-up = concurrency. Each pair runs both tools back to back, the order alternating
 between pairs, so a drift of the machine's load hits both. Prints a Markdown table per level: median output
 tok/s of each tool, the median of the per-pair ratios peagle / vllm and their spread, the window length and the
-machine load. A benchmark, not a timed test: the numbers depend on the machine and its load.
+machine load, and each client's CPU and its wait for a CPU (/proc/PID/task/*/schedstat) over its window. On a
+2-core machine vLLM's CPU workers keep both cores busy and a client that waits for a CPU leaves the server without
+its next request: `--pin` puts the server on CPU 0 and each client on CPU 1. A benchmark, not a timed test: the
+numbers depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -45,6 +48,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+PINNED: dict[str, set[int]] = {}  # --pin: {"server": {0}, "client": {1}}
+
+
+def _pinned(role: str):
+    cpus = PINNED.get(role)
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
 def start_tiny_server(mode: str, k: int, workdir: Path) -> tuple[subprocess.Popen, str]:
     """Tiny models + `python -m peagle_deploy.container` (which execs vllm serve) on a loopback port."""
     from peagle_deploy.testing.tiny_models import build_tiny_models
@@ -54,6 +65,7 @@ def start_tiny_server(mode: str, k: int, workdir: Path) -> tuple[subprocess.Pope
     env = {**os.environ, "PEAGLE_MODEL_DIR": str(models.target), "PEAGLE_PORT": str(port),
            "SM_VLLM_HOST": "127.0.0.1", "SM_VLLM_ENFORCE_EAGER": "true", "SM_VLLM_MAX_MODEL_LEN": "1024",
            "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
+           **({"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, sorted(PINNED["server"])))} if PINNED else {}),
            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     if mode != "off":
         env["SM_VLLM_SPECULATIVE_CONFIG"] = json.dumps({"model": str(models.drafter), "method": "eagle3",
@@ -61,6 +73,7 @@ def start_tiny_server(mode: str, k: int, workdir: Path) -> tuple[subprocess.Pope
                                                         "parallel_drafting": mode == "p-eagle"})
     log = open(workdir / "vllm.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "peagle_deploy.container"], env=env, stdout=log,
+                            preexec_fn=_pinned("server"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
@@ -124,31 +137,36 @@ def peagle_bench(url: str, c: int, n: int, out_len: int, prompts: Path, workdir:
             "held": level.get("concurrency_held")}
 
 
-def _sched_s(pid: int) -> tuple[float, float]:
-    """(on-CPU, waiting for a CPU) seconds of all the threads of `pid` (/proc/PID/task/*/schedstat)."""
+def _sched_s(pid: int) -> tuple[float, float, float, float]:
+    """(on-CPU, waiting for a CPU) seconds of the main thread of `pid` (an asyncio client's event loop), then the
+    same summed over all its threads (/proc/PID/task/*/schedstat)."""
+    main = (0.0, 0.0)
     ran = waited = 0.0
     for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
         try:
             fields = stat.read_text().split()
-            ran, waited = ran + int(fields[0]) / 1e9, waited + int(fields[1]) / 1e9
-        except (OSError, IndexError, ValueError):
-            pass
-    return ran, waited
+        except OSError:
+            continue
+        cpu, wait = int(fields[0]) / 1e9, int(fields[1]) / 1e9
+        ran, waited = ran + cpu, waited + wait
+        if stat.parent.name == str(pid):
+            main = (cpu, wait)
+    return (*main, ran, waited)
 
 
-def run_watched(cmd: list[str]) -> tuple[str, list[tuple[float, float, float]]]:
-    """Run a client to its end; its stdout and samples (time, on-CPU s, waiting-for-a-CPU s) of its threads every
-    0.1 s until it exits, so the CPU it used and waited for can be read over its measured window alone (start-up
-    excluded: vllm bench's imports cost seconds). On two cores shared with vLLM's CPU workers, a client that
-    waits for a CPU can neither send the next request nor read the next token meanwhile."""
+def run_watched(cmd: list[str]) -> tuple[str, list[tuple[float, ...]]]:
+    """Run a client to its end; its stdout and samples (time, then _sched_s) every 0.1 s until it exits, so the
+    CPU it used and waited for can be read over its measured window alone (start-up excluded: vllm bench's
+    imports cost seconds). On two cores shared with vLLM's CPU workers, a client that waits for a CPU can
+    neither send the next request nor read the next token meanwhile."""
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL)
-        samples: list[tuple[float, float, float]] = []
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, preexec_fn=_pinned("client"))
+        samples: list[tuple[float, ...]] = []
         deadline = time.monotonic() + 3600
         while proc.poll() is None and time.monotonic() < deadline:
-            ran, waited = _sched_s(proc.pid)
-            if ran:
-                samples.append((time.monotonic(), ran, waited))
+            sched = _sched_s(proc.pid)
+            if sched[2]:
+                samples.append((time.monotonic(), *sched))
             time.sleep(0.1)
         if proc.poll() is None:
             proc.kill()
@@ -158,15 +176,17 @@ def run_watched(cmd: list[str]) -> tuple[str, list[tuple[float, float, float]]]:
         return out.read().decode(), samples
 
 
-def in_window(samples: list[tuple[float, float, float]], window_s: float) -> dict:
+def in_window(samples: list[tuple[float, ...]], window_s: float) -> dict:
     """CPU used and time waited for a CPU over the last `window_s` seconds the client ran (its measured window,
-    which ends as it writes its results), as shares of that time."""
+    which ends as it writes its results), as shares of that time: its main thread (the event loop), and all its
+    threads summed (which can pass 100% when several wait at once)."""
     if len(samples) < 2:
-        return {"client_cpu_share": None, "client_wait_share": None}
+        return {"client_cpu_share": None, "client_wait_share": None, "client_wait_share_all_threads": None}
     end = samples[-1]
     start = min(samples, key=lambda s: abs(s[0] - (end[0] - window_s)))
     span = max(end[0] - start[0], 1e-9)
-    return {"client_cpu_share": (end[1] - start[1]) / span, "client_wait_share": (end[2] - start[2]) / span}
+    return {"client_cpu_share": (end[3] - start[3]) / span, "client_wait_share": (end[2] - start[2]) / span,
+            "client_wait_share_all_threads": (end[4] - start[4]) / span}
 
 
 def _pct(share: float | None) -> str:
@@ -232,10 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-len", type=int, default=128)
     parser.add_argument("--model", help="the served model name (default: the first of /v1/models); a local path")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    parser.add_argument("--pin", action="store_true",
+                        help="server (and vLLM's OpenMP threads) on CPU 0, each client on CPU 1: neither tool's "
+                             "client waits behind vLLM's workers (with --tiny)")
     args = parser.parse_args(argv)
     if shutil.which("vllm", path=str(BIN)) is None:
         sys.stderr.write(f"error: no vllm next to {sys.executable}; run it with .venv-vllm/bin/python\n")
         return 2
+    if args.pin:
+        PINNED.update(server={0}, client={1})
     workdir = Path(tempfile.mkdtemp(prefix="bench-vs-vllm-"))
     prompts = write_prompts(workdir / "prompts.jsonl")
     proc = None

@@ -307,6 +307,8 @@ def test_client_verdicts_from_the_event_loops_own_cpu_and_run_queue_times():
     idle = judge_client(0.002, 180.0, start, after(0.02, 7.0, 40, 2))
     assert not idle.saturated and idle.host_busy
     assert "it kept up (idle 30% of the window, 0.2% of a core)" in idle.why and "180 ms" in idle.why
+    # what it could not send while it waited cost the server time too: never "the throughput is the server's"
+    assert "throughput may be lower" in idle.why and "the throughput is the server's" not in idle.why
     # waiting nearly all the time yet doing nothing: slow to respond, never called "kept up" (no contradiction)
     waiting = judge_client(0.001, 300.0, start, after(0.01, 9.5, 15, 5))
     assert waiting.host_busy and not waiting.saturated and "kept up" not in waiting.why

@@ -85,8 +85,8 @@ class LevelResult(BaseModel):
     loop_busy: float | None = Field(None, description="share of the window the event loop ran or waited for a CPU "
                                                       "(/proc/thread-self/schedstat); 1 - idle")
     loop_waiting: float | None = Field(None, description="share of the window it waited for a CPU other processes held")
-    host_busy: bool = Field(False, description="other processes delayed the load generator, which still kept up: "
-                                               "the throughput is the server's, latencies carry the wait")
+    host_busy: bool = Field(False, description="other processes delayed the load generator, which still kept up "
+                                               "with its work: throughput and latencies can carry the wait")
     client_note: str | None = Field(None, description="why the level is marked saturated or host busy")
     loop_sleeps_per_s: float | None = Field(None, description="times per second the event loop went idle "
                                                               "(voluntary context switches)")

@@ -129,7 +129,8 @@ def judge_client(cpu: float | None, lag_mean_ms: float | None, before: LoopTimes
     """Saturated: the load generator used a whole core, or it was starved: its event loop was busy or waiting
     for a CPU most of the window and was often taken off the CPU with work left, so it fell behind the data.
     Host busy: other processes made it wait for a CPU (or its loop ran late) while it kept up, finishing its
-    work in its turns: the throughput is the server's, only its latencies carry the wait."""
+    work in its turns; what it could not send or read while it waited still costs the server time, so both its
+    throughput and its latencies can carry the wait (measured beside `vllm bench serve`: docs/performance.md)."""
     cpu = cpu or 0.0
     lag = lag_mean_ms or 0.0
     busy = waiting = sleeps = preempted = None
@@ -154,8 +155,9 @@ def judge_client(cpu: float | None, lag_mean_ms: float | None, before: LoopTimes
         elif 1 - busy >= KEPT_UP_IDLE:
             why = (f"other processes kept the load generator waiting for a CPU {waiting:.0%} of the window "
                    f"(event-loop lag {lag:.0f} ms mean); it kept up (idle {1 - busy:.0%} of the window, {_share(cpu)} of "
-                   f"a core), so the throughput is the server's, and latencies may include up to about {lag:.0f} ms "
-                   "of that wait")
+                   f"a core), but a request it could not send or a token it could not read while it waited left the "
+                   f"server waiting too: throughput may be lower, and latencies up to about {lag:.0f} ms longer, than "
+                   "the server alone gives (give the load generator a CPU the server does not use)")
         else:
             why = (f"other processes kept the load generator waiting for a CPU {waiting:.0%} of the window "
                    f"(event-loop lag {lag:.0f} ms mean); it did little work ({_share(cpu)} of a core) and finished it in its "

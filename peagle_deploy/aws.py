@@ -85,6 +85,14 @@ class AwsSession:
             self._clients[key] = client
         return self._clients[key]
 
+    def has_credentials(self) -> bool:
+        """Whether botocore's credential chain finds anything (no AWS request is made for it). A missing profile
+        or an unreadable config file counts as 'no credentials' (a dry run then works offline)."""
+        try:
+            return self.boto3_session.get_credentials() is not None
+        except Exception:  # noqa: BLE001 - any failure to find credentials means: none usable
+            return False
+
     def check_credentials(self) -> dict[str, str]:
         """Fail early, with exit 3, when there are no usable credentials. Returns account and ARN (asked once)."""
         import botocore.exceptions
@@ -184,12 +192,8 @@ def http_status(exc: BaseException) -> int | None:
 
 
 def credentials_available(profile: str | None = None, region: str | None = None) -> bool:
-    """Whether botocore's credential chain finds anything (no AWS request is made for it). A missing
-    profile or an unreadable config file counts as 'no credentials' (a dry run then works offline)."""
-    try:
-        return AwsSession(region, profile).boto3_session.get_credentials() is not None
-    except Exception:  # noqa: BLE001 - any failure to find credentials means: none usable
-        return False
+    """AwsSession.has_credentials for a session made only to ask."""
+    return AwsSession(region, profile).has_credentials()
 
 
 _AUTH_CODES = {"AccessDenied", "AccessDeniedException", "UnrecognizedClientException", "InvalidClientTokenId",

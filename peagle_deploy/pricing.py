@@ -250,11 +250,7 @@ def _client(profile: str | None) -> Any:
         from .aws import AwsSession
 
         session = AwsSession(PRICING_REGION, profile, max_attempts=2, connect_timeout=5, read_timeout=15)
-        try:
-            found = session.boto3_session.get_credentials() is not None
-        except Exception:  # noqa: BLE001 - a missing profile or an unreadable config: no usable credentials
-            found = False
-        if not found:
+        if not session.has_credentials():
             raise _NoCredentials
         client = _clients[key] = session.client("pricing")
     return client

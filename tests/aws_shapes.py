@@ -11,7 +11,7 @@ A value must match a pattern whole, as AWS's services check them (`Member must s
 pattern: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}` refuses `my_model`). Patterns are Java regular expressions;
 the few constructs Python's `re` lacks are translated
 (`\\p{L}`-style Unicode categories and POSIX classes, surrogate-pair ranges for the supplementary planes,
-a literal `-` after a class escape, a quantifier on `$`).
+a literal `-` after a class escape, a quantifier on `$`, `\\z` for the end of input).
 
     from tests.aws_shapes import assert_valid_request
     assert_valid_request("sagemaker", "CreateModel", plan.create_model)
@@ -58,6 +58,7 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
     translated = pattern.replace(r"\uD800\uDC00-\uDBFF\uDFFF", r"\U00010000-\U0010FFFF")
     translated = re.sub(r"\\w-", r"\\w\\-", translated)
     translated = re.sub(r"\$\{\d+,\d+\}", "$", translated)  # Java accepts a (meaningless) quantifier on $
+    translated = re.sub(r"(?<!\\)((?:\\\\)*)\\z", r"\1\\Z", translated)  # Java's end of input is Python's \Z
 
     def expand(text: str) -> str:
         out, i, depth = [], 0, 0
@@ -111,6 +112,23 @@ def botocore_validate(validator: Any, params: Any, shape: Any) -> Any:
 def assert_valid_request(service: str, operation: str, body: dict[str, Any]) -> None:
     errors = request_errors(service, operation, body)
     assert not errors, f"{service} {operation}:\n  " + "\n  ".join(errors)
+
+
+def pattern_shapes(services: tuple[str, ...]) -> Iterator[tuple[str, str, str]]:
+    """(service, shape name, pattern) of every shape with a pattern in these services' models."""
+    for service in services:
+        model = _service(service)
+        for name in model.shape_names:
+            pattern = model.shape_for(name).metadata.get("pattern")
+            if pattern:
+                yield service, name, pattern
+
+
+def precompile(services: tuple[str, ...]) -> None:
+    """Compile every pattern of these services now (and the Unicode category table, 0.5 s of CPU): the fork
+    server does this once, so its children do not each build the table on their first checked request."""
+    for _, _, pattern in pattern_shapes(services):
+        compile_pattern(pattern)
 
 
 def _walk(value: Any, shape: Any, name: str, errors: list[str]) -> None:

@@ -5,6 +5,7 @@ operations (or a known permission-only action)."""
 from __future__ import annotations
 
 import copy
+import re
 
 import botocore.session
 import pytest
@@ -110,6 +111,24 @@ def test_every_pattern_of_the_operations_peagle_calls_translates(service):
     assert patterns
     for pattern in patterns:
         compile_pattern(pattern)
+
+
+def test_every_pattern_of_every_service_the_suite_checks_compiles():
+    """The fork server compiles them all before forking (`precompile`): none may fail, and Java's `\\z` (end of
+    input, in sagemaker-runtime's header patterns) means the end, not a letter z."""
+    from .aws_shapes import pattern_shapes
+    from .botocore_data import PEAGLE_SERVICES
+
+    failed = []
+    for service, name, pattern in pattern_shapes(PEAGLE_SERVICES):
+        try:
+            compile_pattern(pattern)
+        except re.error as exc:
+            failed.append(f"{service} {name} {pattern!r}: {exc}")
+    assert not failed, failed
+    inference_id = botocore.session.get_session().get_service_model("sagemaker-runtime").shape_for("InferenceId")
+    ends = compile_pattern(inference_id.metadata["pattern"])
+    assert ends.fullmatch("run-42") and not ends.fullmatch("run-42\n") and not ends.fullmatch(" run-42")
 
 
 def test_the_instance_table_names_only_real_sagemaker_instance_types():

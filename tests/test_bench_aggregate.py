@@ -173,8 +173,18 @@ def test_the_window_counts_only_chunks_inside_it():
     assert m.output_tokens == 4  # 1.5, 2.5, 1.2, 1.4
     assert m.output_tokens_per_s == pytest.approx(2.0)
     assert m.completed == 1  # the second request ends at 3.6, after the window
-    assert m.ttft_ms.mean == pytest.approx(500) and m.itl_ms.mean == pytest.approx(1000, rel=1e-3)  # HDR: 0.1%
+    assert m.ttft_ms.mean == pytest.approx(500) and m.itl_ms.mean == pytest.approx(1000, rel=1e-9)  # exact
     assert m.mean_in_flight == pytest.approx((1.6 * 2 + 0.4 * 1) / 2)
+
+
+def test_the_inter_chunk_mean_is_exact_and_the_percentiles_within_the_histograms_precision():
+    """Gaps of 1.2346 and 2.3456 ms and two zeros: the histogram keeps whole microseconds (1,235 and 2,346, in
+    2 us buckets above 2,048), the mean comes from the exact sum (0.89505 ms); percentiles stay within 0.1% + 1 us."""
+    itl = LatencyHistogram()
+    itl.add_gaps([0.0012346, 0.0023456], zeros=2)
+    got = itl.summary()
+    assert got.count == 4 and got.mean == pytest.approx((1.2346 + 2.3456) / 4, rel=1e-12)
+    assert got.max == pytest.approx(2.3456, abs=0.001 + 2.3456e-3) and got.min == 0
 
 
 def test_a_request_ending_after_the_planned_close_counts_when_the_window_ends_at_the_last_request():

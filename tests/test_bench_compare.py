@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import datetime, timezone
 
 import pytest
@@ -114,21 +116,28 @@ def test_published_tables_name_their_model_and_hardware():
 
 def test_chart_panels_start_at_zero_and_name_model_instance_dataset():
     pytest.importorskip("matplotlib")
-    import matplotlib.pyplot as plt
-
     from peagle_deploy.bench.plot import build_figure
 
     tables = compare_results(H100) + read_published()
-    fig = build_figure(tables)
-    try:
-        axes = fig.axes
-        assert len(axes) == 3  # the measured table and both published ones
-        assert all(ax.get_ylim()[0] == 0 for ax in axes)
-        title = axes[0].get_title()
-        assert "gpt-oss-20b" in title and G7E in title and "humaneval" in title
-        assert "B200" in axes[1].get_title() and "Qwen3-Coder" in axes[1].get_title()
-    finally:
-        plt.close(fig)
+    axes = build_figure(tables).axes
+    assert len(axes) == 3  # the measured table and both published ones
+    assert all(ax.get_ylim()[0] == 0 for ax in axes)
+    title = axes[0].get_title()
+    assert "gpt-oss-20b" in title and G7E in title and "humaneval" in title
+    assert "B200" in axes[1].get_title() and "Qwen3-Coder" in axes[1].get_title()
+
+
+def test_the_chart_is_a_png_written_without_pyplot(tmp_path):
+    """The chart is drawn on a bare Figure and written by the Agg canvas: a real PNG, and pyplot (process-wide
+    figure state, unsafe from the sweep's worker threads) never loads."""
+    pytest.importorskip("matplotlib")
+    code = ("import sys; from pathlib import Path; from peagle_deploy.bench.compare import read_published; "
+            "from peagle_deploy.bench.plot import plot_tables; "
+            f"out = plot_tables(read_published(), Path({str(tmp_path / 'c.png')!r})); "
+            "print(out is not None, 'matplotlib.pyplot' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", "False"], done.stderr
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_compare_command_warns_on_stderr_and_charts_published_figures(tmp_path):

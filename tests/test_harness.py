@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 from .cli_runner import FakeClock, fake_wait_clock, run_cli
 from .conftest import PEAGLE
@@ -22,6 +23,56 @@ def test_a_forked_run_answers_like_the_executable(tmp_path):
                                stdin=subprocess.DEVNULL) for program in (PEAGLE, forked_peagle())]
         assert [(r.returncode, r.stdout, r.stderr) for r in runs][0] == \
             [(r.returncode, r.stdout, r.stderr) for r in runs][1], args
+
+
+AUDIT_IMPORTS = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+# imported by the fork server before peagle's modules (pydantic by the SDK's core): what they read is theirs
+import boto3, botocore.session
+from pydantic import BaseModel
+from peagle_deploy.cli.app import main
+from fork_preload import import_peagle, peagle_modules
+real, read = os.environ, set()
+
+class Spy:  # os.environ, noting every name read
+    def __getattr__(self, name):
+        return getattr(real, name)
+    def __getitem__(self, key):
+        read.add(key)
+        return real[key]
+    def get(self, key, default=None):
+        read.add(key)
+        return real.get(key, default)
+    def __contains__(self, key):
+        read.add(key)
+        return key in real
+    def __iter__(self):
+        read.add("<every name>")
+        return iter(real)
+    def __len__(self):
+        return len(real)
+
+os.environ = Spy()
+import_peagle()
+os.environ = real
+print(json.dumps({"read": sorted(read), "modules": len(peagle_modules()),
+                  "sdk": sorted(m for m in sys.modules if m.startswith("sagemaker"))}))
+"""
+
+
+def test_the_fork_servers_peagle_imports_read_no_environment():
+    """What a forked child inherits from the server's imports must not depend on the server's environment (it
+    has none of the test's AWS_ or PEAGLE_ settings): importing every preloaded module reads no variable but
+    pydantic's plugin switch and Typer's rich switch, which the suite never sets, and no SageMaker SDK module."""
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-c", AUDIT_IMPORTS, str(Path(__file__).parent)], capture_output=True,
+                          text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 0, done.stderr
+    audit = json.loads(done.stdout)
+    assert set(audit["read"]) <= {"PYDANTIC_DISABLE_PLUGINS", "TYPER_USE_RICH"}, audit["read"]
+    assert audit["modules"] > 80 and audit["sdk"] == [], audit
 
 
 def test_a_forked_run_has_the_callers_cwd_environment_stdin_and_umask(tmp_path):

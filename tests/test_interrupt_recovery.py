@@ -1,6 +1,7 @@
-"""Issue 27's cases 1-5 and 7, through the installed `peagle` executable against the emulator server, with an
-unmanaged stack present throughout. Each interrupts an update, a cleanup or a sweep the way the issue saw it
-(emulator gates, faults and scripted updates pin the moment: no sleeps), then checks that `peagle status`
+"""Issue 27's cases 1-5 and 7, each command a process of its own (forked from the suite's fork server, as the
+fault matrix's: tests/interrupt_helpers.py `Forked`; SIGKILL of the shim kills the command) against the emulator
+server, with an unmanaged stack present throughout. Each interrupts an update, a cleanup or a sweep the way the
+issue saw it (emulator gates, faults and scripted updates pin the moment: no sleeps), then checks that `peagle status`
 names what is left and that the one recovery command, `peagle recover NAME`, leaves exactly the endpoint
 serving the config SageMaker settled on, autoscaling as intended, no unused peagle config or model, and the
 unmanaged stack untouched; a second `peagle recover` finds nothing to do.
@@ -19,12 +20,12 @@ import pytest
 
 from peagle_deploy.autoscale import AutoscalePolicy
 
-from .interrupt_helpers import (UNMANAGED, Executable, assert_recovered, settled_state, stack,
+from .interrupt_helpers import (UNMANAGED, Forked, assert_recovered, settled_state, stack,
                                 unmanaged_snapshot)
 
 NAME = "ep1"
 POLICY = AutoscalePolicy(min_capacity=1, max_capacity=4, metric="concurrency", target=8)
-peagle = Executable()
+peagle = Forked()
 
 
 @pytest.fixture(scope="module")

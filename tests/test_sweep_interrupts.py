@@ -1,6 +1,7 @@
 """Issue 27's sweep cases: a finished configuration is never measured twice (whatever happens at its teardown),
 one writer of the state, resume says only what it did, and `--resume --budget N` goes on after a budget stop.
-Budgets and clocks are injected through the Python API; the resume runs through the installed executable."""
+Budgets and clocks are injected through the Python API; the commands run forked (tests/interrupt_helpers.py
+`Forked`: a process of its own, whose shim forwards the SIGINT)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from peagle_deploy.sweep.runner import BudgetStop, Sweep
 from peagle_deploy.sweep.state import ConfigState, StateFile, SweepState
 from peagle_deploy.testing.sweep_standins import SweepStandIn
 
-from .interrupt_helpers import Executable
+from .interrupt_helpers import Forked
 
-peagle = Executable()
+peagle = Forked()
 FAST = ["--concurrency", "1", "--num-prompts", "1", "--warmup", "0", "--logs-wait", "0", "--provision-estimate", "60"]
 
 

@@ -1,4 +1,7 @@
-"""PNG chart of output tokens/s against concurrency, one line per mode/K (matplotlib, Agg, imported lazily).
+"""PNG chart of output tokens/s against concurrency, one line per mode/K (matplotlib, imported lazily).
+
+Drawn on a bare `matplotlib.figure.Figure`, written by the Agg canvas savefig picks for PNG, never through
+pyplot: its figure registry is process-wide state, and the sweep's worker threads each draw their own chart.
 
 One panel per table: measured tables (one per model, instances and data set) and, when given, the
 published ones, each titled with its model, hardware and data set. The y axis starts at 0 so the gaps
@@ -24,10 +27,7 @@ def panel_title(table: CompareTable) -> str:
 def plot_tables(tables: list[CompareTable], path: Path) -> Path | None:
     """One panel per table. Returns None when matplotlib is not installed (pip install 'peagle-deploy[bench]')."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.figure  # noqa: F401
     except ImportError:
         return None
     if not tables:
@@ -35,17 +35,16 @@ def plot_tables(tables: list[CompareTable], path: Path) -> Path | None:
     from ..safe_write import write_with
 
     fig = build_figure(tables)
-    try:  # into a temporary beside `path`, renamed over it: never through a link planted at the name
-        return write_with(path, lambda handle: fig.savefig(handle, format="png", dpi=110))
-    finally:
-        plt.close(fig)
+    # into a temporary beside `path`, renamed over it: never through a link planted at the name
+    return write_with(path, lambda handle: fig.savefig(handle, format="png", dpi=110))
 
 
 def build_figure(tables: list[CompareTable]):
     """The matplotlib Figure for `tables` (matplotlib must be importable)."""
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
-    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 4.8), squeeze=False)
+    fig = Figure(figsize=(6.5 * len(tables), 4.8))
+    axes = fig.subplots(1, len(tables), squeeze=False)
     for ax, table in zip(axes[0], tables, strict=True):
         for column in table.columns:
             xs = [r.concurrency for r in table.rows if r.otps.get(column) is not None]

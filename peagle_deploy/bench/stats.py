@@ -77,20 +77,23 @@ def time_weighted_mean(changes: Sequence[tuple[float, int]], start: float, end: 
 class LatencyHistogram:
     """Inter-chunk gaps in an HDR histogram (HdrHistogram's `hdrh`): fixed memory whatever the number of
     chunks. Values are kept in microseconds with 3 significant digits, so every reported percentile,
-    min and max is within 0.1% (and 1 us) of the exact sample value; the mean is within 0.1%."""
+    min and max is within 0.1% (and 1 us) of the exact sample value. The mean is exact, from a running sum
+    (hdrh's own mean walks every bucket in Python: 7% of the CPU of a short bench run)."""
 
-    __slots__ = ("_hist",)
+    __slots__ = ("_hist", "_sum")
 
     def __init__(self) -> None:
         from hdrh.histogram import HdrHistogram
 
         self._hist = HdrHistogram(1, 3_600_000_000, 3)  # 1 us .. 1 h
+        self._sum = 0.0
 
     def add_gaps(self, gaps: Sequence[float], zeros: int = 0) -> None:
         """Record `gaps` (seconds) and `zeros` gaps of 0 (chunks that arrived in the same read)."""
         record = self._hist.record_value
         for gap in gaps:
             record(int(gap * 1e6 + 0.5))
+        self._sum += sum(gaps)
         if zeros > 0:
             record(0, zeros)
 
@@ -100,7 +103,7 @@ class LatencyHistogram:
         if n == 0:
             return Summary()
         pct = {p: v / 1000 for p, v in h.get_percentile_to_value_dict(list(PERCENTILES)).items()}  # one pass
-        return Summary(count=n, mean=h.get_mean_value() / 1000, p50=pct[50], p90=pct[90], p95=pct[95],
+        return Summary(count=n, mean=self._sum / n * 1000, p50=pct[50], p90=pct[90], p95=pct[95],
                        p99=pct[99], min=h.get_min_value() / 1000, max=h.get_max_value() / 1000)
 
 

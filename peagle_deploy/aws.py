@@ -33,6 +33,32 @@ def resolve_region(region: str | None) -> str:
     return DEFAULT_REGION
 
 
+# botocore data path (AWS_DATA_PATH or the profile's data_path) -> the loader (botocore's parsed data files: service
+# models, endpoints, partitions) that every session of this process shares. Each botocore session otherwise parses
+# them again: `status`'s Pricing client, in a session of its own, re-read what the SageMaker client had just read.
+_loaders: dict[str, Any] = {}
+
+
+def _botocore_session(profile: str | None) -> Any:
+    """A new botocore session (its own profile, credentials and settings) whose data loader is this process's."""
+    import botocore.session
+
+    core = botocore.session.Session(profile=profile)
+    key = repr(core.get_config_variable("data_path"))
+    loader = _loaders.get(key)
+    if loader is None:
+        _loaders[key] = core.get_component("data_loader")
+    else:
+        core.register_component("data_loader", loader)
+    return core
+
+
+def _dedupe_search_paths(core: Any) -> None:
+    """boto3 adds its own data folder to the loader of each session it wraps: once is enough for a shared one."""
+    paths = core.get_component("data_loader").search_paths
+    paths[:] = list(dict.fromkeys(paths))
+
+
 class AwsSession:
     """One boto3 session and its clients, built on first use."""
 
@@ -53,7 +79,9 @@ class AwsSession:
             import boto3
 
             try:
-                session = boto3.Session(region_name=self.region, profile_name=self.profile)
+                core = _botocore_session(self.profile)
+                session = boto3.Session(botocore_session=core, region_name=self.region)
+                _dedupe_search_paths(core)
                 credentials = session.get_credentials()
             except Exception as exc:  # noqa: BLE001 - profile missing, config unreadable, SSO expired...
                 raise (translate_error(exc) or exc) from None

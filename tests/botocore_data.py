@@ -69,17 +69,13 @@ PEAGLE_SERVICES = ("sagemaker", "sagemaker-runtime", "application-autoscaling", 
 
 def preload(services: tuple[str, ...] = PEAGLE_SERVICES) -> None:
     """Parse the services' data files now (a client each: its model, endpoint rules, retry and default
-    configuration; and their waiters and paginators): a fork server's children then find them parsed instead
-    of spending 0.1-0.5 s each on SageMaker's model. Needs share_botocore_data() first; makes no request."""
-    import botocore.session
+    configuration; and their waiters and paginators), through peagle's own AwsSession, so the loader it keeps for
+    this process (peagle_deploy/aws.py) holds them: a fork server's children then find them parsed instead of
+    spending 0.1-0.5 s each on SageMaker's model. Needs share_botocore_data() first; makes no request."""
+    from peagle_deploy.aws import AwsSession
 
-    session = botocore.session.get_session()
-    loader = session.get_component("data_loader")
+    session = AwsSession("us-east-1")
     for service in services:
-        session.create_client(service, region_name="us-east-1", aws_access_key_id="preload",
-                              aws_secret_access_key="preload")
-        for kind in ("waiters-2", "paginators-1"):
-            try:
-                loader.load_service_model(service, kind)
-            except Exception:  # noqa: BLE001 - a service without waiters or paginators
-                pass
+        client = session.client(service)
+        client.waiter_names  # noqa: B018 - loads the waiter model
+        client.can_paginate(next(iter(client.meta.method_to_api_mapping)))  # loads the paginator model

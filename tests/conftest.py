@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from .aws_shapes import check_every_request
-from .botocore_data import share_botocore_data
+from .botocore_data import preload, share_botocore_data
 
 PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable of this environment
 # Tests send SIGINT to the processes they start, which inherit an ignored SIGINT (a shell's background job, a
@@ -45,6 +45,10 @@ if "PEAGLE_CACHE_DIR" not in os.environ:
 
 share_botocore_data()
 check_every_request()  # every request body any test makes is checked against the service model strictly
+try:  # peagle's shared botocore loader, warm: every in-process run starts from it (cli_runner restores it so)
+    preload()
+except Exception:  # noqa: BLE001 - e.g. a developer's AWS_PROFILE that does not exist: each run loads its own
+    pass
 
 
 def pytest_sessionfinish(session, exitstatus):

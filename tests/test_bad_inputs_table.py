@@ -85,7 +85,8 @@ def _fill(value: str, tmp: Path, emulator) -> str:
             .replace("{role}", emulator.role_arn))
 
 
-def _run_case(case_id: str, case: dict, emulator, root: Path) -> Outcome:
+def _prepare(case_id: str, case: dict, emulator, root: Path) -> tuple[Path, str, dict, list[str]]:
+    """The case's own folder (with its files), its caller id, environment and argv."""
     tmp = root / re.sub(r"[^\w.-]", "_", case_id)
     tmp.mkdir()
     for rel, content in (case.get("files") or {}).items():
@@ -105,11 +106,27 @@ def _run_case(case_id: str, case: dict, emulator, root: Path) -> Outcome:
             env.pop(key, None)
         else:
             env[key] = _fill(value, tmp, emulator)
-    argv = [_fill(a, tmp, emulator) for a in case["argv"]]
+    return tmp, caller, env, [_fill(a, tmp, emulator) for a in case["argv"]]
+
+
+def _run_case(case_id: str, case: dict, emulator, root: Path) -> Outcome:
+    """The case as a process: the installed executable (THROUGH_EXECUTABLE) or forked."""
+    tmp, caller, env, argv = _prepare(case_id, case, emulator, root)
     start = time.monotonic()
     executable = case_id in THROUGH_EXECUTABLE or os.environ.get("PEAGLE_TABLE_EXECUTABLE") == "1"
     code, out, err = _run(PEAGLE if executable else forked_peagle(), argv, tmp, env, case.get("stdin"))
     return Outcome(code, out, err, emulator.recorder.writes(caller), time.monotonic() - start, str(tmp))
+
+
+def _run_case_in_process(case_id: str, case: dict, emulator, root: Path) -> Outcome:
+    """The case in this process (tests/cli_runner.py: its own environment, folder, stdin and module state)."""
+    from .cli_runner import run_cli
+
+    tmp, caller, env, argv = _prepare(case_id, case, emulator, root)
+    start = time.monotonic()
+    got = run_cli(*argv, env=env, cwd=tmp, stdin=case.get("stdin") or "")
+    return Outcome(got.code, got.stdout, got.stderr, emulator.recorder.writes(caller), time.monotonic() - start,
+                   str(tmp))
 
 
 def _run(program: str, argv: list[str], cwd: Path, env: dict, stdin: str | None) -> tuple[int | None, str, str]:
@@ -169,7 +186,7 @@ def _options(argv: list[str]) -> dict[str, bool]:
 
 @pytest.fixture(scope="module")
 def hints(outcomes, emulator_server):
-    """Every case's hint followed (hint_follow.follow), the follow-ups run like the cases, in parallel."""
+    """Every case's hint followed (hint_follow.follow), each follow-up run in this process."""
     from .hint_follow import follow
 
     plans = {}
@@ -188,14 +205,19 @@ def hints(outcomes, emulator_server):
                     and not {"--max-price-per-hour", "--yes"} & set(followup.edited)):
                 argv = [*argv, "--dry-run"]
             plans[f"{case_id}~hint{n}"] = (case_id, lines[0], followup, {**case, "argv": argv})
-    workers = int(os.environ.get("PEAGLE_TABLE_WORKERS", "4"))
+    # In this process, one after another: what a hint is checked for is the command's answer (exit code, error
+    # line), not a process of its own (the cases themselves ran as processes). Cases with a named pipe run forked:
+    # a command that opened one would wait for a writer, and only a process can be stopped after TIMEOUT_S.
     results = {}
-    with tempfile.TemporaryDirectory(prefix="peagle-hints-") as root, ThreadPoolExecutor(workers) as pool:
+    with tempfile.TemporaryDirectory(prefix="peagle-hints-") as root:
         # cleanup follow-ups delete what the others may use (peagle-autoscaled): they run last
         for last in (False, True):
-            futures = {key: pool.submit(_run_case, key, derived, emulator_server, Path(root))
-                       for key, (_, _, _, derived) in plans.items() if (derived["argv"][:1] == ["cleanup"]) == last}
-            results.update({key: (*plans[key][:3], future.result()) for key, future in futures.items()})
+            for key, (_, _, _, derived) in plans.items():
+                if (derived["argv"][:1] == ["cleanup"]) != last:
+                    continue
+                fifo = "<fifo>" in (derived.get("files") or {}).values()
+                run = _run_case if fifo else _run_case_in_process
+                results[key] = (*plans[key][:3], run(key, derived, emulator_server, Path(root)))
         yield results
 
 

@@ -41,6 +41,7 @@ What it adds to moto (5.2):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -593,6 +594,9 @@ class SageMakerEmulator:
 
         emulator = cls(region, backend)
         app: Any = DomainDispatcherApplication(create_backend_app)
+        # which moto backend serves a host: moto works it out on every request (a listing of its own package
+        # folder, then its URL patterns one by one: about 9% of a scenario's CPU); the answer depends on the host only
+        app.get_backend_for_host = functools.lru_cache(maxsize=None)(app.get_backend_for_host)
         from .pricing_emulation import pricing_middleware
 
         for middleware in [runtime_middleware, openai_route_middleware, pricing_middleware, *([backend.middleware] if backend else []),
@@ -600,14 +604,8 @@ class SageMakerEmulator:
             app = middleware(app, emulator)
         server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
-        from moto import backends as moto_backends
-
-        # moto's dispatcher lists its own package folder on every request (is the host a service name?): about
-        # 200 directory checks a call, 6% of a scenario's CPU; the list cannot change while the server runs
-        moto_modules = tuple(moto_backends.list_of_moto_modules())
         with ExitStack() as stack:
             stack.enter_context(mock.patch.object(settings, "TEST_SERVER_MODE", False))
-            stack.enter_context(mock.patch.object(moto_backends, "list_of_moto_modules", lambda: moto_modules))
             for patch in emulator._patches():
                 stack.enter_context(patch)
             thread.start()

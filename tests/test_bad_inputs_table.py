@@ -25,7 +25,9 @@ Cases run in parallel processes (PEAGLE_TABLE_WORKERS, default 4). The first cas
 the installed executable itself; the others run through `forked_peagle()` (tests/forked_peagle.py: a
 child of a fork server that imported peagle once, with its own process, environment, working directory,
 stdio and exit code; about three quarters of a case's CPU is Python's start-up and imports).
-PEAGLE_TABLE_EXECUTABLE=1 runs every case through the executable.
+PEAGLE_TABLE_EXECUTABLE=1 runs every case through the executable. Each hint, followed
+(test_every_hint_works_when_followed), runs in this process (tests/cli_runner.py): what is checked there is the
+command's answer, not its process (the few whose folder holds a named pipe run forked, under TIMEOUT_S).
 """
 
 from __future__ import annotations

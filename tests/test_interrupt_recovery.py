@@ -246,6 +246,37 @@ def test_case4_cleanup_name_finds_an_updated_endpoints_model_by_tag(world, plans
     assert settled_state(emu, NAME)["models"] == []
 
 
+def test_recover_all_takes_an_endpoint_deleted_between_its_describe_and_its_tags_as_gone(world, plans):
+    """Seen when documents ran side by side: another command deleted an endpoint while `recover --all` went
+    through the list (its DescribeEndpoint answered, its ListTags did not find it). Gone is not a failure."""
+    emu = world
+    stack(emu, plans["plain"], NAME)
+    stack(emu, plans["plain"], "ep2")
+    gate = emu.gate("ListTags", skip=1, caller="rec", resource=NAME)  # the listing's ListTags, then recover's
+    run = peagle.start(["recover", "--all"], env(emu, "rec"))
+    gate.wait_entered()
+    emu.client("sagemaker").delete_endpoint(EndpointName=NAME)
+    gate.release()
+    assert run.finish() == 0, run.stderr
+    assert "error" not in run.stderr.lower(), run.stderr
+    assert emu.endpoint_status("ep2") == "InService" and NAME not in emu.resource_names()["endpoints"]
+
+
+def test_status_name_of_an_endpoint_deleted_between_its_describe_and_its_tags(world, plans):
+    """The same moment for `status NAME`: not an AWS error, the endpoint is gone and what it left is named."""
+    emu = world
+    stack(emu, plans["plain"], NAME)
+    gate = emu.gate("ListTags", caller="st", resource=NAME)
+    run = peagle.start(["status", NAME, "--json"], env(emu, "st"))
+    gate.wait_entered()
+    emu.client("sagemaker").delete_endpoint(EndpointName=NAME)
+    gate.release()
+    assert run.finish() == 0, run.stderr  # as if it had gone before: no row, what it left named with its command
+    shown = json.loads(run.stdout)
+    assert shown["endpoints"] == [] and {(u["kind"], u["command"]) for u in shown["unused"]} == {
+        ("endpoint_config", "peagle recover ep1 --region us-east-1"), ("model", "peagle recover ep1 --region us-east-1")}
+
+
 def test_case5_sigkill_while_updating_then_status_tells_the_served_truth(world, plans):
     emu = world
     stack(emu, plans["plain"], NAME)

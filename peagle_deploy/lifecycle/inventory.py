@@ -22,7 +22,7 @@ from .autoscaling import SERVICE as AUTOSCALING_SERVICE
 from .autoscaling import AutoscalingStatus, read_autoscaling
 from ..pricing import Price
 from .startup_log import StartupInfo
-from .tags import list_tags, list_tags_if_present
+from .tags import list_tags_if_present
 from .verify import Check
 from .wait import read_retrying
 
@@ -157,7 +157,11 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
                     return []
                 raise UsageError(f"no endpoint named {name!r} in {session.region}", "see peagle status") from None
             raise
-        raw = read(lambda: list_tags(sm, described["EndpointArn"]))
+        raw = read(lambda: list_tags_if_present(sm, described["EndpointArn"]))
+        if raw is None:  # deleted between its describe and its tags: as missing as before the describe
+            if allow_missing:
+                return []
+            raise UsageError(f"no endpoint named {name!r} in {session.region}", "see peagle status")
         tags = PeagleTags.from_aws(raw)
         if not tags.managed:
             raise UsageError(f"endpoint {name!r} was not created by peagle", "peagle only reports what it created")

@@ -116,12 +116,12 @@ def _managed_endpoints(sm: Any, read: Read) -> list[str]:
 def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s: float,
                       sleep: Callable[[float], None], clock: Callable[[], float], on_progress: Progress | None,
                       note: Callable[[str], None], require_managed: bool) -> EndpointRecovery:
-    from .tags import list_tags
+    from .tags import list_tags_if_present
 
     described = read(lambda: describe(sm, "endpoint", name))
-    if described is None:
+    tags = read(lambda: list_tags_if_present(sm, described["EndpointArn"])) if described is not None else None
+    if tags is None:  # gone, or deleted between its describe and its tags (another cleanup, a sweep's teardown)
         return EndpointRecovery(name=name, status="deleted")
-    tags = read(lambda: list_tags(sm, described["EndpointArn"]))
     peagle = PeagleTags.from_aws(tags)
     if not peagle.managed:
         if require_managed:

@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..aws import is_not_found
 from ..errors import UsageError
 from ..inputs import validate_name
 from ..tags import PeagleTags
@@ -147,18 +146,13 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
     sm = session.client("sagemaker")
     now = now or datetime.now(UTC)
     read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
+    from .teardown import describe
+
     if name:
         validate_name(name)
-        try:
-            described = read(lambda: sm.describe_endpoint(EndpointName=name))
-        except Exception as exc:
-            if is_not_found(exc):
-                if allow_missing:
-                    return []
-                raise UsageError(f"no endpoint named {name!r} in {session.region}", "see peagle status") from None
-            raise
-        raw = read(lambda: list_tags_if_present(sm, described["EndpointArn"]))
-        if raw is None:  # deleted between its describe and its tags: as missing as before the describe
+        described = read(lambda: describe(sm, "endpoint", name))
+        raw = read(lambda: list_tags_if_present(sm, described["EndpointArn"])) if described is not None else None
+        if raw is None:  # no such endpoint, or deleted between its describe and its tags
             if allow_missing:
                 return []
             raise UsageError(f"no endpoint named {name!r} in {session.region}", "see peagle status")
@@ -182,12 +176,9 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
             tags = PeagleTags.from_aws(raw)
             if not tags.managed:
                 continue
-            try:
-                described = read(lambda s=summary: sm.describe_endpoint(EndpointName=s["EndpointName"]))
-            except Exception as exc:
-                if is_not_found(exc):  # deleted between the list and the describe
-                    continue
-                raise
+            described = read(lambda s=summary: describe(sm, "endpoint", s["EndpointName"]))
+            if described is None:  # deleted between the list and the describe
+                continue
             rows.append(_row({**summary, **described}, tags, now, _served(sm, described, read), raw, session.region,
                              session.profile))
             described_by_name[summary["EndpointName"]] = described

@@ -162,3 +162,31 @@ def test_a_read_of_plain_chunks_is_counted_by_one_sink_call_without_decoding(mon
     t.feed(chunk({"content": "a"}), 0.0)
     t.feed(chunk({"content": "b"}) + chunk({"content": '"q"'}) + chunk({"content": "\\"}), 1.0)
     assert rec.chunks == 4 and rec.gaps is not None and list(rec.gaps) == [1.0]
+
+
+def test_a_read_that_ends_inside_an_event_keeps_only_that_event_and_counts_the_rest_in_place(monkeypatch):
+    """Reads split by the network mid-event: only the partial event waits for the next read (a copy of one
+    event, not of the read), and plain chunks on either side of the split are never decoded."""
+    events = [chunk({"content": f"t{i}"}) for i in range(40)]
+    data = b"".join(events)
+    cut = len(b"".join(events[:25])) + 17  # 17 bytes into the 26th event
+    rec = RequestRecord(index=0, warmup=False)
+    t = ChunkTally(rec)
+    monkeypatch.setattr(ChunkTally, "_exact", lambda *a: pytest.fail("a plain chunk was decoded"))
+    t.feed(data[:cut], 0.0)
+    assert rec.chunks == 25 and bytes(t.buf) == events[25][:17]
+    t.feed(data[cut:], 1.0)
+    assert rec.chunks == 40 and not t.buf
+    assert list(rec.gaps) == [1.0]  # one sink.add per read
+
+
+def test_a_read_that_starts_or_ends_a_stream_is_counted_exactly_with_its_edges_decoded():
+    """The role chunk first and the finish, usage and [DONE] events last turn a read away from the one-call
+    path before it is scanned; what is counted is still what the exact decoder counts."""
+    data = stream()
+    for pieces in ([data], [data[:len(data) // 2], data[len(data) // 2:]]):
+        assert tally(pieces) == oracle(data)
+    assert sse._whole_plain_read(chunk({"role": "assistant", "content": ""}) + chunk({"content": "a"})) == 0
+    assert sse._whole_plain_read(chunk({"content": "a"}) + chunk({"content": ""}, "stop")) == 0
+    assert sse._whole_plain_read(chunk({"content": "a"}) + b"data: [DONE]\n\n") == 0
+    assert sse._whole_plain_read(chunk({"content": "a"}) + chunk({"content": "b"})) == 2

@@ -136,44 +136,92 @@ class ChunkTally:
     One timestamp and one `sink.add` per network read. Fast path: when every complete event in the read
     is a plain content chunk (`"delta":{"content":"<non-empty>"` in vLLM's compact JSON or json.dumps
     spacing) they are counted with `bytes.count` (`_plain_chunks`), without decoding JSON and without
-    copying the read: the counts take the read's bounds. Inside a content string quotes are escaped, so
-    the pattern cannot match there. Anything else (role, finish, usage, [DONE], errors, reasoning or
-    tool-call deltas, comments, multi-line events) goes through SseDecoder and the chunk rule, event by
-    event: the same decoder and rule `peagle invoke` uses.
+    copying the read: the counts take the read's bounds. A read that ends inside an event leaves only that
+    partial event behind; the next read completes it (a copy of one event) and is counted in place from
+    there. Inside a content string quotes are escaped, so the pattern cannot match there. Anything else
+    (role, finish, usage, [DONE], errors, reasoning or tool-call deltas, comments, multi-line events) goes
+    through SseDecoder and the chunk rule, event by event: the same decoder and rule `peagle invoke` uses.
     """
 
-    __slots__ = ("sink", "buf", "decoder", "_n", "_content")
+    __slots__ = ("sink", "buf", "decoder", "_n", "_content", "_crlf", "_started")
 
     def __init__(self, sink: ChunkSink):
         self.sink = sink
-        self.buf = bytearray()
+        self.buf = bytearray()  # the partial event the last read ended in (it holds no blank line)
         self.decoder = SseDecoder()
         self._n = 0
         self._content = False
+        self._crlf = False
+        self._started = False  # a read was fed: the role chunk is behind
 
     def feed(self, data: bytes, now: float) -> None:
         if not self.buf and data[-2:] == b"\n\n":  # the usual read: whole LF-framed events, counted in place
-            n = _whole_plain_read(data)
-            if n:  # the commonest read of all (one call, three C scans): nothing to peel or decode
-                self.sink.add(n, now, True)
+            if self._started:
+                n = _whole_plain_read(data)
+                if n:  # the commonest read of all (one call, two C scans): nothing to peel or decode
+                    self.sink.add(n, now, True)
+                    return
+            else:  # a stream's first read starts with its role chunk: peeled, not scanned first in vain
+                self._started = True
+            if b"\r" not in data:
+                self._peel(data, 0, len(data) - 2, now)
+                self._flush(now)
                 return
-            complete, hi = data, len(data) - 2
-        else:
+        if self._crlf or b"\r" in data:  # CRLF framing (vLLM uses LF): normalised in a buffer from here on
+            self._crlf = True
+            self._feed_crlf(data, now)
+            return
+        start = 0
+        if self.buf:  # complete the partial event left by the last read with this read's first bytes
             buf = self.buf
-            buf += data
-            if b"\n" not in data:
-                return
-            if b"\r" in buf:  # CRLF framing (vLLM uses LF); a CR split from its LF waits in the remainder
-                buf = bytearray(buf.replace(b"\r\n", b"\n"))
-            cut = buf.rfind(b"\n\n")
-            if cut < 0:
-                self.buf = buf
-                return
-            complete, hi = bytes(buf[:cut]), cut
-            self.buf = buf[cut + 2:]
+            if buf[-1] == 10 and data[:1] == b"\n":  # the blank line is split across the two reads
+                start = 1
+            else:
+                at = data.find(b"\n\n")
+                if at < 0:
+                    buf += data
+                    return
+                start = at + 2
+            head = bytes(buf) + data[:start]
+            self.buf = bytearray()
+            self._events(head, 0, len(head) - 2, now)
+        cut = data.rfind(b"\n\n", start)
+        if cut < 0:
+            self.buf = bytearray(data[start:])
+        else:
+            self.buf = bytearray(data[cut + 2:])
+            self._events(data, start, cut, now)
+        self._started = True
+        self._flush(now)
+
+    def _feed_crlf(self, data: bytes, now: float) -> None:
+        buf = self.buf
+        buf += data
+        if b"\n" not in data:
+            return
+        buf = bytearray(buf.replace(b"\r\n", b"\n"))  # a CR split from its LF waits in the remainder
+        cut = buf.rfind(b"\n\n")
+        if cut < 0:
+            self.buf = buf
+            return
+        complete = bytes(buf[:cut])
+        self.buf = buf[cut + 2:]
+        self._events(complete, 0, cut, now)
+        self._flush(now)
+
+    def _events(self, complete: bytes, lo: int, hi: int, now: float) -> None:
+        """Count the whole events in `complete[lo:hi]` (the blank line after the last one excluded) into
+        `_n`: in place when they are plain content chunks, decoded otherwise."""
+        n = _whole_plain_read(complete, lo, hi + 2) if self._started and complete.startswith(b"\n\n", hi) else 0
+        if n:
+            self._n += n
+            self._content = True
+        else:
+            self._peel(complete, lo, hi, now)
+
+    def _peel(self, complete: bytes, lo: int, hi: int, now: float) -> None:
         # Other events (role, finish, usage, [DONE]) sit at the start and the end of a stream: peel them
         # off both ends (small events, cheap) and decode them one by one; then count the middle in place.
-        lo = 0
         tail: list[bytes] = []
         while lo < hi:
             at = complete.rfind(b"\n\n", lo, hi)
@@ -198,7 +246,6 @@ class ChunkTally:
                 self._exact(complete[lo:hi], now)
         for event in reversed(tail):
             self._exact(event, now)
-        self._flush(now)
 
     def _flush(self, now: float) -> None:
         if self._n:
@@ -240,19 +287,27 @@ _AFTER_DELTA = len(_DELTA)
 _QUOTE = ord('"')
 
 
-def _whole_plain_read(data: bytes) -> int:
-    """n if the read `data` (whole LF-framed events, ending in the blank line) is exactly n plain content
+def _whole_plain_read(data: bytes, lo: int = 0, hi: int | None = None) -> int:
+    """n if `data[lo:hi]` (whole LF-framed events, ending in the blank line) is exactly n plain content
     chunks in vLLM's compact JSON, else 0 (the general path decides). The rule of `_plain_chunks`, with the
-    edges checked in place: the role chunk has no content delta first, and only the read's last event can be
-    the finish chunk, whose content delta is empty; its delta is the last one, found by a search from the end
-    that stops inside the last event. Anything else (usage, [DONE], errors, reasoning, comments, multi-line
-    events) makes the counts of deltas and newlines differ."""
-    n = data.count(_DELTA)
-    if n and data.count(b"\n") == 2 * n and data[:5] == b"data:":
+    edges checked in place: the last content delta, found by a search from the end, must be non-empty. In
+    vLLM's stream the finish chunk's is empty and comes before usage and [DONE], so a read that ends a stream
+    is turned away by that short search before the two scans of the whole read, which `_peel` would otherwise
+    repeat on its middle. The role chunk has no content delta, so a read starting with it fails the counts
+    (ChunkTally peels a stream's first read without trying). Anything else (errors, reasoning, comments,
+    multi-line events) makes the counts of deltas and newlines differ. Without bounds the searches take none
+    (cheaper calls: this is the commonest read)."""
+    if hi is None:
         last = data.rfind(_DELTA)
-        if data[last + _AFTER_DELTA] != _QUOTE:
-            return n
-    return 0
+        if last < 0 or data[last + _AFTER_DELTA] == _QUOTE:
+            return 0
+        n = data.count(_DELTA)
+        return n if data.count(b"\n") == 2 * n and data[:5] == b"data:" else 0
+    last = data.rfind(_DELTA, lo, hi)
+    if last < 0 or data[last + _AFTER_DELTA] == _QUOTE:
+        return 0
+    n = data.count(_DELTA, lo, hi)
+    return n if data.count(b"\n", lo, hi) == 2 * n and data.startswith(b"data:", lo) else 0
 
 
 def _plain_chunks(events: bytes, lo: int = 0, hi: int | None = None, edges_peeled: bool = False) -> int:

@@ -7,9 +7,11 @@ Pairs (A = peagle, B = the baseline), each run in turn A B A B ... `--pairs` tim
 - `status`: `peagle status --json` with 5 peagle endpoints against a bare boto3 script making the same
             AWS calls (ListEndpoints; per endpoint ListTags, DescribeEndpoint, DescribeEndpointConfig,
             DescribeModel and GetProducts (the emulator's prices are not cached); Application Auto Scaling's
-            targets; the unused-config scan: ListEndpoints, DescribeEndpoint each, ListEndpointConfigs,
-            DescribeEndpointConfig each, ListModels), both against the same SageMaker emulator (moto, a thread of this process).
-            The script checks that both made the same API calls and says so when they differ.
+            targets; the unused-config scan: ListEndpoints, ListEndpointConfigs, ListModels, describing only
+            what the rows did not), both against the same SageMaker emulator (moto, a thread of this process).
+            The script checks that both made the same API calls and says so when they differ. A third command
+            runs in each round, the floor: the same-commands Typer app (as for `help`) whose `status` makes the
+            script's calls, i.e. Typer's own start-up and parameter conversion (pydantic) on top of the script.
 - `dry-run`: `peagle deploy qwen3-coder --dry-run` without credentials against importing the sagemaker-core
             modules it calls (the spec look-ups) and nothing else.
 
@@ -46,8 +48,9 @@ PEAGLE = [sys.executable, "-c", "import sys; from peagle_deploy.cli.app import m
 ENDPOINTS = 5
 
 
-def typer_baseline_source() -> str:
-    """A Typer app with peagle's commands, options and help texts, and nothing else."""
+def typer_baseline_source(status_body: str = "pass") -> str:
+    """A Typer app with peagle's commands, options and help texts, and nothing else (`status_body`: what its
+    `status` command runs; the status floor runs the bare boto3 script's calls there)."""
     import typer.main
 
     from peagle_deploy.cli.app import app
@@ -86,7 +89,8 @@ def typer_baseline_source() -> str:
             lines.append(f"@{var}.command({name!r}, help={cmd.help!r})")
             lines.append(f"def cmd{counter[0]}(")
             lines.extend(params)
-            lines.append("):\n    pass\n")
+            body = status_body if name == "status" else "pass"
+            lines.append("):\n" + textwrap.indent(body, "    ") + "\n")
 
     root = typer.main.get_command(app)
     lines.append(f"app = typer.Typer(name='peagle', no_args_is_help=True, rich_markup_mode='rich', "
@@ -110,7 +114,7 @@ STATUS_BASELINE = textwrap.dedent('''
         {"Type": "TERM_MATCH", "Field": "regionCode", "Value": session.region_name},
         {"Type": "TERM_MATCH", "Field": "instanceName", "Value": ""}]}
     rows = []
-    described = {}
+    described, configs = {}, {}
     for page in sm.get_paginator("list_endpoints").paginate():
         for summary in page["Endpoints"]:
             tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=summary["EndpointArn"])["Tags"]}
@@ -118,7 +122,8 @@ STATUS_BASELINE = textwrap.dedent('''
                 continue
             d = sm.describe_endpoint(EndpointName=summary["EndpointName"])
             described[summary["EndpointName"]] = d
-            config = sm.describe_endpoint_config(EndpointConfigName=d["EndpointConfigName"])
+            config = configs[d["EndpointConfigName"]] = sm.describe_endpoint_config(
+                EndpointConfigName=d["EndpointConfigName"])
             variant = config["ProductionVariants"][0]
             model = sm.describe_model(ModelName=variant["ModelName"])
             env = (model.get("PrimaryContainer") or model["Containers"][0]).get("Environment", {})
@@ -135,15 +140,19 @@ STATUS_BASELINE = textwrap.dedent('''
         if targets:
             policies = [p for page in aas.get_paginator("describe_scaling_policies").paginate(
                 ServiceNamespace="sagemaker") for p in page["ScalingPolicies"]]
-    # who uses what (peagle's unused-config scan): every endpoint, every config, every model
+    # who uses what (peagle's unused-config scan): every endpoint, every config, every model (what the rows
+    # already described is not described again)
     in_use = set()
     for page in sm.get_paginator("list_endpoints").paginate():
         for summary in page["Endpoints"]:
-            in_use.add(sm.describe_endpoint(EndpointName=summary["EndpointName"])["EndpointConfigName"])
+            name = summary["EndpointName"]
+            d = described.get(name) or sm.describe_endpoint(EndpointName=name)
+            in_use.add(d["EndpointConfigName"])
     held = set()
     for page in sm.get_paginator("list_endpoint_configs").paginate():
         for summary in page["EndpointConfigs"]:
-            config = sm.describe_endpoint_config(EndpointConfigName=summary["EndpointConfigName"])
+            name = summary["EndpointConfigName"]
+            config = configs.get(name) or sm.describe_endpoint_config(EndpointConfigName=name)
             held.update(v["ModelName"] for v in config["ProductionVariants"])
     models = [m for page in sm.get_paginator("list_models").paginate() for m in page["Models"]]
     print(json.dumps({"endpoints": rows, "unused": []}, default=str))
@@ -179,12 +188,18 @@ def instructions(cmd: list[str], env: dict[str, str]) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def pairs(a: list[str], b: list[str], env: dict[str, str], n: int, count: bool = False) -> dict:
-    run_once(a, env), run_once(b, env)  # warm-up: page cache, .pyc files
-    rows = []
+def pairs(a: list[str], b: list[str], env: dict[str, str], n: int, count: bool = False,
+          c: list[str] | None = None) -> dict:
+    """A and B in turn, n times (with `c`, a third command in each round: A B C A B C ...)."""
+    run_once(a, env), run_once(b, env)  # warm-up: page cache
+    if c:
+        run_once(c, env)
+    rows, third = [], []
     for _ in range(n):
         ra, rb = run_once(a, env), run_once(b, env)
         rows.append((ra, rb))
+        if c:
+            third.append(run_once(c, env))
     codes = sorted({r[0][2] for r in rows}), sorted({r[1][2] for r in rows})
 
     def spread(values: list[float]) -> dict:
@@ -195,6 +210,10 @@ def pairs(a: list[str], b: list[str], env: dict[str, str], n: int, count: bool =
         ia, ib = instructions(a, env), instructions(b, env)
         counted = {"a_instructions": ia, "b_instructions": ib,
                    "instructions_ratio": ia / ib if ia and ib else None}
+    if c:
+        counted.update({"c_cpu_s": spread([rc[0] for rc in third]), "c_exit_codes": sorted({rc[2] for rc in third}),
+                        "c_over_b_cpu_ratio": spread([rc[0] / rb[0] for rc, (_, rb) in zip(third, rows)]),
+                        "a_over_c_cpu_ratio": spread([ra[0] / rc[0] for rc, (ra, _) in zip(third, rows)])})
     return {
         **counted,
         "a_cpu_s": spread([ra[0] for ra, _ in rows]), "b_cpu_s": spread([rb[0] for _, rb in rows]),
@@ -254,10 +273,16 @@ def main() -> int:
                         help="also count each command's instructions once (valgrind callgrind; slow, load-independent)")
     parser.add_argument("--tree", type=Path, default=ROOT,
                         help="the peagle checkout to time (e.g. one extracted with git archive); default this one")
+    parser.add_argument("--no-floor", action="store_true",
+                        help="status: leave out the third command (the same-commands Typer app running the script's calls)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     wanted = args.only.split(",")
     tree = str(args.tree.resolve())
+    # As installed: pip compiles a wheel's modules at install. Without this, a tree never run with bytecode
+    # writing on (PYTHONDONTWRITEBYTECODE, a fresh `git archive`) compiles peagle's modules from source on
+    # every run (about 90 ms of status's CPU), while the baseline's boto3 was compiled by pip.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(tree) / "peagle_deploy")], check=True)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     base_env["PYTHONPATH"] = tree
     report: dict = {"load_avg_1m_before": os.getloadavg()[0], "python": sys.version.split()[0], "results": {}}
@@ -284,15 +309,20 @@ def main() -> int:
                 env = {**emu.env, "PYTHONPATH": tree}
                 script = Path(tmp) / "status_boto3.py"
                 script.write_text(STATUS_BASELINE)
+                floor = Path(tmp) / "typer_status_boto3.py"
+                floor.write_text(typer_baseline_source(status_body=STATUS_BASELINE))
                 peagle_status = [*PEAGLE, "status", "--json"]
-                subprocess.run(peagle_status, env={**env, "AWS_SDK_UA_APP_ID": "peagle"}, capture_output=True,
-                               cwd=NEUTRAL_DIR)
-                subprocess.run([sys.executable, str(script)], env={**env, "AWS_SDK_UA_APP_ID": "boto3"},
-                               capture_output=True, cwd=NEUTRAL_DIR)
-                calls = {who: [op for caller, op in recorder.calls if caller == who] for who in ("peagle", "boto3")}
-                result = pairs(peagle_status, [sys.executable, str(script)], env, args.pairs, args.instructions)
+                script_cmd = [sys.executable, str(script)]
+                floor_cmd = [sys.executable, str(floor), "status", "--json"]
+                for who, cmd in (("peagle", peagle_status), ("boto3", script_cmd), ("typer", floor_cmd)):
+                    subprocess.run(cmd, env={**env, "AWS_SDK_UA_APP_ID": who}, capture_output=True, cwd=NEUTRAL_DIR)
+                calls = {who: [op for caller, op in recorder.calls if caller == who]
+                         for who in ("peagle", "boto3", "typer")}
+                result = pairs(peagle_status, script_cmd, env, args.pairs, args.instructions,
+                               c=floor_cmd if not args.no_floor else None)
                 result["api_calls"] = calls["peagle"]
                 result["same_calls"] = sorted(calls["peagle"]) == sorted(calls["boto3"])
+                result["floor_same_calls"] = sorted(calls["typer"]) == sorted(calls["boto3"])
                 report["results"]["status"] = result
         if args.importtime:
             report["importtime"] = {"--help": importtime([*PEAGLE, "--help"], base_env),
@@ -315,6 +345,12 @@ def main() -> int:
             print(f"         heavy modules imported by peagle --help: {r['heavy_modules'] or 'none'}")
         if "same_calls" in r:
             print(f"         same AWS calls as the baseline: {r['same_calls']} ({len(r['api_calls'])} calls)")
+        if "c_cpu_s" in r:
+            f, af = r["c_over_b_cpu_ratio"], r["a_over_c_cpu_ratio"]
+            print(f"         floor (the same-commands Typer app running the script's calls; same calls: "
+                  f"{r['floor_same_calls']}): CPU {r['c_cpu_s']['median'] * 1000:.0f} ms, floor / baseline "
+                  f"{f['median']:.2f} ({f['min']:.2f}-{f['max']:.2f}), peagle / floor {af['median']:.2f} "
+                  f"({af['min']:.2f}-{af['max']:.2f})")
     for cmd, rows in report.get("importtime", {}).items():
         print(f"peagle {cmd}: largest cumulative imports: " + ", ".join(f"{n} {ms:.0f} ms" for n, ms in rows))
     return 0

@@ -184,8 +184,9 @@ def _api_failure(exc: BaseException) -> str:
 
 
 def instance_price(instance_type: str, region: str, *, count: int = 1, profile: str | None = None,
-                   offline: bool = False, pricing_client: Any = None) -> Price:
-    """SageMaker hosting price of `count` x `instance_type` in `region`: Pricing API, shipped table, unknown."""
+                   offline: bool = False, pricing_client: Any = None, session: Any = None) -> Price:
+    """SageMaker hosting price of `count` x `instance_type` in `region`: Pricing API, shipped table, unknown.
+    `session`: the caller's AwsSession, whose credentials ask the Pricing API (no second session is built)."""
     query = price_query(instance_type, region)
     why_not_api = None
     if not offline:
@@ -194,7 +195,7 @@ def instance_price(instance_type: str, region: str, *, count: int = 1, profile: 
         usd, read_at, cached = (hit[0], hit[1], True) if hit else (None, None, False)
         if hit is None:
             try:
-                client = pricing_client or _client(profile)
+                client = pricing_client or _client(profile, session)
             except _NoCredentials:
                 client = None
                 why_not_api = "no AWS credentials to ask the Pricing API"
@@ -243,7 +244,12 @@ _CLIENT_SETTINGS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_PRICING", "AWS_PROFILE
                     "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_MAX_ATTEMPTS", "HOME")
 
 
-def _client(profile: str | None) -> Any:
+def _client(profile: str | None, session: Any = None) -> Any:
+    if session is not None:  # the caller's session (its credentials resolved once), its own client for Pricing
+        if not session.has_credentials():
+            raise _NoCredentials
+        return session.client("pricing", region_name=PRICING_REGION, connect_timeout=5, read_timeout=15,
+                              retries={"mode": "adaptive", "total_max_attempts": 2})
     key = (profile, *(os.environ.get(name) for name in _CLIENT_SETTINGS))
     client = _clients.get(key)
     if client is None:

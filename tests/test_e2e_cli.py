@@ -102,7 +102,7 @@ def test_crash_with_debug_traceback_is_redacted(monkeypatch, capsys):
     def crash(*_args, **_kwargs):
         raise RuntimeError(f"boom aws_secret_access_key={SECRET_KEY} key {SECRET_ID}")
 
-    monkeypatch.setattr(lifecycle, "status", crash)
+    monkeypatch.setattr(lifecycle, "report", crash)
     result = run_cli("status")
     assert result.code == 1
     assert "unexpected RuntimeError" in result.stderr and "Traceback" in result.stderr

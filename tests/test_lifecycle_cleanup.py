@@ -111,3 +111,60 @@ def test_cleanup_all_removes_leftover_managed_models(emu):
 def test_cleanup_needs_exactly_one_selector(emu):
     with pytest.raises(PeagleError, match="exactly one"):
         lifecycle.cleanup(AwsSession(emu.region), "x", all_=True)
+
+
+def test_status_report_describes_each_endpoint_and_config_once_and_finds_the_same(emu, monkeypatch):
+    """`peagle status` reads its rows and then what nothing uses: the endpoints and configs the rows described are
+    not described again (10 of 40 round trips for 5 endpoints), and the answer is what the two reads give apart.
+    One botocore session does it all (the Pricing client is the status session's own)."""
+    from peagle_deploy import aws
+    from peagle_deploy.lifecycle.inventory import leftovers, report
+
+    deploy(emu, "mine-1")
+    deploy(emu, "mine-2")
+    deploy(emu, "gone")
+    unmanaged_stack(emu, "theirs")
+    emu.client("sagemaker").delete_endpoint(EndpointName="gone")  # its config and model are left over
+    apart = AwsSession(emu.region)
+    want_rows, want_unused = lifecycle.status(apart), leftovers(apart)
+
+    built = []
+    real_session = aws._botocore_session
+    monkeypatch.setattr(aws, "_botocore_session", lambda profile: built.append(profile) or real_session(profile))
+    session = AwsSession(emu.region)
+    calls: list[str] = []
+    session.client("sagemaker").meta.events.register(
+        "before-call.sagemaker", lambda model, **_: calls.append(model.name))
+    rows, unused = report(session)
+
+    assert [r.name for r in rows] == [r.name for r in want_rows] == ["mine-1", "mine-2"]
+    assert [(r.mode, r.k, r.price_per_hour_usd) for r in rows] == [(r.mode, r.k, r.price_per_hour_usd)
+                                                                    for r in want_rows]
+    assert [(u.kind, u.name) for u in unused] == [(u.kind, u.name) for u in want_unused] == [
+        ("endpoint_config", "gone"), ("model", "gone")]
+    assert sorted(c for c in calls if c == "DescribeEndpoint") == ["DescribeEndpoint"] * 3  # mine-1, mine-2, theirs
+    assert calls.count("DescribeEndpointConfig") == 4  # mine-1, mine-2, gone, theirs: once each
+    assert len(built) == 1
+
+
+def test_a_describe_that_failed_in_a_report_is_asked_again():
+    from peagle_deploy.lifecycle.inventory import _DescribedOnce
+
+    answers = iter([RuntimeError("throttled"), {"EndpointName": "a"}])
+
+    class Client:
+        def describe_endpoint(self, **kwargs):
+            answer = next(answers)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+        def list_endpoints(self):
+            return "passed through"
+
+    sm = _DescribedOnce(Client())
+    with pytest.raises(RuntimeError):
+        sm.describe_endpoint(EndpointName="a")
+    assert sm.describe_endpoint(EndpointName="a") == {"EndpointName": "a"}
+    assert sm.describe_endpoint(EndpointName="a") == {"EndpointName": "a"}  # kept: `answers` is spent
+    assert sm.list_endpoints() == "passed through"

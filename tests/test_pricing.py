@@ -117,7 +117,7 @@ def test_the_price_is_cached_a_day_for_real_aws_only(monkeypatch, tmp_path):
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.setattr(pricing, "_client", lambda profile: Client())
+    monkeypatch.setattr(pricing, "_client", lambda profile, session=None: Client())
     monkeypatch.setattr(pricing, "_memo", {})
     first = pricing.instance_price("ml.g7e.8xlarge", "us-west-2")
     again = pricing.instance_price("ml.g7e.8xlarge", "us-west-2", count=3)

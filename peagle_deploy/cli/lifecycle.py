@@ -36,17 +36,15 @@ def status(
             raise UsageError("--watch cannot be combined with --json (that prints one document)",
                              "poll 'peagle status --json' instead")
         from ..aws import AwsSession
+        from ..lifecycle import report
         from ..lifecycle import status as list_status
         from . import status_view
-
-        from ..lifecycle.inventory import leftovers
 
         session = AwsSession(region, profile)
         if watch:
             status_view.watch(out, lambda: list_status(session, name), interval=interval or 10.0)
             return
-        rows = list_status(session, name, allow_missing=True)
-        unused = leftovers(session, name)
+        rows, unused = report(session, name)
         if name and not rows and not unused:
             raise UsageError(f"no endpoint named {name!r} in {session.region}", "see peagle status")
         for row in rows:

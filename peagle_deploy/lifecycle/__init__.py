@@ -11,8 +11,8 @@ import importlib
 from typing import Any
 
 _WHERE = {"DeployResult": "apply", "cleanup_command": "apply", "deploy": "apply", "EndpointStatus": "inventory",
-          "status": "inventory", "CleanupReport": "teardown", "cleanup": "teardown", "Check": "verify",
-          "verify": "verify"}
+          "status": "inventory", "report": "inventory", "CleanupReport": "teardown", "cleanup": "teardown",
+          "Check": "verify", "verify": "verify"}
 
 __all__ = sorted(_WHERE)
 

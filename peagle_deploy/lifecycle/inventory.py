@@ -71,7 +71,8 @@ class EndpointStatus(BaseModel):
 
 
 def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, served: Any = None,
-         raw_tags: dict[str, str] | None = None, region: str = "", profile: str | None = None) -> EndpointStatus:
+         raw_tags: dict[str, str] | None = None, region: str = "", profile: str | None = None,
+         session: Any = None) -> EndpointStatus:
     from ..pricing import instance_price
 
     created = tags.created_at or described.get("CreationTime")
@@ -86,7 +87,7 @@ def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, served: Any
         mode, k = served.mode, served.k
         instance_type = served.instance_type or instance_type
         instance_count = served.instance_count or instance_count
-    priced = instance_price(instance_type, region, count=instance_count or 1, profile=profile) \
+    priced = instance_price(instance_type, region, count=instance_count or 1, profile=profile, session=session) \
         if instance_type else None
     price = priced.usd_per_hour if priced is not None else None
     age = (now - created).total_seconds() if created else None
@@ -138,12 +139,45 @@ def _add_update(row: EndpointStatus, described: dict[str, Any], raw_tags: dict[s
         row.recover_command = recover_command(row.name, region)
 
 
+class _DescribedOnce:
+    """A SageMaker client whose DescribeEndpoint and DescribeEndpointConfig answers are kept for one `status`
+    report: its rows describe each peagle endpoint and its config, then the unused-config scan would describe
+    them again (10 of 40 round trips for 5 endpoints). A failed describe is not kept: the next one asks again."""
+
+    _KEPT = frozenset({"describe_endpoint", "describe_endpoint_config"})
+
+    def __init__(self, sm: Any):
+        self._sm = sm
+        self._answers: dict[tuple[str, tuple[tuple[str, Any], ...]], Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._sm, name)
+        if name not in self._KEPT:
+            return call
+
+        def once(**kwargs: Any) -> Any:
+            key = (name, tuple(sorted(kwargs.items())))
+            if key not in self._answers:
+                self._answers[key] = call(**kwargs)
+            return self._answers[key]
+
+        return once
+
+
+def report(session: Any, name: str | None = None, *, sleep: Any = None) -> tuple[list[EndpointStatus], list[Any]]:
+    """`status`'s rows (NAME missing: none) and the peagle-made configs and models nothing uses, with every
+    endpoint and config described once."""
+    sm = _DescribedOnce(session.client("sagemaker"))
+    rows = status(session, name, sleep=sleep, allow_missing=True, sm=sm)
+    return rows, leftovers(session, name, sleep=sleep, sm=sm)
+
+
 def status(session: Any, name: str | None = None, *, now: datetime | None = None,
-           sleep: Any = None, allow_missing: bool = False) -> list[EndpointStatus]:
+           sleep: Any = None, allow_missing: bool = False, sm: Any = None) -> list[EndpointStatus]:
     """One row per peagle endpoint (or NAME's; with `allow_missing`, [] when NAME does not exist)."""
     import time
 
-    sm = session.client("sagemaker")
+    sm = sm or session.client("sagemaker")
     now = now or datetime.now(UTC)
     read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
     from .teardown import describe
@@ -160,7 +194,7 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
         if not tags.managed:
             raise UsageError(f"endpoint {name!r} was not created by peagle", "peagle only reports what it created")
         served = _served(sm, described, read)
-        row = _row(described, tags, now, served, raw, session.region, session.profile)
+        row = _row(described, tags, now, served, raw, session.region, session.profile, session)
         if described["EndpointStatus"] == "InService":
             row.vllm, row.startup_check = _startup(session, sm, name, described, served)
         _add_autoscaling(session, [row], {name: described}, {name: tags})
@@ -180,7 +214,7 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
             if described is None:  # deleted between the list and the describe
                 continue
             rows.append(_row({**summary, **described}, tags, now, _served(sm, described, read), raw, session.region,
-                             session.profile))
+                             session.profile, session))
             described_by_name[summary["EndpointName"]] = described
             tags_by_name[summary["EndpointName"]] = tags
     _add_autoscaling(session, rows, described_by_name, tags_by_name)
@@ -220,14 +254,14 @@ def _served(sm: Any, described: dict[str, Any], read: Any) -> Any:
     return read_served(sm, config, read=read) if config else None
 
 
-def leftovers(session: Any, name: str | None = None, *, sleep: Any = None) -> list[Any]:
+def leftovers(session: Any, name: str | None = None, *, sleep: Any = None, sm: Any = None) -> list[Any]:
     """peagle-made configs and models no endpoint uses (of endpoint `name`, or all), each with its command."""
     import time
 
     from .leftovers import find_leftovers
     from .teardown import References
 
-    sm = session.client("sagemaker")
+    sm = sm or session.client("sagemaker")
     read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
     refs = read(lambda: References.read(sm))
     return read(lambda: find_leftovers(sm, refs, endpoint=name, region=session.region))

@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, computed_field
 
 from ..errors import EndpointFailed
-from ..plan import DeploymentPlan
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR
+
+if TYPE_CHECKING:  # annotations only: `status` checks start-up logs without importing the plan's models
+    from ..plan import DeploymentPlan
 
 
 VERIFIED, FAILED, NOT_VERIFIED = "verified", "failed", "not verified"

@@ -273,6 +273,8 @@ def main() -> int:
                         help="also count each command's instructions once (valgrind callgrind; slow, load-independent)")
     parser.add_argument("--tree", type=Path, default=ROOT,
                         help="the peagle checkout to time (e.g. one extracted with git archive); default this one")
+    parser.add_argument("--first-on-path", type=Path,
+                        help="a folder put first on every child's PYTHONPATH (e.g. another Typer's wheel, unpacked)")
     parser.add_argument("--no-floor", action="store_true",
                         help="status: leave out the third command (the same-commands Typer app running the script's calls)")
     parser.add_argument("--json", action="store_true")
@@ -283,6 +285,9 @@ def main() -> int:
     # writing on (PYTHONDONTWRITEBYTECODE, a fresh `git archive`) compiles peagle's modules from source on
     # every run (about 90 ms of status's CPU), while the baseline's boto3 was compiled by pip.
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(tree) / "peagle_deploy")], check=True)
+    if args.first_on_path:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.first_on_path)], check=True)
+        tree = f"{args.first_on_path.resolve()}{os.pathsep}{tree}"
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     base_env["PYTHONPATH"] = tree
     report: dict = {"load_avg_1m_before": os.getloadavg()[0], "python": sys.version.split()[0], "results": {}}

@@ -20,10 +20,12 @@ pair by pair and reported as median, min and max. `--importtime` also prints the
 cumulative import time for each peagle command (python -X importtime).
 
     .venv/bin/python benchmarks/bench_startup.py [--pairs 15] [--only help,status,dry-run] [--importtime]
-        [--instructions] [--tree PATH] [--json]
+        [--instructions] [--tree PATH] [--first-on-path DIR] [--no-floor] [--json]
 
 `--instructions` also counts each command's instructions once under valgrind's callgrind (slow, but the
-same count however loaded the machine is); `--tree` times another checkout's peagle (before and after).
+same count however loaded the machine is); `--tree` times another checkout's peagle (before and after);
+`--first-on-path` puts a folder first on every child's PYTHONPATH (another Typer's wheel, unpacked). The timed
+tree is compiled first (`compileall`), as pip compiles a wheel at install.
 
 Results are in docs/performance.md, "CLI start-up".
 """

@@ -244,21 +244,28 @@ _CLIENT_SETTINGS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_PRICING", "AWS_PROFILE
                     "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_MAX_ATTEMPTS", "HOME")
 
 
+# the Pricing API's endpoint region, short timeouts and two attempts: a price that is slow to come falls back to
+# the shipped table rather than holding up the command
+_PRICING_CLIENT = {"region_name": PRICING_REGION, "connect_timeout": 5, "read_timeout": 15,
+                   "retries": {"mode": "adaptive", "total_max_attempts": 2}}
+
+
 def _client(profile: str | None, session: Any = None) -> Any:
-    if session is not None:  # the caller's session (its credentials resolved once), its own client for Pricing
-        if not session.has_credentials():
-            raise _NoCredentials
-        return session.client("pricing", region_name=PRICING_REGION, connect_timeout=5, read_timeout=15,
-                              retries={"mode": "adaptive", "total_max_attempts": 2})
-    key = (profile, *(os.environ.get(name) for name in _CLIENT_SETTINGS))
-    client = _clients.get(key)
-    if client is None:
+    """A Pricing client: from the caller's `session` (its credentials resolved once), else one per process and
+    AWS setting."""
+    key = None
+    if session is None:
+        key = (profile, *(os.environ.get(name) for name in _CLIENT_SETTINGS))
+        if key in _clients:
+            return _clients[key]
         from .aws import AwsSession
 
-        session = AwsSession(PRICING_REGION, profile, max_attempts=2, connect_timeout=5, read_timeout=15)
-        if not session.has_credentials():
-            raise _NoCredentials
-        client = _clients[key] = session.client("pricing")
+        session = AwsSession(PRICING_REGION, profile)
+    if not session.has_credentials():
+        raise _NoCredentials
+    client = session.client("pricing", **_PRICING_CLIENT)
+    if key is not None:
+        _clients[key] = client
     return client
 
 

@@ -180,16 +180,16 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
     sm = sm or session.client("sagemaker")
     now = now or datetime.now(UTC)
     read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
-    from .teardown import describe
+    from .teardown import describe, described_with_tags
 
     if name:
         validate_name(name)
-        described = read(lambda: describe(sm, "endpoint", name))
-        raw = read(lambda: list_tags_if_present(sm, described["EndpointArn"])) if described is not None else None
-        if raw is None:  # no such endpoint, or deleted between its describe and its tags
+        found = described_with_tags(sm, name, read)
+        if found is None:
             if allow_missing:
                 return []
             raise UsageError(f"no endpoint named {name!r} in {session.region}", "see peagle status")
+        described, raw = found
         tags = PeagleTags.from_aws(raw)
         if not tags.managed:
             raise UsageError(f"endpoint {name!r} was not created by peagle", "peagle only reports what it created")

@@ -28,7 +28,7 @@ from ..plan import VARIANT_NAME
 from ..served_config import Served, read_served
 from ..tags import PeagleTags
 from .intent import clear_update_intent, deletion_requested, read_update_intent
-from .teardown import Outcome, References, describe, teardown
+from .teardown import Outcome, References, describe, described_with_tags, teardown
 from .wait import WAITING, Progress, read_retrying, wait_in_service
 
 Read = Callable[[Callable[[], Any]], Any]
@@ -116,12 +116,10 @@ def _managed_endpoints(sm: Any, read: Read) -> list[str]:
 def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s: float,
                       sleep: Callable[[float], None], clock: Callable[[], float], on_progress: Progress | None,
                       note: Callable[[str], None], require_managed: bool) -> EndpointRecovery:
-    from .tags import list_tags_if_present
-
-    described = read(lambda: describe(sm, "endpoint", name))
-    tags = read(lambda: list_tags_if_present(sm, described["EndpointArn"])) if described is not None else None
-    if tags is None:  # gone, or deleted between its describe and its tags (another cleanup, a sweep's teardown)
+    found = described_with_tags(sm, name, read)
+    if found is None:
         return EndpointRecovery(name=name, status="deleted")
+    described, tags = found
     peagle = PeagleTags.from_aws(tags)
     if not peagle.managed:
         if require_managed:

@@ -68,6 +68,15 @@ def describe(sm: Any, kind: Kind, name: str) -> dict[str, Any] | None:
         raise
 
 
+def described_with_tags(sm: Any, name: str, read: Callable[[Callable[[], Any]], Any]) -> tuple[dict[str, Any],
+                                                                                             dict[str, str]] | None:
+    """Endpoint `name`'s description and tags (each through `read`), or None when it is gone: also when it was
+    deleted between the two reads (another cleanup, a sweep's teardown)."""
+    described = read(lambda: describe(sm, "endpoint", name))
+    tags = read(lambda: list_tags_if_present(sm, described["EndpointArn"])) if described is not None else None
+    return (described, tags) if tags is not None else None
+
+
 def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
                created_at: datetime | None = None, scaling: Any = None,
                extra: list[Outcome] | None = None) -> Outcome:

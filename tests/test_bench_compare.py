@@ -53,6 +53,15 @@ def test_runs_of_two_models_never_share_a_table_or_a_speedup():
     assert "2 models" in warning and "no speed-up is computed across them" in warning
 
 
+def test_a_run_that_names_no_model_is_said_as_unknown_not_none():
+    # `peagle bench URL` without --model beside an endpoint's run (docs/bench.md's own example)
+    tables = compare_results([run("off", None, {1: 100}, model=None, instance=None, minute=1),
+                              run("p-eagle", 7, {1: 300}, minute=2)])
+    text = " ".join(compare_warnings(tables))
+    assert "2 models (gpt-oss-20b, model unknown)" in text and "(instance unknown, ml.g7e.2xlarge)" in text
+    assert "None" not in text
+
+
 def test_instances_and_datasets_are_kept_apart_too():
     runs = [run("off", None, {1: 100}, minute=1), run("p-eagle", 7, {1: 300}, instance="ml.g7e.12xlarge", minute=2),
             run("p-eagle", 7, {1: 280}, dataset="chat", minute=3)]

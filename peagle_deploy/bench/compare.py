@@ -273,8 +273,9 @@ def compare_warnings(tables: list[CompareTable]) -> list[str]:
     """Warnings across the measured tables: what was kept apart (each table carries its own warnings)."""
     measured = [t for t in tables if t.kind == "measured"]
     out = []
-    for field, what in (("model", "models"), ("instance", "instance setups"), ("dataset", "data sets")):
-        values = sorted({str(getattr(t, field)) for t in measured})
+    for field, what, unknown in (("model", "models", "model unknown"), ("instance", "instance setups",
+                                 "instance unknown"), ("dataset", "data sets", "data set unknown")):
+        values = sorted({getattr(t, field) or unknown for t in measured})  # a URL's run may name no model
         if len(values) > 1:
             out.append(f"the runs cover {len(values)} {what} ({', '.join(values)}): each gets its own table and "
                        "no speed-up is computed across them")

@@ -5,7 +5,8 @@ way the console script would, inside `isolated()`: while it runs it has
 
 - its own environment (`env`: exactly that, e.g. `emu.env`; None: a copy of this process's) and working
   directory, both put back afterwards;
-- its own stdin (a string, not a terminal), stdout and stderr (captured, not terminals);
+- its own stdin (a string, not a terminal; `terminal=True`: a terminal at which the user types that string),
+  stdout and stderr (captured, not terminals);
 - this process's signal handlers saved and put back (deploy/update install their own);
 - peagle's module state put back: every module-level set, dict and list of `peagle_deploy.*` (the
   registered secrets, for one), and its `functools.cache`s cleared, as a new process would start;
@@ -36,6 +37,13 @@ class CliResult:
     code: int
     stdout: str
     stderr: str
+
+
+class TerminalInput(io.StringIO):
+    """Stdin that is a terminal holding what the user types (a prompt reads it; `isatty()` is true)."""
+
+    def isatty(self) -> bool:
+        return True
 
 
 @dataclass
@@ -98,7 +106,7 @@ def _restore_module_state(saved: list[tuple[object, object]]) -> None:
 
 @contextmanager
 def isolated(env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None, stdin: str = "",
-             fake_clock: bool = True) -> Iterator[tuple[io.StringIO, io.StringIO]]:
+             fake_clock: bool = True, terminal: bool = False) -> Iterator[tuple[io.StringIO, io.StringIO]]:
     """This process as a fresh `peagle` process would see it, and back afterwards (see the module docstring)."""
     import boto3
 
@@ -115,7 +123,7 @@ def isolated(env: dict[str, str] | None = None, cwd: str | os.PathLike | None = 
         if cwd is not None:
             os.chdir(cwd)
         tempfile.tempdir, boto3.DEFAULT_SESSION = None, None
-        sys.stdin, sys.stdout, sys.stderr = io.StringIO(stdin), out, err
+        sys.stdin, sys.stdout, sys.stderr = (TerminalInput if terminal else io.StringIO)(stdin), out, err
         if fake_clock:
             with fake_wait_clock():
                 yield out, err
@@ -134,12 +142,12 @@ def isolated(env: dict[str, str] | None = None, cwd: str | os.PathLike | None = 
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: str | os.PathLike | None = None, stdin: str = "",
-            fake_clock: bool = True) -> CliResult:
+            fake_clock: bool = True, terminal: bool = False) -> CliResult:
     """`peagle ARGS...` in this process (isolated, see the module docstring)."""
     from peagle_deploy.cli.app import main
 
     code = 0
-    with isolated(env, cwd, stdin, fake_clock) as (out, err):
+    with isolated(env, cwd, stdin, fake_clock, terminal) as (out, err):
         try:
             main(list(args))
         except SystemExit as exc:

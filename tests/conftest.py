@@ -129,14 +129,12 @@ def emulator_server():
         yield emulator
 
 
-@pytest.fixture
-def emu(emulator_server):
-    """The module's emulator server, emptied: no resources, faults, throttling, delays, gates, recorded calls
-    or runtime script; JumpStart seeded; new endpoints InService at once."""
+def emptied(emu):
+    """`emu` (an emulator server) emptied: no resources, faults, throttling, delays, gates, recorded calls or
+    runtime script; JumpStart seeded; new endpoints InService at once."""
     from peagle_deploy.testing.pricing_emulation import EMULATED_HOSTING_USD
     from peagle_deploy.testing.streaming import RuntimeScript
 
-    emu = emulator_server
     emu.reset()
     emu._seed()
     emu._faults.clear()
@@ -147,6 +145,13 @@ def emu(emulator_server):
     emu.runtime = RuntimeScript()
     emu.script_endpoints(creating_polls=0)
     emu.hosting_prices = dict(EMULATED_HOSTING_USD)
+    return emu
+
+
+@pytest.fixture
+def emu(emulator_server):
+    """The module's emulator server, emptied (`emptied`)."""
+    emu = emptied(emulator_server)
     yield emu
     for gate in list(emu._gates):
         gate.release()

@@ -1,0 +1,282 @@
+"""Every `peagle` command line of README.md and docs/*.md runs in the suite, or is listed with why it cannot be
+(issue 37: `peagle update NAME --autoscale ...` crashed on a documented path no test ran).
+
+tests/documented_commands.py finds the lines as a reader finds them (file:line); tests/documented_commands.toml
+says how each runs: the document's group (a fresh emulator state, the endpoints and files the reader has, the
+stand-in servers for the reader's URLs), the exit code it must give, or why it cannot run here. A documented
+line in neither, or an entry for a line the docs no longer have, fails here, so each new line gets classified.
+A line runs in-process (tests/cli_runner.py) unless it needs a shell (a pipe, `$(...)`, a redirect, a glob),
+then in bash with a forked `peagle` first on PATH. Each must exit as expected with no traceback and no
+"unexpected" error; an `xfail` entry names a product bug and must keep failing until it is fixed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from .cli_runner import run_cli
+from .conftest import emptied
+from .documented_commands import (
+    DOCS_PAGE, BEGIN, END, DocumentedLine, Group, documented_lines, extract, load_table, markdown, page_with,
+)
+from .forked_peagle import forked_peagle
+
+LINES = documented_lines()
+TABLE = load_table()
+SPEC_DECODING = ("SpecDecoding metrics: Mean acceptance length: 2.41, Accepted throughput: 90.00 tokens/s, Drafted "
+                 "throughput: 120.00 tokens/s, Accepted: 900 tokens, Drafted: 1200 tokens, Per-position acceptance "
+                 "rate: 0.850, 0.700, 0.560, Avg Draft acceptance rate: 70.3%")
+UNEXPECTED = re.compile(r"unexpected \w+: |\"kind\": \"unexpected\"")  # how peagle says exit 1
+_SHELL = re.compile(r"[|&;<>$`*?(){}\[\]]")
+
+
+def _runnable(doc: str) -> list[DocumentedLine]:
+    return [line for line in LINES if line.doc == doc and (doc, line.command) not in TABLE.not_run]
+
+
+# the classification --------------------------------------------------------------------------------------------
+
+def test_every_documented_line_is_classified():
+    """Each documented line is run by its document's group, in the document's order, or listed as not run."""
+    problems = []
+    docs = {line.doc for line in LINES}
+    for doc in sorted(docs | {group.doc for group in TABLE.groups}):
+        groups = [group for group in TABLE.groups if group.doc == doc]
+        documented = [line.command for line in _runnable(doc)]
+        listed = groups[0].run if groups else []
+        if len(groups) > 1:
+            problems.append(f"{doc}: one group per document, not {[g.name for g in groups]}")
+        for line in _runnable(doc):
+            if line.command not in listed:
+                problems.append(f"{line.where}: not classified (add it to a [group] run list or to [[not_run]]): "
+                                f"{line.command}")
+        for command in listed:
+            if command not in documented:
+                problems.append(f"{doc}: the table runs a line the document no longer has: {command}")
+        if not problems and listed != documented:
+            problems.append(f"{doc}: the group runs its lines in another order than the document:\n  "
+                            + "\n  ".join(documented))
+    commands = {line.command for line in LINES}
+    for doc, command in TABLE.not_run:
+        if (doc, command) not in {(line.doc, line.command) for line in LINES}:
+            problems.append(f"[[not_run]] names a line {doc} no longer has: {command}")
+    problems += [f"[expect] names a line no document has: {command}" for command in TABLE.expect
+                 if command not in commands]
+    problems += [f"[files] {name} is used by no group" for name in TABLE.files
+                 if not any(name in group.files for group in TABLE.groups)]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_transcripts_exit_code_is_the_one_expected():
+    shown = [line for line in LINES if line.shown_exit is not None]
+    assert shown, "docs/sweep.md's transcript shows exit codes"
+    for line in shown:
+        assert TABLE.expect.get(line.command, {}).get("exit", 0) == line.shown_exit, line.where
+
+
+def test_the_docs_page_lists_what_does_not_run():
+    """docs/documented-commands.md's counts and list are the table's (`python -m tests.documented_commands
+    --write` rewrites them)."""
+    text = DOCS_PAGE.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text
+    assert text == page_with(text, markdown(LINES, TABLE)), "run: .venv/bin/python -m tests.documented_commands --write"
+
+
+def test_the_extractor_finds_what_a_reader_would_type(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("\n".join([
+        "Text with `peagle inline` is not a command line.",
+        "```bash",
+        "# a comment: peagle models",
+        "peagle   deploy qwen3-coder --dry-run   # the plan, K=3",
+        "peagle bench my-endpoint \\",
+        "    --concurrency 1,8 --out 'a # b/'",
+        ".venv/bin/peagle status",
+        "cat request.json | peagle invoke my-endpoint --payload -",
+        'eval "$(peagle openai my-endpoint --export)"',
+        "peagle recover NAME          # or: peagle recover --all",
+        "docker run --rm peagle-vllm --print-args",
+        "pip wheel peagle-deploy",
+        "AWS_REGION=eu-west-1 peagle status",
+        "```",
+        "```console",
+        "$ peagle sweep qwen3-coder --budget 1 --yes",
+        "error: over --budget",
+        "(exit 2)",
+        "$ peagle status",
+        "peagle-x  InService",
+        "```",
+        "```yaml",
+        "      - run: peagle cleanup --expired --yes --json",
+        "        run: pip install peagle-deploy",
+        "```",
+        "```python",
+        'subprocess.run(["peagle", "status"])',
+        "```",
+        "```text",
+        "peagle models",
+        "```",
+    ]) + "\n", encoding="utf-8")
+    found = [(line.line, line.command, line.shown_exit) for line in extract(page, "page.md")]
+    assert found == [
+        (4, "peagle deploy qwen3-coder --dry-run", None),
+        (5, "peagle bench my-endpoint --concurrency 1,8 --out 'a # b/'", None),
+        (7, ".venv/bin/peagle status", None),
+        (8, "cat request.json | peagle invoke my-endpoint --payload -", None),
+        (9, 'eval "$(peagle openai my-endpoint --export)"', None),
+        (10, "peagle recover NAME", None),
+        (10, "peagle recover --all", None),
+        (13, "AWS_REGION=eu-west-1 peagle status", None),
+        (16, "peagle sweep qwen3-coder --budget 1 --yes", 2),
+        (19, "peagle status", None),
+        (23, "peagle cleanup --expired --yes --json", None),
+    ]
+
+
+# the runner ---------------------------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    command: str  # what ran, after the replacements
+    code: int
+    stdout: str
+    stderr: str
+
+
+class Runs:
+    """Runs a group's lines once (on first use), in order; the tests read their outcomes. Groups that name the
+    same `state` share one emulator state, set up once with all their endpoints."""
+
+    def __init__(self, emulator, vllm, vllm_off, tmp_path_factory):
+        self.emulator, self.vllm, self.vllm_off, self.tmp = emulator, vllm, vllm_off, tmp_path_factory
+        self.done: dict[str, list[Outcome] | BaseException] = {}
+        self.state: str | None = None  # the emulator state set up last
+
+    def of(self, group: Group) -> list[Outcome]:
+        if group.name not in self.done:
+            try:
+                self.done[group.name] = self._run(group)
+            except Exception as exc:  # noqa: BLE001 - every line of the group reports it, the set-up runs once
+                self.done[group.name] = exc
+        done = self.done[group.name]
+        if isinstance(done, BaseException):
+            raise done
+        return done
+
+    def _env(self, folder: Path) -> dict[str, str]:
+        env = {key: value for key, value in self.emulator.env.items()
+               if key not in ("HF_MODEL_ID", "PEAGLE_DEBUG") and not key.startswith("SM_VLLM_")}
+        env.update(NO_COLOR="1", COLUMNS="200", PEAGLE_STATE_DIR=str(folder / "state"))
+        return env
+
+    def _set_up_state(self, group: Group) -> None:
+        """A fresh emulator with the endpoints the reader has, made as the reader's own deploy made them."""
+        key = group.state or f"group:{group.name}"
+        if self.state == key:
+            return
+        self.state = None
+        emu = emptied(self.emulator)
+        sharing = [g for g in TABLE.groups if g.state and g.state == group.state] or [group]
+        endpoints = {name: options for g in sharing for name, options in g.endpoints.items()}
+        folder = self.tmp.mktemp("endpoints")
+        for name, options in endpoints.items():
+            made = run_cli("deploy", "qwen3-coder", "--name", name, "--role", emu.role_arn, "--yes",
+                           *shlex.split(options), env=self._env(folder), cwd=folder)
+            assert made.code == 0, f"setting up {name} for {group.doc}: {made.stderr}"
+            emu.put_log_lines(name, [SPEC_DECODING],
+                              start_ms=int((datetime.now(UTC) - timedelta(minutes=2)).timestamp() * 1000))
+        self.state = key
+
+    def _run(self, group: Group) -> list[Outcome]:
+        self._set_up_state(group)
+        emu = self.emulator
+        folder = self.tmp.mktemp(f"doc-{group.name}")
+        env = self._env(folder)
+        values = {"vllm": self.vllm.url, "vllm_off": self.vllm_off.url, "aws": emu.endpoint_url, "role": emu.role_arn,
+                  "folder": str(folder)}
+        if group.local:
+            from peagle_deploy.testing.vllm_stand_in import install
+
+            from .local_helpers import free_port, model_dirs
+
+            install(folder / "bin")
+            target, drafter = model_dirs(folder / "models")
+            values.update(target=str(target), drafter=str(drafter), port=str(free_port()))
+            env["PATH"] = f"{folder / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        for name in group.files:
+            (folder / name).write_text(TABLE.files[name], encoding="utf-8")
+        try:
+            return [self._one(command, group, values, env, folder) for command in group.run]
+        finally:
+            if group.local:
+                run_cli("local", "stop", env=env, cwd=folder)
+            if not group.state:
+                self.state = None  # its lines may have changed what the next group would find
+
+    def _one(self, command: str, group: Group, values: dict[str, str], env: dict[str, str], folder: Path) -> Outcome:
+        expect = TABLE.expect.get(command, {})
+        text = command
+        replace = {**group.replace, **expect.get("replace", {})}
+        for key in sorted(replace, key=len, reverse=True):
+            text = text.replace(key, replace[key].format(**values))
+        extra = expect["append"] if "append" in expect else _append_rule(command, group)
+        if extra:
+            text = f"{text} {extra.format(**values)}"
+        if _SHELL.search(re.sub(r"'[^']*'", "", text)) or re.match(r"[A-Za-z_]\w*=", text):  # or NAME=value peagle
+            then = f" && {expect['then']}" if "then" in expect else ""
+            shell_env = {**env, "PATH": f"{Path(forked_peagle()).parent}{os.pathsep}{env.get('PATH', '')}"}
+            done = subprocess.run(["bash", "-c", f"set -o pipefail; {text}{then}"], cwd=folder, env=shell_env,
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+            return Outcome(text, done.returncode, done.stdout, done.stderr)
+        argv = shlex.split(text)
+        assert argv[0] == "peagle" or argv[0].endswith("/peagle"), text
+        answer = expect.get("terminal")
+        result = run_cli(*argv[1:], env=env, cwd=folder, stdin=f"{answer}\n" if answer else "",
+                         terminal=answer is not None)
+        return Outcome(text, result.code, result.stdout, result.stderr)
+
+
+def _append_rule(command: str, group: Group) -> str:
+    rules = {**TABLE.append, **group.append}
+    keys = [key for key in rules if command == key or command.startswith(key + " ")]
+    return rules[max(keys, key=len)] if keys else ""
+
+
+@pytest.fixture(scope="module")
+def runs(emulator_server, tmp_path_factory):
+    from peagle_deploy.testing.fake_vllm import FakeVllm
+
+    with FakeVllm() as vllm, FakeVllm(accepted_per_request=()) as vllm_off:
+        yield Runs(emulator_server, vllm, vllm_off, tmp_path_factory)
+
+
+def _cases():
+    cases = []
+    for group in TABLE.groups:
+        lines = {line.command: line for line in _runnable(group.doc)}
+        for index, command in enumerate(group.run):
+            where = lines[command].where if command in lines else f"{group.doc}:?"
+            bug = TABLE.expect.get(command, {}).get("xfail")
+            marks = [pytest.mark.xfail(strict=True, reason=bug)] if bug else []
+            cases.append(pytest.param(group, index, id=f"{where} {command[:70]}", marks=marks))
+    return cases
+
+
+@pytest.mark.parametrize("group,index", _cases())
+def test_documented_line_runs(group, index, runs):
+    outcome = runs.of(group)[index]
+    command = group.run[index]
+    expected = TABLE.expect.get(command, {}).get("exit", 0)
+    shown = (f"{command}\nran: {outcome.command}\nexit {outcome.code}\nstdout: {outcome.stdout[-2000:]}\n"
+             f"stderr: {outcome.stderr[-3000:]}")
+    assert outcome.code == expected, shown
+    output = outcome.stdout + outcome.stderr
+    assert "Traceback" not in output and not UNEXPECTED.search(output), shown

@@ -35,6 +35,7 @@ from .tags import MANAGED as MANAGED_TAG  # noqa: F401 - re-exported for older i
 from .tags import PREFIX as TAG_PREFIX  # noqa: F401
 from .tags import INTENT_KEYS, PeagleTags
 from .speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, SpeculativeSettings, parse_k, settings_for
+from .vllm_runner import p_eagle_runner_note
 
 VARIANT_NAME = "AllTraffic"
 TP_ENV = "SM_VLLM_TENSOR_PARALLEL_SIZE"
@@ -257,6 +258,8 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: d
                      "AcceptEula=true (--accept-eula)")
     if image:
         notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
+    if settings.mode is Mode.P_EAGLE and (runner_note := p_eagle_runner_note(container["Image"])):
+        notes.append(runner_note)
     create_endpoint_config: dict[str, Any] = {"EndpointConfigName": name, "ProductionVariants": [variant]}
     if kms_key_id is not None:
         create_endpoint_config["KmsKeyId"] = kms_key_id

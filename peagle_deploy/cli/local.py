@@ -219,9 +219,9 @@ def _startup_check(server, startup):
     """vLLM's logged speculative config against the one the server was started with (three outcomes)."""
     import json
 
-    from ..lifecycle.verify import startup_check
+    from ..lifecycle.verify import BY_HAND_PATTERN, startup_check
 
     expected = json.loads(server.speculative_config) if server.speculative_config else None
     how = (f"docker logs {server.container_id[:12]}" if server.container_id else
-           f"peagle local logs --name {server.name} --lines 100000") + " | grep -iE 'speculative_config|non-default args'"
+           f"peagle local logs --name {server.name} --lines 100000") + f" | grep -iE '{BY_HAND_PATTERN}'"
     return startup_check(startup, expected, how_to_check=how)

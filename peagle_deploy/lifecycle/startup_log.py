@@ -1,17 +1,25 @@
 """What vLLM said about itself at start-up: its version, the model runner it chose, the speculative
-config it parsed; and the warning when parallel drafting pushed it onto an older runner.
+config it parsed, whether it drafts in parallel (P-EAGLE) or not (EAGLE-3); and the warning when parallel
+drafting pushed it onto an older runner.
 
-The request we sent says what we asked for; only vLLM's own start-up lines say what runs. vLLM 0.25.1
-on an H100 ran every P-EAGLE start on its older V1 model runner, where EAGLE-3 on the default V2 runner
-was faster: on such a version the mode has to be measured, not assumed.
+The request we sent says what we asked for; only vLLM's own start-up lines say what runs. From vLLM 0.22 on a
+GPU, Model Runner V2 is the default (for some models until 0.28, every model from 0.29) but it does not run
+parallel drafting, so P-EAGLE falls back to the older V1 runner while EAGLE-3 stays on V2; on 0.25.1 (H100)
+and 0.26.0 (H200) EAGLE-3 was the faster mode (`peagle_deploy.vllm_runner`): the mode has to be measured.
 
 Lines recognised (vLLM source, message formats):
 - version: "vLLM server version %s, serving model %s" (0.3x, or its ASCII logo "... version 0.32.0"),
   "vLLM API server version %s" (older), "Initializing a V1 LLM engine (v%s) with config: ..." (all V1 engines);
 - runner: "Using V2 Model Runner", "Model Runner V2 does not yet support %s; using the V1 model runner
-  instead.", "Model Runner V2 requires Triton; using the V1 model runner instead.";
+  instead." ("Model runner v2 ... v1 model runner" in 0.22), "Model Runner V2 requires Triton; using the V1
+  model runner instead.";
 - speculative config: the engine line's "speculative_config=SpeculativeConfig(method='eagle3',
-  model='...', num_spec_tokens=3)" and the "non-default args: {...}" line's 'speculative_config' dict.
+  model='...', num_spec_tokens=3)" and the "non-default args: {...}" line's 'speculative_config' dict;
+- parallel drafting: the engine line never says it (P-EAGLE and EAGLE-3 log the same line). What does: the
+  non-default args' speculative_config (as given: 'parallel_drafting': True, or False/absent), the runner
+  fallback for "parallel drafting" (only P-EAGLE; GPU builds), and EAGLE-3's "mask_hidden found in weights
+  but model is not configured for parallel drafting. Skipping loading mask_hidden." (a drafter that carries
+  P-EAGLE's mask_hidden, run sequentially).
 Reading logs can fail or lag; that never fails an endpoint: the result just says what was not found.
 """
 
@@ -32,8 +40,10 @@ _VERSION = (
     re.compile(r"█.*\bversion\s+v?(\d+\.\d+[\w.+-]*)"),
 )
 _FALLBACK = re.compile(r"Model Runner V2 (does not yet support (?P<what>.+?)|requires (?P<needs>.+?)); "
-                       r"using the V1 model runner instead")
+                       r"using the V1 model runner instead", re.IGNORECASE)  # 0.22 wrote "Model runner v2"
 _V2 = re.compile(r"Using V2 Model Runner")
+_MASK_HIDDEN_SKIPPED = re.compile(r"mask_hidden found in weights but model is not configured for parallel "
+                                  r"drafting\.[^\n]*")
 _ENGINE_SPEC = re.compile(r"speculative_config=(?:SpeculativeConfig\((?P<body>[^)]*)\)|None)")
 _SPEC_FIELD = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,]+)")
 _ARGS = re.compile(r"non-default args: ")
@@ -48,7 +58,11 @@ class StartupInfo(BaseModel):
     runner: str | None = Field(None, description="'V2', or 'V1' when vLLM said it fell back")
     runner_fallback: str | None = Field(None, description="why vLLM did not use Model Runner V2, in its words")
     runner_line: str | None = None
-    speculative: dict[str, Any] | None = Field(None, description="the speculative config vLLM parsed")
+    speculative: dict[str, Any] | None = Field(None, description="the speculative config vLLM parsed; its "
+                                               "parallel_drafting is set only where a line below said it")
+    parallel_drafting: bool | None = Field(None, description="whether vLLM drafts in parallel (P-EAGLE), from a "
+                                           "line EAGLE-3 and P-EAGLE log differently; None: no such line read")
+    parallel_drafting_line: str | None = Field(None, description="what vLLM logged that says it")
     speculation_off: bool = False
     lines_read: int = 0
     warnings: list[str] = Field(default_factory=list)
@@ -69,6 +83,8 @@ class StartupInfo(BaseModel):
             method = spec.get("method")
             parallel = spec.get("parallel_drafting")
             label = "p-eagle" if method == "eagle3" and parallel else method
+            if method == "eagle3" and parallel is None:
+                label = "eagle3 (parallel drafting not logged)"
             parts.append(f"speculative {label}, K={spec.get('num_speculative_tokens')}")
         elif self.speculation_off:
             parts.append("speculative decoding off")
@@ -113,6 +129,17 @@ def _engine_spec(body: str) -> dict[str, Any]:
     return spec
 
 
+def _given_parallel_drafting(info: StartupInfo, given: dict[str, Any]) -> None:
+    """The speculative config as given says parallel drafting: P-EAGLE's always carries True; an EAGLE
+    config without it drafts sequentially (vLLM's default; only dflash and dspark turn it on themselves)."""
+    value = given.get("parallel_drafting")
+    if value is None and given.get("method") not in ("eagle", "eagle3"):
+        return
+    info.parallel_drafting = value is True
+    info.parallel_drafting_line = ("non-default args: speculative_config without parallel_drafting" if value is None
+                                   else f"non-default args: speculative_config 'parallel_drafting': {value!r}")
+
+
 def parse_startup(lines: Iterable[str], source: str) -> StartupInfo:
     """Scan log lines (any logger prefix); the last occurrence of each fact wins (the latest start)."""
     info = StartupInfo(source=source)
@@ -128,6 +155,8 @@ def parse_startup(lines: Iterable[str], source: str) -> StartupInfo:
         if (m := _FALLBACK.search(line)) is not None:
             info.runner, info.runner_fallback = "V1", (m.group("what") or f"requires {m.group('needs')}")
             info.runner_line = line[m.start():].strip()
+            if PARALLEL_FALLBACK in info.runner_fallback:
+                info.parallel_drafting, info.parallel_drafting_line = True, info.runner_line
         elif _V2.search(line):
             info.runner, info.runner_fallback, info.runner_line = "V2", None, "Using V2 Model Runner"
         if (m := _ENGINE_SPEC.search(line)) is not None:
@@ -137,10 +166,16 @@ def parse_startup(lines: Iterable[str], source: str) -> StartupInfo:
             if isinstance(found, dict):
                 value = found.get("speculative_config")
                 args_spec = value if isinstance(value, dict) else None
+                if args_spec is not None:
+                    _given_parallel_drafting(info, args_spec)
+        if (m := _MASK_HIDDEN_SKIPPED.search(line)) is not None:
+            info.parallel_drafting, info.parallel_drafting_line = False, m.group(0).strip()
     if engine_spec == {} and not args_spec:
         info.speculation_off = True
     elif engine_spec or args_spec:
         info.speculative = {**(args_spec or {}), **(engine_spec or {})}
+        if info.parallel_drafting is not None:
+            info.speculative["parallel_drafting"] = info.parallel_drafting
     return info
 
 
@@ -149,10 +184,12 @@ def advise(info: StartupInfo, expected: dict[str, Any] | None = None) -> Startup
     fallbacks, e.g. no Triton on CPU, move EAGLE-3 too and change no comparison), and a config that
     differs from what was asked (`expected`: the speculative config sent, or None for mode off)."""
     if info.runner == "V1" and info.runner_fallback and PARALLEL_FALLBACK in info.runner_fallback:
+        from ..vllm_runner import MEASURED
+
         version = f"vLLM {info.version}" if info.version else "this vLLM"
         info.warnings.append(
             f"{version} runs P-EAGLE on its older V1 model runner (it logged: {info.runner_line}). "
-            "On vLLM 0.25.1 EAGLE-3 on the default V2 runner beat P-EAGLE on V1 at every concurrency: "
+            f"EAGLE-3 stays on the default V2 runner, and {MEASURED}: "
             "benchmark P-EAGLE against EAGLE-3 on this version before choosing (deploy --mode eagle3 too, "
             "'peagle bench run' both, then 'peagle bench compare')")
     if expected is not None and info.speculative:

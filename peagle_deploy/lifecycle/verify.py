@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, computed_field
+from pydantic import BaseModel, Field, computed_field
 
 from ..errors import EndpointFailed
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR
@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # annotations only: `status` checks start-up logs without imp
 
 VERIFIED, FAILED, NOT_VERIFIED = "verified", "failed", "not verified"
 State = Literal["verified", "failed", "not verified"]
+# grep -iE for the start-up lines that say what runs: the parsed config, the config as given, and the lines only
+# P-EAGLE (runner fallback) or only EAGLE-3 (mask_hidden skipped) writes
+BY_HAND_PATTERN = "speculative_config|non-default args|parallel drafting"
 
 
 class Check(BaseModel):
@@ -36,6 +39,8 @@ class Check(BaseModel):
     detail: str | None = None
     how_to_check: str | None = None
     warnings: list[str] = []
+    parts: dict[str, State] = Field(default_factory=dict, description="a check that is not verified as a whole: "
+                                    "the state of each fact it compared (vLLM start-up: method, K, mode)")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -68,7 +73,12 @@ def _json_or_text(value: str | None) -> Any:
 
 def startup_check(info: Any, expected: dict[str, Any] | None, *, how_to_check: str) -> Check:
     """The speculative config vLLM says it parsed at start-up against the one it was given (None: off).
-    Verified or failed only when vLLM's own lines say it; otherwise not verified, with why."""
+    Verified or failed only when vLLM's own lines say it; otherwise not verified, with why.
+
+    vLLM's engine line names method eagle3 and K for P-EAGLE and EAGLE-3 alike: P-EAGLE is verified only on a
+    line EAGLE-3 would not log (`StartupInfo.parallel_drafting`); without one the check is not verified, method
+    and K verified in `parts`. EAGLE-3 is parallel drafting's absence, vLLM's default: its engine line verifies
+    it, and a line that says parallel drafting fails it."""
     from ..served_config import speculation_from_config
 
     actual = info.model_dump(exclude={"warnings"})
@@ -78,7 +88,7 @@ def startup_check(info: Any, expected: dict[str, Any] | None, *, how_to_check: s
         logged = info.speculative or {}
         if expected is None or info.speculation_off:
             differ = [] if (expected is None) == bool(info.speculation_off) else ["speculation"]
-        else:  # only what vLLM logged is compared (its engine line has no parallel_drafting)
+        else:  # only what vLLM logged is compared (parallel_drafting only where a line said it)
             keys = ("method", "num_speculative_tokens", "parallel_drafting")
             differ = [key for key in keys if key in logged and key in expected and logged[key] != expected[key]]
         if differ:
@@ -89,9 +99,17 @@ def startup_check(info: Any, expected: dict[str, Any] | None, *, how_to_check: s
                 what = f"with speculative decoding ({ran.describe()})"
             else:
                 what = "with " + ", ".join(f"{key}={logged[key]!r}" for key in differ) + f" ({ran.describe()})"
-            return Check(state=FAILED, detail=f"vLLM started {what}, not {sent.describe()} ({info.source})",
+            said = f"; it logged: {info.parallel_drafting_line}" if "parallel_drafting" in differ else ""
+            return Check(state=FAILED, detail=f"vLLM started {what}, not {sent.describe()} ({info.source}{said})",
                          **fields)
-        return Check(state=VERIFIED, detail=info.summary(), **fields)
+        if expected is not None and expected.get("parallel_drafting") is True and "parallel_drafting" not in logged:
+            parts: dict[str, State] = {name: VERIFIED for key, name in (("method", "method"),
+                                       ("num_speculative_tokens", "K")) if key in logged and key in expected}
+            parts["mode"] = NOT_VERIFIED
+            why = (f"{info.summary()}: {' and '.join([*parts][:-1]) or 'nothing'} verified, P-EAGLE not: no line "
+                   "read says parallel drafting, and a sequential EAGLE-3 server logs the same engine line")
+            return Check(state=NOT_VERIFIED, detail=why, how_to_check=how_to_check, parts=parts, **fields)
+        return Check(state=VERIFIED, detail=info.summary(), **fields)  # the line that says the mode: actual
     if info.found:
         why = f"vLLM logged its start ({info.summary()}) but not the speculative config it parsed"
     else:
@@ -101,8 +119,7 @@ def startup_check(info: Any, expected: dict[str, Any] | None, *, how_to_check: s
 
 def by_hand(endpoint: str, region: str | None = None) -> str:
     where = f" --region {region}" if region else ""
-    return (f"peagle logs {endpoint}{where} --since 1h | grep -iE 'speculative_config|non-default args' "
-            "once the container has started")
+    return f"peagle logs {endpoint}{where} --since 1h | grep -iE '{BY_HAND_PATTERN}' once the container has started"
 
 
 def vllm_startup(logs: Any, plan: DeploymentPlan, *, sleep: Callable[[float], None] = time.sleep,

@@ -9,6 +9,7 @@ output is the target's either way ("!" every token). K=3 here (one pooled server
 test_speculative_k7.py.
 """
 
+import json
 import re
 import urllib.request
 
@@ -92,6 +93,28 @@ def test_invoke_human_output_is_one_line_per_fact_when_piped(spec_server):
     assert run.code == 0, run.stderr
     stats = [line for line in (run.stdout + run.stderr).splitlines() if "TTFT" in line]
     assert len(stats) == 1 and "finish: length" in stats[0], run.stdout + run.stderr
+
+
+def test_start_up_log_verifies_its_own_mode_and_fails_the_other(spec_server):
+    """Issue 37: vLLM's engine line is the same in both modes; what this vLLM logs besides tells them apart: the
+    non-default args carry parallel_drafting as given, and EAGLE-3 skips the drafter's mask_hidden (the K=3
+    drafter carries one). peagle's start-up check verifies the server's own mode and fails the other."""
+    from peagle_deploy.lifecycle.startup_log import parse_startup
+    from peagle_deploy.lifecycle.verify import FAILED, VERIFIED, startup_check
+
+    sent = json.loads(spec_server.env["SM_VLLM_SPECULATIVE_CONFIG"])
+    log = spec_server.log()
+    info = parse_startup(log.splitlines(), str(spec_server.log_path))
+    p_eagle = spec_server.mode == "p-eagle"
+    assert sent["parallel_drafting"] is p_eagle and info.parallel_drafting is p_eagle
+    assert ("mask_hidden found in weights but model is not configured for parallel drafting. Skipping loading "
+            "mask_hidden." in log) is not p_eagle
+    assert startup_check(info, sent, how_to_check="-").state == VERIFIED
+    other = {**sent, "parallel_drafting": not p_eagle}
+    assert startup_check(info, other, how_to_check="-").state == FAILED
+    engine_line = [line for line in log.splitlines() if "speculative_config=SpeculativeConfig(" in line]
+    alone = startup_check(parse_startup(engine_line, "engine line"), sent, how_to_check="-")
+    assert alone.state == ("not verified" if p_eagle else VERIFIED)
 
 
 def test_vllm_counters_show_each_modes_designed_acceptance(spec_server):

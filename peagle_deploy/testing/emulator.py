@@ -52,6 +52,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
+from .aws_errors import json_error
+from .pricing_emulation import EMULATED_HOSTING_USD, pricing_middleware, stubber_patch
+
 ACCOUNT = "123456789012"
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_SESSION_TOKEN": "testing"}
@@ -157,8 +160,6 @@ class SageMakerEmulator:
         from .streaming import RuntimeScript
 
         self.runtime = RuntimeScript()  # how endpoints answer `invoke` (server mode)
-        from .pricing_emulation import EMULATED_HOSTING_USD
-
         self.hosting_prices = dict(EMULATED_HOSTING_USD)  # what GetProducts answers (the emulator's own figures)
 
     # configuration ------------------------------------------------------------------------------
@@ -309,7 +310,7 @@ class SageMakerEmulator:
             self.calls.append(action)
             self._calls += 1
             if self._throttle_every and self._calls % self._throttle_every == 1:
-                return _error(400, "ThrottlingException", "Rate exceeded (emulated)"), None
+                return json_error(400, "ThrottlingException", "Rate exceeded (emulated)"), None
             for fault in self._faults:
                 if (fault.action == action and fault.times > 0 and fault.caller in (None, caller)
                         and fault.resource in (None, *names)):
@@ -319,7 +320,7 @@ class SageMakerEmulator:
                     fault.times -= 1
                     if fault.after:
                         return None, fault
-                    return _error(fault.status, fault.code, fault.message), None
+                    return json_error(fault.status, fault.code, fault.message), None
         return None, None
 
     def _patches(self) -> list[Any]:
@@ -379,7 +380,7 @@ class SageMakerEmulator:
                 answer = original_call(response_self)
                 if action == "CreateModel":
                     _keep_network_isolation(response_self)
-                return answer if after is None else _error(after.status, after.code, after.message)
+                return answer if after is None else json_error(after.status, after.code, after.message)
             finally:
                 if gate is not None:
                     if gate.when == "after":
@@ -453,7 +454,7 @@ class SageMakerEmulator:
             mock.patch.object(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, create=True),
             mock.patch.object(SageMakerResponse, "update_endpoint", update_endpoint, create=True),
             *self._autoscaling_patches(call_action),
-            _pricing_stubber(self),  # in-process mode: the Pricing API (server mode: pricing_middleware)
+            stubber_patch(self),  # in-process mode: the Pricing API (server mode: pricing_middleware)
         ]
 
     # UpdateEndpoint (moto has none) -------------------------------------------------------------
@@ -597,8 +598,6 @@ class SageMakerEmulator:
         # which moto backend serves a host: moto works it out on every request (a listing of its own package
         # folder, then its URL patterns one by one: about 9% of a scenario's CPU); the answer depends on the host only
         app.get_backend_for_host = functools.lru_cache(maxsize=None)(app.get_backend_for_host)
-        from .pricing_emulation import pricing_middleware
-
         for middleware in [runtime_middleware, openai_route_middleware, pricing_middleware, *([backend.middleware] if backend else []),
                            *(middlewares or [])]:
             app = middleware(app, emulator)
@@ -623,12 +622,6 @@ class SageMakerEmulator:
             if seed_jumpstart:
                 emulator._seed()
             yield emulator
-
-
-def _pricing_stubber(emulator: SageMakerEmulator) -> Any:
-    from .pricing_emulation import stubber_patch
-
-    return stubber_patch(emulator)
 
 
 def _keep_network_isolation(response_self: Any) -> None:
@@ -665,11 +658,6 @@ def _names(response_self: Any) -> frozenset[str]:
     names = {v for k, v in body.items() if isinstance(v, str) and (k.endswith("Name") or k == "ResourceId")}
     names |= {v.rsplit("/", 1)[-1] for k, v in body.items() if k == "ResourceArn" and isinstance(v, str)}
     return frozenset(names)
-
-
-def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], str]:
-    return status, {"Content-Type": "application/x-amz-json-1.1", "x-amzn-ErrorType": code}, \
-        json.dumps({"__type": code, "message": message})
 
 
 @contextmanager

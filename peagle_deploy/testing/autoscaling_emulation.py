@@ -18,25 +18,14 @@ name, so AWS_ENDPOINT_URL alone is enough) and accepts the `sagemaker` namespace
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
+from .patching import stacked
+
 VARIANT_METRICS = {"SageMakerVariantInvocationsPerInstance", "SageMakerVariantConcurrentRequestsPerModelHighResolution"}
 DIMENSION = "sagemaker:variant:DesiredInstanceCount"
-
-
-@contextmanager
-def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
-    """Patch `owner.name` with `make(current)`, where `current` is what is there when the patch starts (so it
-    stacks on the emulator's own patches of the same method instead of bypassing them); nothing when absent."""
-    current = getattr(owner, name, None)
-    if current is None:
-        yield
-        return
-    with mock.patch.object(owner, name, make(current)):
-        yield
 
 
 def _error(code: str, message: str) -> Exception:
@@ -145,9 +134,9 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
 
     return [
         mock.patch.object(ApplicationAutoScalingResponse, "call_action", call_action),
-        _wrap(backend_cls, "register_scalable_target", register),
-        _wrap(backend_cls, "put_scaling_policy", put_policy),
-        _wrap(backend_cls, "deregister_scalable_target", deregister),
-        _wrap(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
-        _wrap(SageMakerResponse, "update_endpoint", update_endpoint),  # the emulator's own, where it has one
+        stacked(backend_cls, "register_scalable_target", register),
+        stacked(backend_cls, "put_scaling_policy", put_policy),
+        stacked(backend_cls, "deregister_scalable_target", deregister),
+        stacked(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
+        stacked(SageMakerResponse, "update_endpoint", update_endpoint),  # the emulator's own, where it has one
     ]

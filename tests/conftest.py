@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,8 @@ def emu(emulator_server):
     emu.calls.clear()
     emu.runtime = RuntimeScript()
     emu.script_endpoints(creating_polls=0)
+    emu.components.reset()
+    emu.clock = time.time
     emu.hosting_prices = dict(EMULATED_HOSTING_USD)
     yield emu
     for gate in list(emu._gates):

@@ -32,7 +32,11 @@ What it adds to moto (5.2):
 - a real backend (`backend=ContainerBackend(...)`, see `peagle_deploy.testing.container_backend`): each
   endpoint runs its model's container for real, with its logs in the emulated CloudWatch group.
 - SageMaker's OpenAI-compatible route (server mode): `/endpoints/NAME/openai/v1/chat/completions` with bearer
-  tokens checked against `credentials` at `clock()` (see `peagle_deploy.testing.openai_route`).
+  tokens checked against `credentials` at `clock()` (see `peagle_deploy.testing.openai_route`);
+- inference components (`components`, see `peagle_deploy.testing.component_emulation`): component-based endpoint
+  configs, the component API, copies placed on the instance type's hardware, managed instance scaling, invocations
+  by component, and scale to zero and back through Application Auto Scaling and CloudWatch alarms (evaluated by
+  `peagle_deploy.testing.alarm_emulation`), all on `clock()` (`ManualClock` for tests).
 
     with SageMakerEmulator.server() as emu:
         emu.script_endpoints(creating_polls=3)
@@ -53,6 +57,7 @@ from typing import Any
 from unittest import mock
 
 from .aws_errors import json_error
+from .component_emulation import InferenceComponents
 from .pricing_emulation import EMULATED_HOSTING_USD, pricing_middleware, stubber_patch
 
 ACCOUNT = "123456789012"
@@ -156,11 +161,12 @@ class SageMakerEmulator:
         self.status_history: dict[str, list[str]] = {}  # endpoint -> every status DescribeEndpoint answered
         self._lock = threading.Lock()
         self.credentials = {FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"]: FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]}
-        self.clock: Callable[[], float] = time.time  # "now" for bearer-token expiry (the OpenAI route)
+        self.clock: Callable[[], float] = time.time  # "now": bearer-token expiry, inference components' scaling
         from .streaming import RuntimeScript
 
         self.runtime = RuntimeScript()  # how endpoints answer `invoke` (server mode)
         self.hosting_prices = dict(EMULATED_HOSTING_USD)  # what GetProducts answers (the emulator's own figures)
+        self.components = InferenceComponents(self, ACCOUNT)  # inference components and scale to zero
 
     # configuration ------------------------------------------------------------------------------
     def script_endpoints(self, creating_polls: int = 0, final: str = "InService", reason: str | None = None) -> None:
@@ -454,6 +460,7 @@ class SageMakerEmulator:
             mock.patch.object(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, create=True),
             mock.patch.object(SageMakerResponse, "update_endpoint", update_endpoint, create=True),
             *self._autoscaling_patches(call_action),
+            *self.components.patches(call_action),  # entered after the patches above: stacks on them
             stubber_patch(self),  # in-process mode: the Pricing API (server mode: pricing_middleware)
         ]
 

@@ -473,3 +473,29 @@ def test_one_long_clock_jump_plays_every_event_at_its_own_time(emu_in_process):
     clock.advance(1800)
     assert emu_in_process.components.instances("ours") == {"current": 0, "desired": 0}
     assert [(a["time"] - 1_800_000_000.0, a["to"]) for a in emu_in_process.components.activities] == [(1200.0, 0)]
+
+
+def test_a_client_that_polls_wakes_a_component_on_a_per_call_clock(emu):
+    """What `peagle invoke` on a component at zero does, in a subprocess: retry until a copy answers. With
+    `per_call_s` every AWS call moves the emulator's time, so the wake-up (alarm, instance, copy) happens within a
+    bounded number of calls and no real time passes."""
+    emu.clock = ManualClock(start=1_800_000_000.0)
+    emu.components.scaling(instance_start_s=100, copy_start_s=300)
+    sm, rt = emu.client("sagemaker"), emu.client("sagemaker-runtime")
+    (name,) = emu.components.create_stack("ours", scale_to_zero=True)
+    emu.clock.advance(300)
+    sm.update_inference_component_runtime_config(InferenceComponentName=name, DesiredRuntimeConfig={"CopyCount": 0})
+    emu.clock.per_call_s = 10.0
+    started, failures = emu.clock(), 0
+    for _ in range(200):
+        try:
+            rt.invoke_endpoint(EndpointName="ours", InferenceComponentName=name, Body=b"{}")
+            break
+        except botocore.exceptions.ClientError as error:
+            assert error.response["Error"]["Message"] == NO_CAPACITY
+            failures += 1
+    else:
+        pytest.fail("the component never woke up")
+    # the 30 s alarm period, then the copy's 300 s on the instance that is still there (released only after 600 s)
+    assert 30 <= failures <= 36 and 300 <= emu.clock() - started <= 370
+    assert emu.components.instances("ours") == {"current": 1, "desired": 1}

@@ -165,7 +165,7 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
         return wrapped
 
     def settled_call(response_self: Any) -> Any:
-        emulator.components.settle()
+        emulator.components.on_call()
         return call_action(response_self)
 
     return [

@@ -64,10 +64,13 @@ def _refuse(message: str) -> Exception:
 
 
 class ManualClock:
-    """A clock for `emulator.clock` that moves only when the test says: `clock.advance(900)`."""
+    """A clock for `emulator.clock` that moves only when the test says (`clock.advance(900)`) or, with `per_call_s`,
+    by that much at every AWS call the emulator answers: a client that polls (peagle waking a component, in a
+    subprocess) then sees time pass at its own pace, with no real waiting and no dependence on the machine's speed."""
 
-    def __init__(self, start: float | None = None):
+    def __init__(self, start: float | None = None, per_call_s: float = 0.0):
         self.now = time.time() if start is None else start
+        self.per_call_s = per_call_s
 
     def __call__(self) -> float:
         return self.now
@@ -75,6 +78,9 @@ class ManualClock:
     def advance(self, seconds: float) -> float:
         self.now += seconds
         return self.now
+
+    def on_call(self) -> None:
+        self.now += self.per_call_s
 
 
 # hardware -------------------------------------------------------------------------------------------------------
@@ -355,6 +361,13 @@ class InferenceComponents:
     def _components(self) -> dict[str, Component]:
         return _store(self._backend()).components
 
+    def on_call(self) -> None:
+        """An AWS call arrived: the clock's `on_call` (ManualClock's per-call step), then `settle`."""
+        tick = getattr(self.emulator.clock, "on_call", None)
+        if callable(tick):
+            tick()
+        self.settle()
+
     def settle(self, account: str | None = None, region: str | None = None) -> None:
         """Bring the emulated world up to `emulator.clock()`: every event due (an instance released, target tracking's
         idle scale-in, an alarm's evaluation and its scaling action) in time order."""
@@ -506,7 +519,7 @@ class InferenceComponents:
         from .alarm_emulation import publish
 
         with self._lock:
-            self.settle()
+            self.on_call()
             backend = self._backend()
             endpoint = backend.endpoints.get(endpoint_name)
             if endpoint is None:
@@ -755,7 +768,7 @@ class InferenceComponents:
 
         def settled(current: Any) -> Any:
             def wrapped(response_self: Any) -> Any:
-                components.settle()
+                components.on_call()
                 return current(response_self)
             return wrapped
 

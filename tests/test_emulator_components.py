@@ -499,3 +499,13 @@ def test_a_client_that_polls_wakes_a_component_on_a_per_call_clock(emu):
     # the 30 s alarm period, then the copy's 300 s on the instance that is still there (released only after 600 s)
     assert 30 <= failures <= 36 and 300 <= emu.clock() - started <= 370
     assert emu.components.instances("ours") == {"current": 1, "desired": 1}
+
+
+def test_a_container_backend_leaves_a_component_based_endpoint_to_the_component_emulation():
+    from peagle_deploy.testing import SageMakerEmulator
+    from peagle_deploy.testing.container_backend import ContainerBackend
+
+    with SageMakerEmulator.in_process(seed_jumpstart=False, backend=ContainerBackend({})) as emu:
+        (name,) = emu.components.create_stack("ours")
+        assert emu.endpoint_status("ours") == "InService"
+        assert emu.components.state(name)["current"] == 1

@@ -509,3 +509,15 @@ def test_a_container_backend_leaves_a_component_based_endpoint_to_the_component_
         (name,) = emu.components.create_stack("ours")
         assert emu.endpoint_status("ours") == "InService"
         assert emu.components.state(name)["current"] == 1
+
+
+def test_a_refused_copy_count_leaves_the_idle_instance_to_be_released(emu_in_process):
+    sm = emu_in_process.client("sagemaker")
+    emu_in_process.clock = clock = ManualClock()
+    component_endpoint(sm, instance_type="ml.g7e.2xlarge", minimum=0, maximum=1)
+    component(sm, "ic")
+    sm.update_inference_component_runtime_config(InferenceComponentName="ic", DesiredRuntimeConfig={"CopyCount": 0})
+    assert refused(sm.update_inference_component_runtime_config, InferenceComponentName="ic",
+                   DesiredRuntimeConfig={"CopyCount": 2})[1] == NOT_ENOUGH_HARDWARE  # tried, then undone
+    clock.advance(600)
+    assert variant(sm)["DesiredInstanceCount"] == 0

@@ -391,7 +391,8 @@ class InferenceComponents:
             for _ in range(MAX_STEPS):
                 for component in list(store.components.values()):  # scripted transitions due by `cursor`
                     self._poll(backend, component, counted=False, at=cursor)
-                due = [*self._release_events(store), *self._transition_events(backend, store), *autoscaling_emulation.target_tracking_events(self, aas, store),
+                due = [*self._release_events(store), *self._transition_events(backend, store),
+                       *autoscaling_emulation.target_tracking_events(self, aas, store),
                        *alarm_emulation.evaluations(cloudwatch, cursor, self.times.alarm_lag_s, run_action)]
                 due = [(min(max(when, cursor), now), act) for when, act in due if when <= now + CLOCK_SLACK_S]
                 if not due:
@@ -496,6 +497,7 @@ class InferenceComponents:
         (within MaxInstanceCount). Its own copies make room: they are what the new ones replace."""
         saved = ([list(f.instances) for f in store.fleets.values()], list(component.copies), component.desired,
                  component.need)
+        idle = {i: i.idle_since for f in store.fleets.values() for i in f.instances}
         serial = store.serial
         try:
             component.copies, component.desired, component.need = [], copies, need
@@ -506,6 +508,8 @@ class InferenceComponents:
         finally:
             for f, instances in zip(store.fleets.values(), saved[0]):
                 f.instances = instances
+            for instance, since in idle.items():
+                instance.idle_since = since
             component.copies, component.desired, component.need = saved[1], saved[2], saved[3]
             store.serial = serial
 

@@ -130,11 +130,11 @@ def test_a_scripted_failure_ends_in_failed_with_its_reason_and_frees_the_instanc
     component_endpoint(sm, instance_type="ml.g7e.2xlarge")
     emu_in_process.components.script(creating_polls=1, final="Failed", reason="CUDA out of memory")
     component(sm, "ic")
+    emu_in_process.components.script()  # later components succeed; this one keeps the script it was created under
     assert sm.describe_inference_component(InferenceComponentName="ic")["InferenceComponentStatus"] == "Creating"
     described = sm.describe_inference_component(InferenceComponentName="ic")
     assert (described["InferenceComponentStatus"], described["FailureReason"]) == ("Failed", "CUDA out of memory")
     assert described["RuntimeConfig"]["CurrentCopyCount"] == 0
-    emu_in_process.components.script()
     component(sm, "next")  # the failed one's GPU is free again
     sm.delete_inference_component(InferenceComponentName="ic")  # a Failed component can be deleted
     assert emu_in_process.components.names() == ["next"]

@@ -179,6 +179,7 @@ class Component:
     failure_reason: str | None = None
     polls: int = 0
     polls_needed: int = 0
+    final: tuple[str, str | None] = ("InService", None)  # how its Creating ends (the script at its creation)
     last_invocation: float | None = None
     last_scale_out: float | None = None
     orphaned: bool = False  # its endpoint was deleted under it
@@ -584,7 +585,8 @@ class InferenceComponents:
         now = self.emulator.clock()
         component = Component(name, self._arn(backend, name), endpoint_name, endpoint.arn, variant, specification,
                               Need.of(specification.get("ComputeResourceRequirements")), copies or 1, "Creating",
-                              now, now, tags=list(body.get("Tags") or []), polls_needed=self.scripted.creating_polls)
+                              now, now, tags=list(body.get("Tags") or []), polls_needed=self.scripted.creating_polls,
+                              final=(self.scripted.final, self.scripted.reason))
         self._check_fits(store, fleet, component, component.desired)
         store.components[name] = component
         self._place_waiting(store, now)
@@ -655,8 +657,8 @@ class InferenceComponents:
             return
         if any(c.ready_at > now for c in component.copies):
             return  # polls done, copies still loading
-        if component.status == "Creating" and self.scripted.final == "Failed":
-            component.status, component.failure_reason = "Failed", self.scripted.reason
+        if component.status == "Creating" and component.final[0] == "Failed":
+            component.status, component.failure_reason = component.final
             component.copies.clear()
             self._mark_idle(_store(backend), now)
         else:

@@ -36,6 +36,8 @@ from typing import Any
 from unittest import mock
 from urllib.parse import unquote
 
+from . import alarm_emulation, autoscaling_emulation
+from .autoscaling_emulation import IC_DIMENSION
 from .patching import stacked
 
 ARN_KIND = "inference-component"
@@ -333,8 +335,6 @@ class InferenceComponents:
         return names
 
     def _wake_up_wiring(self, component: str, max_copies: int) -> None:
-        from .autoscaling_emulation import IC_DIMENSION
-
         aas, cw = self.emulator.client("application-autoscaling"), self.emulator.client("cloudwatch")
         target = {"ServiceNamespace": "sagemaker", "ResourceId": f"inference-component/{component}",
                   "ScalableDimension": IC_DIMENSION}
@@ -374,8 +374,6 @@ class InferenceComponents:
         idle scale-in, an alarm's evaluation and its scaling action) in time order."""
         from moto.applicationautoscaling.models import applicationautoscaling_backends
         from moto.cloudwatch.models import cloudwatch_backends
-
-        from . import alarm_emulation, autoscaling_emulation
 
         account, region = account or self.account, region or self.emulator.region
         with self._lock:
@@ -521,8 +519,6 @@ class InferenceComponents:
         that does not exist or is not in service is the caller's to answer (its own texts)."""
         from moto.cloudwatch.models import cloudwatch_backends
 
-        from .alarm_emulation import publish
-
         with self._lock:
             self.on_call()
             backend = self._backend()
@@ -544,9 +540,9 @@ class InferenceComponents:
             dimensions = {"InferenceComponentName": component_name}
             component.last_invocation = now
             if component.current(now) == 0:
-                publish(cloudwatch, "NoCapacityInvocationFailures", dimensions, now)
+                alarm_emulation.publish(cloudwatch, "NoCapacityInvocationFailures", dimensions, now)
                 return 400, "ValidationError", NO_CAPACITY
-            publish(cloudwatch, "Invocations", dimensions, now)
+            alarm_emulation.publish(cloudwatch, "Invocations", dimensions, now)
             return None
 
     # SageMaker's API ---------------------------------------------------------------------------------------------
@@ -668,8 +664,6 @@ class InferenceComponents:
 
     def _remove(self, backend: Any, component: Component, at: float | None = None) -> None:
         from moto.applicationautoscaling.models import applicationautoscaling_backends
-
-        from .autoscaling_emulation import IC_DIMENSION
 
         store = _store(backend)
         store.components.pop(component.name, None)

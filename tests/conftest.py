@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,8 @@ def emptied(emu):
     emu.calls.clear()
     emu.runtime = RuntimeScript()
     emu.script_endpoints(creating_polls=0)
+    emu.components.reset()
+    emu.clock = time.time
     emu.hosting_prices = dict(EMULATED_HOSTING_USD)
     return emu
 

@@ -1,4 +1,4 @@
-"""Application Auto Scaling for the emulator: what moto (5.2) lacks for SageMaker variants.
+"""Application Auto Scaling for the emulator: what moto (5.2) lacks for SageMaker variants and inference components.
 
 moto already serves `application-autoscaling` in both modes (server mode routes it by the request's signing
 name, so AWS_ENDPOINT_URL alone is enough) and accepts the `sagemaker` namespace. Added here:
@@ -11,32 +11,40 @@ name, so AWS_ENDPOINT_URL alone is enough) and accepts the `sagemaker` namespace
 - DeleteEndpoint deregisters the endpoint's targets, as SageMaker does when the caller may (so a tool that
   forgets to deregister is caught by looking at the order of `emulator.calls`, not by leftovers);
 - UpdateEndpoint (where the emulator serves it) is refused when it would change the instance type of a variant
-  registered for autoscaling, as SageMaker refuses it ("Update endpoints that use auto scaling" in its guide).
+  registered for autoscaling, as SageMaker refuses it ("Update endpoints that use auto scaling" in its guide);
+- inference components (`component_emulation`): the `sagemaker:inference-component:DesiredCopyCount` dimension
+  on `inference-component/NAME` (moto refuses it), min 0 allowed, the component must exist, its desired copy count
+  moved into MIN..MAX at registration; target-tracking policies only on the component metrics, with the two
+  CloudWatch alarms AWS creates for them (`TargetTracking-...-AlarmHigh/-AlarmLow`, deleted with the policy); the
+  policy scales the component in to its minimum after `IDLE_WINDOW_S` without invocations (`target_tracking_events`;
+  scale-out by load is not modelled: the emulator has no load); step-scaling policies run when an alarm whose action
+  is their ARN goes to (or stays in) ALARM (`run_policy`, called by `alarm_emulation`), within their cooldown.
 
 `autoscaling_patches(emulator)` is added to the emulator's own patches (see `SageMakerEmulator._patches`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
+from .patching import stacked
+
 VARIANT_METRICS = {"SageMakerVariantInvocationsPerInstance", "SageMakerVariantConcurrentRequestsPerModelHighResolution"}
 DIMENSION = "sagemaker:variant:DesiredInstanceCount"
-
-
-@contextmanager
-def _wrap(owner: Any, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
-    """Patch `owner.name` with `make(current)`, where `current` is what is there when the patch starts (so it
-    stacks on the emulator's own patches of the same method instead of bypassing them); nothing when absent."""
-    current = getattr(owner, name, None)
-    if current is None:
-        yield
-        return
-    with mock.patch.object(owner, name, make(current)):
-        yield
+IC_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
+IC_PREFIX = "inference-component/"
+# predefined metric -> (CloudWatch metric, AlarmHigh (period s, periods), AlarmLow (period s, periods)) of the alarms
+# AWS creates; the low alarm of the high-resolution metric is 90 periods of 10 s (AWS's blog "Unlock cost savings with
+# the new scale down to zero feature"), the other follows target tracking's usual 15 minutes (assumed)
+IC_METRICS = {
+    "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution": ("ConcurrentRequestsPerCopy", (60, 1),
+                                                                           (10, 90)),
+    "SageMakerInferenceComponentInvocationsPerCopy": ("InvocationsPerCopy", (60, 3), (60, 15)),
+}
+IDLE_WINDOW_S = 900.0  # both low alarms above: 15 minutes without invocations before target tracking scales in
+STEP_COOLDOWN_S = 300.0  # a step policy's Cooldown when it names none
 
 
 def _error(code: str, message: str) -> Exception:
@@ -77,14 +85,25 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
     def register(original: Any) -> Any:
         def wrapped(backend: Any, namespace: str, r_id: str, dimension: str, min_capacity: Any, max_capacity: Any,
                     *args: Any, **kwargs: Any) -> Any:
-            variant = None
+            variant = component = None
             if namespace == "sagemaker" and dimension == DIMENSION:
                 variant = _variant(backend.account_id, backend.region_name, r_id)
+            if namespace == "sagemaker" and dimension == IC_DIMENSION:
+                component = emulator.components.peek(r_id.removeprefix(IC_PREFIX))
+                if component is None or component["status"] == "Deleting":
+                    raise _error("ValidationException", f"SageMaker has no inference component {r_id} (emulated)")
             target = original(backend, namespace, r_id, dimension, min_capacity, max_capacity, *args, **kwargs)
             if variant is not None:  # AWS moves the capacity into the new range at once
                 desired = variant.get("DesiredInstanceCount") or variant.get("CurrentInstanceCount") or 1
                 clamped = max(target.min_capacity or desired, min(target.max_capacity or desired, desired))
                 variant["DesiredInstanceCount"] = variant["CurrentInstanceCount"] = clamped
+            if component is not None:
+                desired = component["desired"]
+                low = desired if target.min_capacity is None else target.min_capacity
+                high = desired if target.max_capacity is None else target.max_capacity
+                if not low <= desired <= high:
+                    emulator.components.set_desired(r_id.removeprefix(IC_PREFIX), max(low, min(high, desired)),
+                                                    "RegisterScalableTarget")
             return target
         return wrapped
 
@@ -95,8 +114,9 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
                 raise _error("ObjectNotFoundException", f"No scalable target registered for service namespace: "
                              f"{service_namespace}, resource ID: {resource_id}, scalable dimension: {scalable_dimension}")
             metric = ((policy_body or {}).get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType")
-            if (scalable_dimension == DIMENSION and policy_type == "TargetTrackingScaling" and metric is not None
-                    and metric not in VARIANT_METRICS):
+            allowed = {DIMENSION: VARIANT_METRICS, IC_DIMENSION: set(IC_METRICS)}.get(scalable_dimension)
+            if (allowed is not None and policy_type == "TargetTrackingScaling" and metric is not None
+                    and metric not in allowed):
                 raise _error("ValidationException", f"PredefinedMetricType {metric} does not apply to "
                              f"{scalable_dimension} (emulated)")
             return original(backend, policy_name, service_namespace, resource_id, scalable_dimension, policy_body,
@@ -109,6 +129,7 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
             for key, policy in list(backend.policies.items()):  # AWS deletes the target's policies with it
                 if (policy.service_namespace, policy.resource_id, policy.scalable_dimension) == (namespace, r_id,
                                                                                                  dimension):
+                    policy.delete_alarms(backend.account_id, backend.region_name)  # as DeleteScalingPolicy does
                     del backend.policies[key]
         return wrapped
 
@@ -143,11 +164,140 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
             return original(response_self)
         return wrapped
 
+    def settled_call(response_self: Any) -> Any:
+        emulator.components.on_call()
+        return call_action(response_self)
+
     return [
-        mock.patch.object(ApplicationAutoScalingResponse, "call_action", call_action),
-        _wrap(backend_cls, "register_scalable_target", register),
-        _wrap(backend_cls, "put_scaling_policy", put_policy),
-        _wrap(backend_cls, "deregister_scalable_target", deregister),
-        _wrap(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
-        _wrap(SageMakerResponse, "update_endpoint", update_endpoint),  # the emulator's own, where it has one
+        mock.patch.object(ApplicationAutoScalingResponse, "call_action", settled_call),
+        *_dimension_patches(),
+        stacked(aas_models.FakeApplicationAutoscalingPolicy, "create_alarms", _with_component_alarms),
+        stacked(backend_cls, "register_scalable_target", register),
+        stacked(backend_cls, "put_scaling_policy", put_policy),
+        stacked(backend_cls, "deregister_scalable_target", deregister),
+        stacked(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
+        stacked(SageMakerResponse, "update_endpoint", update_endpoint),  # the emulator's own, where it has one
     ]
+
+
+def _dimension_patches() -> list[Any]:
+    """moto's list of scalable dimensions, which predates inference components, with theirs added."""
+    from enum import Enum
+
+    from moto.applicationautoscaling import models as aas_models
+    from moto.applicationautoscaling import responses as aas_responses
+
+    known = {member.name: member.value for member in aas_models.ScalableDimensionValueSet}
+    if IC_DIMENSION in known.values():
+        return []
+    extended = Enum("ScalableDimensionValueSet",  # type: ignore[misc]
+                    {**known, "SAGEMAKER_INFERENCE_COMPONENT_DESIRED_COPY_COUNT": IC_DIMENSION})
+    return [mock.patch.object(module, "ScalableDimensionValueSet", extended) for module in (aas_models, aas_responses)]
+
+
+def _with_component_alarms(original: Any) -> Any:
+    """A target-tracking policy on a component gets the two alarms AWS creates for it (moto creates them for
+    DynamoDB and ECS only); moto's DeleteScalingPolicy deletes a policy's alarms."""
+    def wrapped(policy: Any) -> None:
+        original(policy)
+        config = policy.target_tracking_scaling_policy_configuration or {}
+        metric = (config.get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType")
+        if policy.policy_type != "TargetTrackingScaling" or policy.scalable_dimension != IC_DIMENSION \
+                or metric not in IC_METRICS:
+            return
+        from moto.cloudwatch.models import cloudwatch_backends
+        from moto.moto_api._internal import mock_random
+
+        cloudwatch = cloudwatch_backends[policy.account_id][policy.region_name]
+        name, high, low = IC_METRICS[metric]
+        action = f"{policy.policy_arn}:createdBy/{mock_random.uuid4()}"
+        target = float(config.get("TargetValue") or 0)
+        for suffix, operator, threshold, (period, periods) in (
+                ("AlarmHigh", "GreaterThanThreshold", target, high),
+                ("AlarmLow", "LessThanThreshold", target * 0.9, low)):
+            policy.alarms.append(cloudwatch.put_metric_alarm(
+                name=f"TargetTracking-{policy.resource_id}-{suffix}-{mock_random.uuid4()}",
+                namespace="AWS/SageMaker", metric_name=name, metric_data_queries=[], comparison_operator=operator,
+                evaluation_periods=periods, period=period, threshold=threshold, statistic="Average",
+                description=f"DO NOT EDIT OR DELETE. For TargetTrackingScaling policy {action}",
+                dimensions=[{"Name": "InferenceComponentName", "Value": policy.resource_id.removeprefix(IC_PREFIX)}],
+                alarm_actions=[action]))
+    return wrapped
+
+
+def _component_policies(aas: Any, resource_id: str, policy_type: str) -> list[Any]:
+    return [p for p in aas.policies.values() if (p.resource_id, p.scalable_dimension, p.policy_type)
+            == (resource_id, IC_DIMENSION, policy_type)]
+
+
+def target_tracking_events(components: Any, aas: Any, store: Any) -> list[tuple[float, Callable[[float], None]]]:
+    """(when, act): a component with a target-tracking policy scales in to its target's minimum once it has been
+    idle for the low alarm's window (`components.times.scale_in_idle_s` overrides it), measured from its last
+    invocation, its last scale-out or its newest copy coming into service, whichever is latest, and no sooner than
+    the policy's ScaleInCooldown after its previous scale-in."""
+    due = []
+    for resource_id, target in list(aas.targets.get(IC_DIMENSION, {}).items()):
+        name = resource_id.removeprefix(IC_PREFIX)
+        component = store.components.get(name)
+        floor = int(target.min_capacity or 0)
+        if component is None or component.desired <= floor or component.status != "InService":
+            continue
+        for policy in _component_policies(aas, resource_id, "TargetTrackingScaling"):
+            config = policy.target_tracking_scaling_policy_configuration or {}
+            if config.get("DisableScaleIn"):
+                continue
+            window = components.times.scale_in_idle_s or IDLE_WINDOW_S
+            busy = max(t for t in (component.created, component.last_invocation, component.last_scale_out,
+                                   *(c.ready_at for c in component.copies)) if t is not None)
+            when = busy + window
+            previous = getattr(policy, "_peagle_scaled_in_at", None)
+            if previous is not None:
+                when = max(when, previous + float(config.get("ScaleInCooldown", 300)))
+
+            def scale_in(at: float, name: str = name, floor: int = floor, policy: Any = policy) -> None:
+                policy._peagle_scaled_in_at = at
+                components.set_desired(name, floor, f"TargetTracking {policy.policy_name}", at)
+
+            due.append((when, scale_in))
+            break
+    return due
+
+
+def run_policy(components: Any, aas: Any, arn: str, value: float, threshold: float, when: float) -> None:
+    """An alarm action: the step-scaling policy with this ARN adjusts its component's DesiredCopyCount by the step
+    that holds `value - threshold`, within the target's MIN..MAX, unless its Cooldown since its last run is not
+    over. Other ARNs (SNS topics, target tracking's own alarms, variant policies) are not modelled."""
+    policy = next((p for p in aas.policies.values() if p.policy_arn == arn), None)
+    if policy is None or policy.policy_type != "StepScaling" or policy.scalable_dimension != IC_DIMENSION:
+        return
+    target = aas.targets.get(IC_DIMENSION, {}).get(policy.resource_id)
+    name = policy.resource_id.removeprefix(IC_PREFIX)
+    state = components.peek(name)
+    if target is None or state is None:
+        return
+    config = policy.step_scaling_policy_configuration or {}
+    previous = getattr(policy, "_peagle_ran_at", None)
+    if previous is not None and when < previous + float(config.get("Cooldown", STEP_COOLDOWN_S)):
+        return
+    delta = value - threshold
+    step = next((s for s in config.get("StepAdjustments") or []
+                 if (s.get("MetricIntervalLowerBound") is None or delta >= s["MetricIntervalLowerBound"])
+                 and (s.get("MetricIntervalUpperBound") is None or delta < s["MetricIntervalUpperBound"])), None)
+    if step is None:
+        return
+    current, adjustment = state["desired"], int(step["ScalingAdjustment"])
+    kind = config.get("AdjustmentType", "ChangeInCapacity")
+    if kind == "ExactCapacity":
+        wanted = adjustment
+    elif kind == "PercentChangeInCapacity":
+        change = int(current * adjustment / 100)
+        floor = int(config.get("MinAdjustmentMagnitude") or 0)
+        wanted = current + (max(abs(change), floor) * (1 if adjustment >= 0 else -1) if floor else change)
+    else:
+        wanted = current + adjustment
+    low = 0 if target.min_capacity is None else int(target.min_capacity)
+    high = wanted if target.max_capacity is None else int(target.max_capacity)
+    wanted = max(low, min(high, wanted))
+    policy._peagle_ran_at = when
+    if wanted != current:
+        components.set_desired(name, wanted, f"StepScaling {policy.policy_name}", when)

@@ -119,6 +119,8 @@ class ContainerBackend:
     def on_create(self, sagemaker: Any, endpoint: Any) -> None:
         """moto's CreateEndpoint hook: run the container of the endpoint config's (first) model."""
         config = sagemaker.endpoint_configs[endpoint.endpoint_config_name]
+        if not config.production_variants[0].get("ModelName"):  # component-based: no container of its own (docs/ci.md)
+            return
         model = sagemaker.describe_model(config.production_variants[0]["ModelName"])
         self.start(endpoint, model.primary_container)
 

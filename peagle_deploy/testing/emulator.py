@@ -32,7 +32,11 @@ What it adds to moto (5.2):
 - a real backend (`backend=ContainerBackend(...)`, see `peagle_deploy.testing.container_backend`): each
   endpoint runs its model's container for real, with its logs in the emulated CloudWatch group.
 - SageMaker's OpenAI-compatible route (server mode): `/endpoints/NAME/openai/v1/chat/completions` with bearer
-  tokens checked against `credentials` at `clock()` (see `peagle_deploy.testing.openai_route`).
+  tokens checked against `credentials` at `clock()` (see `peagle_deploy.testing.openai_route`);
+- inference components (`components`, see `peagle_deploy.testing.component_emulation`): component-based endpoint
+  configs, the component API, copies placed on the instance type's hardware, managed instance scaling, invocations
+  by component, and scale to zero and back through Application Auto Scaling and CloudWatch alarms (evaluated by
+  `peagle_deploy.testing.alarm_emulation`), all on `clock()` (`ManualClock` for tests).
 
     with SageMakerEmulator.server() as emu:
         emu.script_endpoints(creating_polls=3)
@@ -51,6 +55,10 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
+
+from .aws_errors import json_error
+from .component_emulation import InferenceComponents
+from .pricing_emulation import EMULATED_HOSTING_USD, pricing_middleware, stubber_patch
 
 ACCOUNT = "123456789012"
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -153,13 +161,12 @@ class SageMakerEmulator:
         self.status_history: dict[str, list[str]] = {}  # endpoint -> every status DescribeEndpoint answered
         self._lock = threading.Lock()
         self.credentials = {FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"]: FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]}
-        self.clock: Callable[[], float] = time.time  # "now" for bearer-token expiry (the OpenAI route)
+        self.clock: Callable[[], float] = time.time  # "now": bearer-token expiry, inference components' scaling
         from .streaming import RuntimeScript
 
         self.runtime = RuntimeScript()  # how endpoints answer `invoke` (server mode)
-        from .pricing_emulation import EMULATED_HOSTING_USD
-
         self.hosting_prices = dict(EMULATED_HOSTING_USD)  # what GetProducts answers (the emulator's own figures)
+        self.components = InferenceComponents(self, ACCOUNT)  # inference components and scale to zero
 
     # configuration ------------------------------------------------------------------------------
     def script_endpoints(self, creating_polls: int = 0, final: str = "InService", reason: str | None = None) -> None:
@@ -309,7 +316,7 @@ class SageMakerEmulator:
             self.calls.append(action)
             self._calls += 1
             if self._throttle_every and self._calls % self._throttle_every == 1:
-                return _error(400, "ThrottlingException", "Rate exceeded (emulated)"), None
+                return json_error(400, "ThrottlingException", "Rate exceeded (emulated)"), None
             for fault in self._faults:
                 if (fault.action == action and fault.times > 0 and fault.caller in (None, caller)
                         and fault.resource in (None, *names)):
@@ -319,7 +326,7 @@ class SageMakerEmulator:
                     fault.times -= 1
                     if fault.after:
                         return None, fault
-                    return _error(fault.status, fault.code, fault.message), None
+                    return json_error(fault.status, fault.code, fault.message), None
         return None, None
 
     def _patches(self) -> list[Any]:
@@ -379,7 +386,7 @@ class SageMakerEmulator:
                 answer = original_call(response_self)
                 if action == "CreateModel":
                     _keep_network_isolation(response_self)
-                return answer if after is None else _error(after.status, after.code, after.message)
+                return answer if after is None else json_error(after.status, after.code, after.message)
             finally:
                 if gate is not None:
                     if gate.when == "after":
@@ -453,7 +460,8 @@ class SageMakerEmulator:
             mock.patch.object(ServiceQuotasResponse, "list_service_quotas", list_service_quotas, create=True),
             mock.patch.object(SageMakerResponse, "update_endpoint", update_endpoint, create=True),
             *self._autoscaling_patches(call_action),
-            _pricing_stubber(self),  # in-process mode: the Pricing API (server mode: pricing_middleware)
+            *self.components.patches(call_action),  # entered after the patches above: stacks on them
+            stubber_patch(self),  # in-process mode: the Pricing API (server mode: pricing_middleware)
         ]
 
     # UpdateEndpoint (moto has none) -------------------------------------------------------------
@@ -597,8 +605,6 @@ class SageMakerEmulator:
         # which moto backend serves a host: moto works it out on every request (a listing of its own package
         # folder, then its URL patterns one by one: about 9% of a scenario's CPU); the answer depends on the host only
         app.get_backend_for_host = functools.lru_cache(maxsize=None)(app.get_backend_for_host)
-        from .pricing_emulation import pricing_middleware
-
         for middleware in [runtime_middleware, openai_route_middleware, pricing_middleware, *([backend.middleware] if backend else []),
                            *(middlewares or [])]:
             app = middleware(app, emulator)
@@ -623,12 +629,6 @@ class SageMakerEmulator:
             if seed_jumpstart:
                 emulator._seed()
             yield emulator
-
-
-def _pricing_stubber(emulator: SageMakerEmulator) -> Any:
-    from .pricing_emulation import stubber_patch
-
-    return stubber_patch(emulator)
 
 
 def _keep_network_isolation(response_self: Any) -> None:
@@ -665,11 +665,6 @@ def _names(response_self: Any) -> frozenset[str]:
     names = {v for k, v in body.items() if isinstance(v, str) and (k.endswith("Name") or k == "ResourceId")}
     names |= {v.rsplit("/", 1)[-1] for k, v in body.items() if k == "ResourceArn" and isinstance(v, str)}
     return frozenset(names)
-
-
-def _error(status: int, code: str, message: str) -> tuple[int, dict[str, str], str]:
-    return status, {"Content-Type": "application/x-amz-json-1.1", "x-amzn-ErrorType": code}, \
-        json.dumps({"__type": code, "message": message})
 
 
 @contextmanager

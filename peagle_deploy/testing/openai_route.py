@@ -1,9 +1,12 @@
-"""The emulator's OpenAI-compatible route (server mode): `POST /endpoints/NAME/openai/v1/chat/completions`.
+"""The emulator's OpenAI-compatible route (server mode): `POST /endpoints/NAME/openai/v1/chat/completions`, and for an
+inference component `POST /endpoints/NAME/inference-components/COMPONENT/openai/v1/chat/completions`.
 
 As SageMaker serves it: a bearer token is required and checked before anything else, then the endpoint
-must exist and be InService (the same ValidationError answers as InvokeEndpoint), then the request body
-goes to the endpoint's container untouched and the container's answer comes back as is, status, headers
-and SSE stream included (no event-stream framing). Only chat completions are routed.
+must exist and be InService (the same ValidationError answers as InvokeEndpoint), then the inference component (if
+the endpoint hosts components) must have a copy in service (`emulator.components.invocation`; its refusals come in
+the OpenAI envelope SageMaker's front door answers with), then the request body goes to the endpoint's container
+untouched and the container's answer comes back as is, status, headers and SSE stream included (no event-stream
+framing). Only chat completions are routed.
 
 The token check (`check_token`) is SigV4's: the `sagemaker-api-key-` prefix, base64 of a presigned
 `Action=CallWithBearerToken` request on sagemaker.amazonaws.com with `&Version=1` appended; the signature
@@ -33,11 +36,11 @@ import re
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 from .streaming import chat_json, chat_sse, paced
 
-_ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/openai/v1(?P<rest>/.*)?$")
+_ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)(?:/inference-components/(?P<component>[^/]+))?/openai/v1(?P<rest>/.*)?$")
 CHAT = "/chat/completions"
 CONTAINER_PATH = "/v1/chat/completions"  # where the route hands the body to the container (module docstring)
 PREFIX = "sagemaker-api-key-"
@@ -139,12 +142,26 @@ def openai_route_middleware(app: Any, emulator: Any) -> Any:
                           "ValidationError")
         if status != "InService":
             return _reply(start_response, 400, {"message": f"Endpoint {name} is not in service."}, "ValidationError")
+        refusal = _component_refusal(emulator, name, match["component"], environ)
+        if refusal is not None:
+            return _reply(start_response, refusal[0], {"error": {"message": refusal[2], "type": "invalid_request_error",
+                                                                 "code": "validation_error"}}, refusal[1])
         port = emulator.backend.port(name) if emulator.backend is not None else None
         if port is not None:
             return _forward(start_response, port, raw, environ.get("CONTENT_TYPE") or "application/json")
         return _stand_in(start_response, emulator, name, raw)
 
     return middleware
+
+
+def _component_refusal(emulator: Any, name: str, component: str | None,
+                       environ: dict[str, Any]) -> tuple[int, str, str] | None:
+    """The route names a component in its path (`/endpoints/E/inference-components/C/openai/v1/...`); the
+    invocation header is refused there, whatever its value (stdapi-ai's measurements, docs/ci.md)."""
+    if environ.get("HTTP_X_AMZN_SAGEMAKER_INFERENCE_COMPONENT"):
+        return (400, "ValidationError", "The Inference Component Name header is not supported on this route: name the "
+                f"component in the path, /endpoints/{name}/inference-components/COMPONENT/openai/v1/chat/completions.")
+    return emulator.components.invocation(name, unquote(component) if component else None)
 
 
 def _forward(start_response: Any, port: int, raw: bytes, content_type: str) -> Iterable[bytes]:

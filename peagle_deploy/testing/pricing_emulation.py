@@ -18,6 +18,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from .aws_errors import json_error
+
 TARGET_PREFIX = "AWSPriceListService."
 EMULATED_HOSTING_USD = {"ml.g7e.2xlarge": 5.0, "ml.g7e.4xlarge": 6.0, "ml.g7e.8xlarge": 8.0,
                         "ml.g7e.12xlarge": 12.0, "ml.g7e.24xlarge": 24.0, "ml.g7e.48xlarge": 48.0}
@@ -92,9 +94,7 @@ def answer(target: str, raw_body: bytes | str | None, emulator: Any) -> tuple[in
     body = json.loads(raw_body or b"{}")
     if action == "GetProducts":
         return get_products(body, emulator.hosting_prices)
-    from .emulator import _error
-
-    return _error(400, "InvalidParameterException", f"the emulator answers GetProducts only, not {action}")
+    return json_error(400, "InvalidParameterException", f"the emulator answers GetProducts only, not {action}")
 
 
 def pricing_middleware(app: Any, emulator: Any) -> Any:

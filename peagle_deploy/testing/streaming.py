@@ -4,7 +4,9 @@
 SageMaker's InvokeEndpointWithResponseStream sends it; botocore's own parser reads them back.
 `chat_sse()` renders a chat completion as vLLM's SSE chunks. `runtime_middleware` is a WSGI
 middleware for the emulator server: POST /endpoints/<name>/invocations(-response-stream) answer with
-the emulator's scripted reply, split into PayloadParts at the emulator's chosen byte offsets.
+the emulator's scripted reply, split into PayloadParts at the emulator's chosen byte offsets, once the endpoint
+and (the `X-Amzn-SageMaker-Inference-Component` header) its inference component pass SageMaker's checks
+(`emulator.components.invocation`).
 """
 
 from __future__ import annotations
@@ -137,6 +139,9 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
         elif status != "InService":
             reply = _json_error("400 Bad Request", "ValidationError",
                                 {"message": f"Endpoint {name} is not in service."})
+        elif (refusal := emulator.components.invocation(
+                name, environ.get("HTTP_X_AMZN_SAGEMAKER_INFERENCE_COMPONENT"))) is not None:
+            reply = _json_error(f"{refusal[0]} Bad Request", refusal[1], {"message": refusal[2]})
         elif script.model_error:
             code, text = script.model_error
             reply = _json_error("424 Failed Dependency", "ModelError", {

@@ -131,8 +131,8 @@ def emulator_server():
 
 @pytest.fixture
 def emu(emulator_server):
-    """The module's emulator server, emptied: no resources, faults, throttling, delays, gates, recorded calls
-    or runtime script; JumpStart seeded; new endpoints InService at once."""
+    """The module's emulator server, emptied: no resources, faults, throttling, delays, gates, recorded calls,
+    runtime script, quotas or capacity limits; JumpStart seeded; new endpoints InService at once."""
     from peagle_deploy.testing.pricing_emulation import EMULATED_HOSTING_USD
     from peagle_deploy.testing.streaming import RuntimeScript
 
@@ -147,6 +147,8 @@ def emu(emulator_server):
     emu.runtime = RuntimeScript()
     emu.script_endpoints(creating_polls=0)
     emu.hosting_prices = dict(EMULATED_HOSTING_USD)
+    emu.reset_capacity()  # unlimited capacity, no quota, reservation or regional price
+    emu.provision_clock = None
     yield emu
     for gate in list(emu._gates):
         gate.release()

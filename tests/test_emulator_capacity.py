@@ -1,8 +1,8 @@
-"""The emulator's capacity, quotas, instance pools, capacity reservations and regions.
+"""The emulator's capacity, quotas, instance pools, capacity reservations, regions and inference routers.
 
 Every request body below is also checked against botocore's shapes (conftest's `check_every_request`), so the
-new members (InstancePools, VariantInstanceProvisionTimeoutInSeconds, CapacityReservationConfig) are sent as
-SageMaker would accept them.
+new members (InstancePools, VariantInstanceProvisionTimeoutInSeconds, CapacityReservationConfig, the router
+operations) are sent as SageMaker would accept them.
 """
 
 import json
@@ -327,3 +327,113 @@ def test_regions_in_process_and_the_override_model_reaches_the_backend():
         assert emu.endpoint_status("ep", WEST) == "InService" and emu.resource_names()["endpoints"] == []
         s3 = emu.client("s3", WEST)
         assert s3.head_bucket(Bucket=f"jumpstart-cache-prod-{WEST}")
+
+
+# inference routers -------------------------------------------------------------------------------------
+def target(*arns, name="qwen"):
+    return {"Name": name, "Destinations": [{"ResourceArn": arn} for arn in arns]}
+
+
+def test_the_router_sends_requests_to_the_healthy_endpoint_in_the_other_region(emu, sm):
+    emu.seed_region(WEST)
+    west = emu.client("sagemaker", WEST)
+    model(west, "m")
+    emu.set_capacity(G2, 0)
+    deploy(sm, "ep", plain("ep"))  # fails in us-east-1: no capacity
+    deploy(west, "ep", plain("ep"))
+    east_arn = described(sm, "ep")["EndpointArn"]
+    west_arn = described(west, "ep")["EndpointArn"]
+    router_arn = sm.create_inference_router(InferenceRouterName="qwen-router", RoutingTargets=[target(east_arn, west_arn)],
+                                            Tags=[{"Key": "peagle:managed", "Value": "true"}])["InferenceRouterArn"]
+    assert router_arn == "arn:aws:sagemaker:us-east-1:123456789012:inference-router/qwen-router"
+    router = sm.describe_inference_router(InferenceRouterName="qwen-router")
+    assert router["Status"] == "InService"
+    assert [(d["ResourceArn"], d["RoutingStatus"]) for d in router["RoutingTargets"][0]["Destinations"]] == [
+        (east_arn, "Unroutable"), (west_arn, "Routable")]
+    assert router["RoutingTargets"][0]["RoutingPreference"] == "LocalRegionFirst"
+    assert sm.list_tags(ResourceArn=router_arn)["Tags"] == [{"Key": "peagle:managed", "Value": "true"}]
+    runtime = emu.client("sagemaker-inference-router-runtime")
+    answer = runtime.invoke_inference_router(InferenceRouterName="qwen-router", RoutingTargetName="qwen",
+                                             Body=json.dumps({"messages": [{"role": "user", "content": "hi"}]}),
+                                             ContentType="application/json")
+    assert answer["InvokedRoutedResourceArn"] == west_arn and answer["RoutingReason"] == "only-healthy"
+    assert answer["InvokedProductionVariant"] == "AllTraffic"
+    assert json.loads(answer["Body"].read())["choices"][0]["message"]["content"] == "".join(emu.runtime.tokens)
+    assert emu.runtime.requests[-1] == {"messages": [{"role": "user", "content": "hi"}]}
+    emu.set_capacity(G2, None)
+    deploy(sm, "local", plain("local"))
+    local_arn = described(sm, "local")["EndpointArn"]
+    sm.update_inference_router(InferenceRouterName="qwen-router", RoutingTargets=[target(west_arn, local_arn)])
+    answer = runtime.invoke_inference_router(InferenceRouterName="qwen-router", RoutingTargetName="qwen", Body=b"{}")
+    assert answer["InvokedRoutedResourceArn"] == local_arn and answer["RoutingReason"] == "local-preferred"
+    assert [r["InferenceRouterName"] for r in sm.list_inference_routers()["InferenceRouters"]] == ["qwen-router"]
+    assert emu.client("sagemaker", WEST).list_inference_routers()["InferenceRouters"] == []  # a regional resource
+    sm.delete_inference_router(InferenceRouterName="qwen-router")
+    refused(lambda: sm.describe_inference_router(InferenceRouterName="qwen-router"), "ResourceNotFound")
+    assert emu.endpoint_status("ep", WEST) == "InService"  # deleting a router leaves its destinations
+
+
+def test_the_router_in_process_and_its_refusals():
+    with SageMakerEmulator.in_process(regions=(WEST,)) as emu:
+        sm, west = emu.client("sagemaker"), emu.client("sagemaker", WEST)
+        model(west, "m")
+        deploy(west, "ep", plain("ep"))
+        arn = described(west, "ep")["EndpointArn"]
+        sm.create_inference_router(InferenceRouterName="r", RoutingTargets=[target(arn)])
+        runtime = emu.client("sagemaker-inference-router-runtime")
+        answer = runtime.invoke_inference_router(InferenceRouterName="r", RoutingTargetName="qwen", Body=b"{}")
+        assert answer["InvokedRoutedResourceArn"] == arn and answer["RoutingReason"] == "only-healthy"
+        refused(lambda: runtime.invoke_inference_router(InferenceRouterName="r", RoutingTargetName="other",
+                                                        Body=b"{}"), "ValidationException")
+        refused(lambda: sm.create_inference_router(InferenceRouterName="r", RoutingTargets=[target(arn)]),
+                "ResourceAlreadyExists")
+        assert "more than once" in refused(lambda: sm.create_inference_router(
+            InferenceRouterName="twice", RoutingTargets=[target(arn, arn)]), "ValidationException")
+        pool_order = {**target(arn), "RoutingPreference": "InstancePoolOrder"}
+        assert "only for asynchronous" in refused(lambda: sm.create_inference_router(
+            InferenceRouterName="order", RoutingTargets=[pool_order]), "ValidationException")
+        west.delete_endpoint(EndpointName="ep")  # none routable: tried anyway, the endpoint's own answer
+        assert refused(lambda: runtime.invoke_inference_router(InferenceRouterName="r", RoutingTargetName="qwen",
+                                                               Body=b"{}"),
+                       "ValidationError") == "Endpoint ep of account 123456789012 not found."
+
+
+def test_faults_and_gates_work_on_the_new_actions(emu, sm):
+    import threading
+
+    deploy(sm, "ep", plain("ep"))
+    arn = described(sm, "ep")["EndpointArn"]
+    emu.fail("CreateInferenceRouter", code="ResourceLimitExceeded", message="too many routers")
+    refused(lambda: sm.create_inference_router(InferenceRouterName="r", RoutingTargets=[target(arn)]),
+            "ResourceLimitExceeded")
+    sm.create_inference_router(InferenceRouterName="r", RoutingTargets=[target(arn)])  # the fault was used up
+    runtime = emu.client("sagemaker-inference-router-runtime")
+    emu.fail("InvokeInferenceRouter", code="ModelError", status=424, message="the model failed")
+    assert refused(lambda: runtime.invoke_inference_router(InferenceRouterName="r", RoutingTargetName="qwen",
+                                                           Body=b"{}"), "ModelError") == "the model failed"
+    gate = emu.gate("InvokeInferenceRouter")
+    answers = []
+    worker = threading.Thread(target=lambda: answers.append(runtime.invoke_inference_router(
+        InferenceRouterName="r", RoutingTargetName="qwen", Body=b"{}")["RoutingReason"]))
+    worker.start()
+    gate.wait_entered()
+    assert answers == []  # held
+    gate.release()
+    worker.join(30)
+    assert answers == ["local-preferred"]
+    assert emu.calls.count("InvokeInferenceRouter") == 2 and emu.calls.count("CreateInferenceRouter") == 2
+
+
+def test_router_request_bodies_are_valid_against_botocores_shapes():
+    arn = "arn:aws:sagemaker:us-west-2:123456789012:endpoint/ep"
+    assert_valid_request("sagemaker", "CreateInferenceRouter", {
+        "InferenceRouterName": "qwen-router", "RoutingTargets": [{**target(arn), "RoutingPreference": "LocalRegionFirst"}],
+        "Tags": [{"Key": "peagle:managed", "Value": "true"}]})
+    assert_valid_request("sagemaker-inference-router-runtime", "InvokeInferenceRouter", {
+        "InferenceRouterName": "qwen-router", "RoutingTargetName": "qwen", "Body": b"{}",
+        "ContentType": "application/json"})
+    import botocore.session
+
+    runtime = botocore.session.get_session().get_service_model("sagemaker-inference-router-runtime")
+    assert not any(runtime.operation_model(op).has_event_stream_output for op in runtime.operation_names), (
+        "botocore now has a streaming router call: model it (docs/ci.md says there is none)")

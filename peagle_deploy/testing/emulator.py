@@ -456,6 +456,7 @@ class SageMakerEmulator(CapacityEmulation):
             *self._autoscaling_patches(call_action),
             _pricing_stubber(self),  # in-process mode: the Pricing API (server mode: pricing_middleware)
             *self._capacity_patches(),
+            *_router_patches(self),  # entered last: they stack on the patches above
         ]
 
     def _start_endpoint(self, backend: Any, endpoint: Any) -> None:
@@ -618,10 +619,11 @@ class SageMakerEmulator(CapacityEmulation):
         # which moto backend serves a host: moto works it out on every request (a listing of its own package
         # folder, then its URL patterns one by one: about 9% of a scenario's CPU); the answer depends on the host only
         app.get_backend_for_host = functools.lru_cache(maxsize=None)(app.get_backend_for_host)
+        from .inference_router_emulation import router_middleware
         from .pricing_emulation import pricing_middleware
 
         for middleware in [runtime_middleware, openai_route_middleware, pricing_middleware, *([backend.middleware] if backend else []),
-                           *(middlewares or [])]:
+                           router_middleware, *(middlewares or [])]:
             app = middleware(app, emulator)
         server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -644,6 +646,12 @@ class SageMakerEmulator(CapacityEmulation):
             if seed_jumpstart:
                 emulator._seed()
             yield emulator
+
+
+def _router_patches(emulator: SageMakerEmulator) -> list[Any]:
+    from .inference_router_emulation import router_patches
+
+    return router_patches(emulator)
 
 
 def _pricing_stubber(emulator: SageMakerEmulator) -> Any:

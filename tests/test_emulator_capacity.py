@@ -353,6 +353,7 @@ def test_the_router_sends_requests_to_the_healthy_endpoint_in_the_other_region(e
     assert router["RoutingTargets"][0]["RoutingPreference"] == "LocalRegionFirst"
     assert sm.list_tags(ResourceArn=router_arn)["Tags"] == [{"Key": "peagle:managed", "Value": "true"}]
     runtime = emu.client("sagemaker-inference-router-runtime")
+    recorded = len(emu.recorder.calls)
     answer = runtime.invoke_inference_router(InferenceRouterName="qwen-router", RoutingTargetName="qwen",
                                              Body=json.dumps({"messages": [{"role": "user", "content": "hi"}]}),
                                              ContentType="application/json")
@@ -360,6 +361,7 @@ def test_the_router_sends_requests_to_the_healthy_endpoint_in_the_other_region(e
     assert answer["InvokedProductionVariant"] == "AllTraffic"
     assert json.loads(answer["Body"].read())["choices"][0]["message"]["content"] == "".join(emu.runtime.tokens)
     assert emu.runtime.requests[-1] == {"messages": [{"role": "user", "content": "hi"}]}
+    assert [call for _, call in emu.recorder.calls[recorded:]] == ["sagemaker:InvokeInferenceRouter"]  # for IAM
     emu.set_capacity(G2, None)
     deploy(sm, "local", plain("local"))
     local_arn = described(sm, "local")["EndpointArn"]

@@ -32,7 +32,13 @@ What it adds to moto (5.2):
 - a real backend (`backend=ContainerBackend(...)`, see `peagle_deploy.testing.container_backend`): each
   endpoint runs its model's container for real, with its logs in the emulated CloudWatch group.
 - SageMaker's OpenAI-compatible route (server mode): `/endpoints/NAME/openai/v1/chat/completions` with bearer
-  tokens checked against `credentials` at `clock()` (see `peagle_deploy.testing.openai_route`).
+  tokens checked against `credentials` at `clock()` (see `peagle_deploy.testing.openai_route`);
+- capacity per instance type and region (`set_capacity`), quotas enforced with SageMaker's ResourceLimitExceeded
+  (`set_quota`), a variant's InstancePools and provisioning timeout (in emulated time), capacity reservations
+  (`add_capacity_reservation`), and several regions in one emulator (`regions=`, `seed_region`, `set_price`):
+  see `peagle_deploy.testing.capacity_emulation`;
+- inference routers and their runtime's InvokeInferenceRouter, to endpoints in any region: see
+  `peagle_deploy.testing.inference_router_emulation`.
 
     with SageMakerEmulator.server() as emu:
         emu.script_endpoints(creating_polls=3)

@@ -147,8 +147,7 @@ def emu(emulator_server):
     emu.runtime = RuntimeScript()
     emu.script_endpoints(creating_polls=0)
     emu.hosting_prices = dict(EMULATED_HOSTING_USD)
-    emu.reset_capacity()  # unlimited capacity, no quota, reservation or regional price
-    emu.provision_clock = None
+    emu.reset_capacity()  # unlimited capacity, no quota, reservation or regional price; emulated time per describe
     yield emu
     for gate in list(emu._gates):
         gate.release()

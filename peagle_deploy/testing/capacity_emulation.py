@@ -128,14 +128,15 @@ class CapacityEmulation:
 
     def _capacity_init(self, regions: tuple[str, ...] | list[str]) -> None:
         self.regions: tuple[str, ...] = tuple(dict.fromkeys([self.region, *regions]))
-        self.provision_step_s = 60.0  # emulated seconds one DescribeEndpoint of a waiting endpoint lets pass
-        self.provision_clock: Callable[[], float] | None = None  # or this clock (seconds) decides
         self._capacity_lock = threading.RLock()
         self.reset_capacity()
 
     # the API for tests and users' CI --------------------------------------------------------------
     def reset_capacity(self) -> None:
-        """Back to the defaults: unlimited capacity, no quota, no reservation, no regional price."""
+        """Back to the defaults: unlimited capacity, no quota, no reservation, no regional price, 60 emulated
+        seconds per describe."""
+        self.provision_step_s = 60.0  # emulated seconds one DescribeEndpoint of a waiting endpoint lets pass
+        self.provision_clock: Callable[[], float] | None = None  # or this clock (seconds) decides
         self._capacity: dict[tuple[str, str], int] = {}
         self._quotas: dict[tuple[str, str], float] = {}
         self.reservations: dict[str, Reservation] = {}

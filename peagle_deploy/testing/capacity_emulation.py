@@ -175,8 +175,8 @@ class CapacityEmulation:
             self.regional_prices[(region, instance_type)] = usd_per_hour
 
     def seed_region(self, region: str) -> None:
-        """Serve `region` too: its JumpStart spec bucket (`jumpstart-cache-prod-<region>`) is seeded now and after
-        every reset of the module's server (moto's other services answer every region without this)."""
+        """Serve `region` too: its JumpStart spec bucket (`jumpstart-cache-prod-<region>`) is seeded now, and again
+        whenever the emulator seeds its regions (moto's other services answer every region without this)."""
         from .jumpstart_bucket import seed_jumpstart_bucket
 
         if region not in self.regions:

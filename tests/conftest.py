@@ -148,6 +148,7 @@ def emptied(emu):
     emu.components.reset()
     emu.clock = time.time
     emu.hosting_prices = dict(EMULATED_HOSTING_USD)
+    emu.reset_capacity()  # unlimited capacity, no quota, reservation or regional price; emulated time per describe
     return emu
 
 

@@ -39,7 +39,7 @@ from ..local.failure import MAX_REASON, failure_line, tail
 from ..local.mounts import Mounts, host_environment
 from ..local.process import launch, ping, stop_group
 from ..local.runner import process_environment
-from .streaming import event_frame, exception_frame
+from .streaming import event_frame, exception_frame, scope_region
 
 _ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<op>invocations|invocations-response-stream)$")
 VARIANT = "AllTraffic"
@@ -116,12 +116,13 @@ class ContainerBackend:
         return Mounts(model=self.local_path(uri), channels=channels)
 
     # lifecycle (called by the emulator's hooks) -------------------------------------------------
-    def on_create(self, sagemaker: Any, endpoint: Any) -> None:
-        """moto's CreateEndpoint hook: run the container of the endpoint config's (first) model."""
+    def on_create(self, sagemaker: Any, endpoint: Any, model_name: str | None = None) -> None:
+        """moto's CreateEndpoint hook (once the instances are provisioned): run the container of `model_name` (the
+        model of the instance pool that got the instances), else of the endpoint config's (first) model."""
         config = sagemaker.endpoint_configs[endpoint.endpoint_config_name]
         if not config.production_variants[0].get("ModelName"):  # component-based: no container of its own (docs/ci.md)
             return
-        model = sagemaker.describe_model(config.production_variants[0]["ModelName"])
+        model = sagemaker.describe_model(model_name or config.production_variants[0]["ModelName"])
         self.start(endpoint, model.primary_container)
 
     def start(self, endpoint: Any, container: Mapping[str, Any]) -> None:
@@ -286,7 +287,8 @@ class ContainerBackend:
         def forward(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
             match = _ROUTE.match(environ.get("PATH_INFO", ""))
             port = backend.port(match["name"]) if match and environ.get("REQUEST_METHOD") == "POST" else None
-            if port is None or emulator.endpoint_status(match["name"]) != "InService":
+            region = scope_region(environ.get("HTTP_AUTHORIZATION"), emulator.region)
+            if port is None or emulator.endpoint_status(match["name"], region) != "InService":
                 return app(environ, start_response)
             body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
             content_type = environ.get("CONTENT_TYPE") or "application/json"

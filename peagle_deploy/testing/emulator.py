@@ -37,6 +37,12 @@ What it adds to moto (5.2):
   configs, the component API, copies placed on the instance type's hardware, managed instance scaling, invocations
   by component, and scale to zero and back through Application Auto Scaling and CloudWatch alarms (evaluated by
   `peagle_deploy.testing.alarm_emulation`), all on `clock()` (`ManualClock` for tests).
+- capacity per instance type and region (`set_capacity`), quotas enforced with SageMaker's ResourceLimitExceeded
+  (`set_quota`), a variant's InstancePools and provisioning timeout (in emulated time), capacity reservations
+  (`add_capacity_reservation`), and several regions in one emulator (`regions=`, `seed_region`, `set_price`):
+  see `peagle_deploy.testing.capacity_emulation`;
+- inference routers and their runtime's InvokeInferenceRouter, to endpoints in any region: see
+  `peagle_deploy.testing.inference_router_emulation`.
 
     with SageMakerEmulator.server() as emu:
         emu.script_endpoints(creating_polls=3)
@@ -57,6 +63,7 @@ from typing import Any
 from unittest import mock
 
 from .aws_errors import json_error
+from .capacity_emulation import CapacityEmulation
 from .component_emulation import InferenceComponents
 from .pricing_emulation import EMULATED_HOSTING_USD, pricing_middleware, stubber_patch
 
@@ -136,10 +143,12 @@ class _PendingUpdate:
     started: Any = None
 
 
-class SageMakerEmulator:
+class SageMakerEmulator(CapacityEmulation):
     """Use `SageMakerEmulator.in_process()` (mock_aws) or `SageMakerEmulator.server()` (a local endpoint)."""
 
-    def __init__(self, region: str = "us-east-1", backend: Any = None):
+    def __init__(self, region: str = "us-east-1", backend: Any = None, regions: tuple[str, ...] = ()):
+        """`region`: the default one (`env`, `client`); `regions`: more regions whose JumpStart bucket is seeded
+        (every region answers, each with its own resources: see `peagle_deploy.testing.capacity_emulation`)."""
         self.region = region
         self.max_attempts: int | None = MAX_ATTEMPTS
         self.backend = backend  # a ContainerBackend runs each endpoint's container for real
@@ -154,7 +163,7 @@ class SageMakerEmulator:
         self._delays: dict[str, float] = {}
         self._calls = 0
         self.calls: list[str] = []
-        self.quotas: dict[str, float] = {}
+        self._capacity_init(regions)  # capacity, quotas, reservations, regional prices (capacity_emulation)
         self._update_script = _UpdateScript()
         self._updates: dict[str, _PendingUpdate] = {}
         self.update_requests: list[dict[str, Any]] = []  # every UpdateEndpoint body SageMaker accepted
@@ -212,29 +221,30 @@ class SageMakerEmulator:
         """Every call of `action` takes `seconds` longer (latency, not a fault)."""
         self._delays[action] = seconds
 
-    def resource_names(self) -> dict[str, list[str]]:
-        """Every endpoint, endpoint config and model in the emulated region, read from moto's backend."""
+    def resource_names(self, region: str | None = None) -> dict[str, list[str]]:
+        """Every endpoint, endpoint config and model in `region` (default: the emulator's), from moto's backend."""
         from moto.sagemaker.models import sagemaker_backends
 
-        backend = sagemaker_backends[ACCOUNT][self.region]
+        backend = sagemaker_backends[ACCOUNT][region or self.region]
         return {"endpoints": sorted(backend.endpoints), "configs": sorted(backend.endpoint_configs),
                 "models": sorted(backend._models)}
 
-    def endpoint_status(self, name: str) -> str | None:
+    def endpoint_status(self, name: str, region: str | None = None) -> str | None:
         """The emulated endpoint's status (None if it does not exist), read from moto's backend."""
         from moto.sagemaker.models import sagemaker_backends
 
-        endpoint = sagemaker_backends[ACCOUNT][self.region].endpoints.get(name)
+        endpoint = sagemaker_backends[ACCOUNT][region or self.region].endpoints.get(name)
         return None if endpoint is None else endpoint.endpoint_status
 
     def create_endpoint_stack(self, name: str, *, tags: list[dict[str, str]] | None = None,
-                              instance_type: str = "ml.g7e.2xlarge", environment: dict[str, str] | None = None) -> None:
+                              instance_type: str = "ml.g7e.2xlarge", environment: dict[str, str] | None = None,
+                              region: str | None = None) -> None:
         """A model, endpoint config and endpoint named `name`, as another tool (or a person) would create
         them: without peagle's tags unless given. Tests use it to prove cleanup leaves such things alone.
         `environment`: the container's (e.g. SM_VLLM_SPECULATIVE_CONFIG, what the endpoint is served with)."""
-        sm = self.client("sagemaker")
+        sm = self.client("sagemaker", region)
         tag_list = list(tags or [])
-        container = {"Image": f"{ACCOUNT}.dkr.ecr.{self.region}.amazonaws.com/other:1"}
+        container = {"Image": f"{ACCOUNT}.dkr.ecr.{region or self.region}.amazonaws.com/other:1"}
         if environment:
             container["Environment"] = dict(environment)
         sm.create_model(ModelName=name, ExecutionRoleArn=self.role_arn, PrimaryContainer=container, Tags=tag_list)
@@ -244,12 +254,12 @@ class SageMakerEmulator:
         sm.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=tag_list)
 
     def put_log_lines(self, endpoint_name: str, lines: list[str], *, stream: str = "AllTraffic/i-0emulated0000001",
-                      start_ms: int | None = None, step_ms: int = 1) -> None:
+                      start_ms: int | None = None, step_ms: int = 1, region: str | None = None) -> None:
         """Write `lines` to the endpoint's CloudWatch Logs group as its container would (group and stream created
         when missing), `step_ms` apart from `start_ms` (default: now). Works in both modes."""
         import time
 
-        logs = self.client("logs")
+        logs = self.client("logs", region)
         group = f"/aws/sagemaker/Endpoints/{endpoint_name}"
         for create, kwargs in ((logs.create_log_group, {"logGroupName": group}),
                                (logs.create_log_stream, {"logGroupName": group, "logStreamName": stream})):
@@ -261,9 +271,6 @@ class SageMakerEmulator:
         events = [{"timestamp": first + i * step_ms, "message": line} for i, line in enumerate(lines)]
         for i in range(0, len(events), 1000):
             logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events[i:i + 1000])
-
-    def set_quota(self, instance_type: str, value: float) -> None:
-        self.quotas[f"{instance_type} for endpoint usage"] = value
 
     @property
     def env(self) -> dict[str, str]:
@@ -290,10 +297,10 @@ class SageMakerEmulator:
             request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST", data=b"")
             urllib.request.urlopen(request, timeout=10).close()
 
-    def client(self, service: str) -> Any:
+    def client(self, service: str, region: str | None = None) -> Any:
         import boto3
 
-        return boto3.client(service, region_name=self.region, endpoint_url=self.endpoint_url,
+        return boto3.client(service, region_name=region or self.region, endpoint_url=self.endpoint_url,
                             aws_access_key_id="testing", aws_secret_access_key="testing")
 
     # hooks into moto ----------------------------------------------------------------------------
@@ -367,6 +374,7 @@ class SageMakerEmulator:
         def create_endpoint_config(backend, endpoint_config_name, *args, **kwargs):
             refuse_duplicate(backend, backend.endpoint_configs, "endpoint configuration", "endpoint-config",
                              endpoint_config_name)
+            emulator._capacity_check_config(backend, kwargs.get("production_variants", args[0] if args else None))
             return original_create_config(backend, endpoint_config_name, *args, **kwargs)
 
         def call_action(response_self):
@@ -400,17 +408,17 @@ class SageMakerEmulator:
 
         def create_endpoint(backend, endpoint_name, endpoint_config_name, tags):
             refuse_duplicate(backend, backend.endpoints, "endpoint", "endpoint", endpoint_name)
+            config = backend.endpoint_configs.get(endpoint_config_name)
+            emulator._capacity_check_quota(backend, config)
             endpoint = original_create(backend, endpoint_name, endpoint_config_name, tags)
-            if emulator.backend is not None:
-                emulator.backend.on_create(backend, endpoint)
-                return endpoint
-            if emulator._script.creating_polls or emulator._script.final != "InService":
-                endpoint.endpoint_status = "Creating"
-            emulator._script.seen[endpoint_name] = 0
+            if emulator._capacity_provision(backend, endpoint, config):  # else Creating, waiting for capacity
+                emulator._start_endpoint(backend, endpoint)
             return endpoint
 
         def describe_endpoint(backend, endpoint_name):
             endpoint = backend.endpoints.get(endpoint_name)
+            if endpoint is not None and emulator._capacity_advance(backend, endpoint):  # provisioned just now
+                emulator._start_endpoint(backend, endpoint)
             script = emulator._script
             if endpoint is not None and endpoint_name in script.seen and endpoint.endpoint_status == "Creating":
                 script.seen[endpoint_name] += 1
@@ -441,9 +449,7 @@ class SageMakerEmulator:
             return ActionResult({"EndpointArn": arn})
 
         def list_service_quotas(response_self):
-            body = {"Quotas": [{"ServiceCode": "sagemaker", "QuotaName": name, "Value": value,
-                                "QuotaCode": f"L-{abs(hash(name)) % 10**8:08d}"}
-                               for name, value in emulator.quotas.items()]}
+            body = {"Quotas": emulator._quota_list(response_self.region)}
             return 200, {"Content-Type": "application/x-amz-json-1.1"}, json.dumps(body)
 
         return [
@@ -462,7 +468,21 @@ class SageMakerEmulator:
             *self._autoscaling_patches(call_action),
             *self.components.patches(call_action),  # entered after the patches above: stacks on them
             stubber_patch(self),  # in-process mode: the Pricing API (server mode: pricing_middleware)
+            *self._capacity_patches(),
+            *_router_patches(self),  # entered last: they stack on the patches above
         ]
+
+    def _start_endpoint(self, backend: Any, endpoint: Any) -> None:
+        """Once its instances are provisioned: the container backend runs the endpoint (the model its instances
+        serve), or the script decides its status."""
+        if self.backend is not None:
+            self.backend.on_create(backend, endpoint, model_name=self._capacity_model(endpoint))
+            return
+        if self._script.creating_polls or self._script.final != "InService":
+            endpoint.endpoint_status = "Creating"
+        else:
+            endpoint.endpoint_status = "InService"
+        self._script.seen[endpoint.endpoint_name] = 0
 
     # UpdateEndpoint (moto has none) -------------------------------------------------------------
     def _start_update(self, backend: Any, body: dict[str, Any]) -> str:
@@ -479,6 +499,7 @@ class SageMakerEmulator:
                 message=f"Could not find endpoint configuration '{arn_base}:endpoint-config/{config.lower()}'.")
         if endpoint.endpoint_status != "InService":
             raise ValidationError(message=f"Cannot update in-progress endpoint '{endpoint.arn}'.")
+        self._capacity_start_update(backend, endpoint, backend.endpoint_configs[config])  # quota, then instances
         with self._lock:
             self.update_requests.append(body)
             import time
@@ -495,12 +516,18 @@ class SageMakerEmulator:
             pending = self._updates.get(endpoint.endpoint_name)
             if pending is None or endpoint.endpoint_status != "Updating":
                 return
+        capacity = self._capacity_advance_update(backend, endpoint)  # "": the new instances are still awaited
+        if capacity == "":
+            return
+        with self._lock:
             pending.seen += 1
-            if pending.seen <= pending.script.updating_polls:
+            if capacity is None and pending.seen <= pending.script.updating_polls:
                 return
             del self._updates[endpoint.endpoint_name]
         config = backend.endpoint_configs.get(pending.new_config)
-        if pending.script.fail:  # rolled back: the old fleet keeps serving
+        if capacity is not None:  # no capacity for the new config within its timeout: rolled back
+            endpoint.failure_reason = capacity
+        elif pending.script.fail:  # rolled back: the old fleet keeps serving
             endpoint.failure_reason = pending.script.reason
         elif config is None:  # deleted while the update ran: the emulator fails the update (docs/ci.md)
             endpoint.failure_reason = (f"Endpoint configuration {pending.new_config} was deleted while the endpoint "
@@ -508,6 +535,7 @@ class SageMakerEmulator:
         else:
             endpoint.endpoint_config_name = pending.new_config
             endpoint.production_variants = endpoint._process_production_variants(config.production_variants)
+        self._capacity_finish_update(endpoint, applied=capacity is None and not pending.script.fail and config is not None)
         endpoint.endpoint_status = "InService"
         endpoint.last_modified_time = utcnow()
 
@@ -519,11 +547,11 @@ class SageMakerEmulator:
 
         return autoscaling_patches(self, call_action)
 
-    def scalable_targets(self) -> dict[str, dict[str, Any]]:
+    def scalable_targets(self, region: str | None = None) -> dict[str, dict[str, Any]]:
         """Every registered Application Auto Scaling target (resource id -> min, max, policy names), from moto."""
         from moto.applicationautoscaling.models import applicationautoscaling_backends
 
-        backend = applicationautoscaling_backends[ACCOUNT][self.region]
+        backend = applicationautoscaling_backends[ACCOUNT][region or self.region]
         found: dict[str, dict[str, Any]] = {}
         for targets in backend.targets.values():
             for r_id, target in targets.items():
@@ -545,19 +573,18 @@ class SageMakerEmulator:
         return [mock.patch.object(LogGroup, "filter_log_events", filter_log_events)]
 
     def _seed(self) -> None:
-        from .jumpstart_bucket import seed_jumpstart_bucket
-
-        seed_jumpstart_bucket(self.client("s3"), self.region)
+        for region in self.regions:
+            self.seed_region(region)
 
     # modes --------------------------------------------------------------------------------------
     @classmethod
     @contextmanager
     def in_process(cls, region: str = "us-east-1", seed_jumpstart: bool = True,
-                   backend: Any = None) -> Iterator[SageMakerEmulator]:
+                   backend: Any = None, regions: tuple[str, ...] = ()) -> Iterator[SageMakerEmulator]:
         """moto's mock_aws around this process's boto3 calls, with fake credentials set."""
         from moto import mock_aws
 
-        emulator = cls(region, backend)
+        emulator = cls(region, backend, regions)
         with ExitStack() as stack:
             stack.enter_context(mock.patch.dict(os.environ, {**FAKE_CREDENTIALS, "AWS_DEFAULT_REGION": region,
                                                              "AWS_MAX_ATTEMPTS": str(MAX_ATTEMPTS)}))
@@ -576,7 +603,7 @@ class SageMakerEmulator:
     @contextmanager
     def server(cls, region: str = "us-east-1", seed_jumpstart: bool = True,
                middlewares: list[Middleware] | None = None, set_env: bool = True,
-               backend: Any = None) -> Iterator[SageMakerEmulator]:
+               backend: Any = None, regions: tuple[str, ...] = ()) -> Iterator[SageMakerEmulator]:
         """moto's server on 127.0.0.1 (a free port) in a thread; `emulator.env` is for subprocesses.
 
         With set_env (default) this process's environment points at it too, until the block ends.
@@ -600,13 +627,15 @@ class SageMakerEmulator:
         from .openai_route import openai_route_middleware
         from .streaming import runtime_middleware
 
-        emulator = cls(region, backend)
+        emulator = cls(region, backend, regions)
         app: Any = DomainDispatcherApplication(create_backend_app)
         # which moto backend serves a host: moto works it out on every request (a listing of its own package
         # folder, then its URL patterns one by one: about 9% of a scenario's CPU); the answer depends on the host only
         app.get_backend_for_host = functools.lru_cache(maxsize=None)(app.get_backend_for_host)
+        from .inference_router_emulation import router_middleware
+
         for middleware in [runtime_middleware, openai_route_middleware, pricing_middleware, *([backend.middleware] if backend else []),
-                           *(middlewares or [])]:
+                           router_middleware, *(middlewares or [])]:
             app = middleware(app, emulator)
         server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -629,6 +658,12 @@ class SageMakerEmulator:
             if seed_jumpstart:
                 emulator._seed()
             yield emulator
+
+
+def _router_patches(emulator: SageMakerEmulator) -> list[Any]:
+    from .inference_router_emulation import router_patches
+
+    return router_patches(emulator)
 
 
 def _keep_network_isolation(response_self: Any) -> None:

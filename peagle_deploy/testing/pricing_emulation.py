@@ -7,8 +7,9 @@ The catalogue holds SageMaker ML Instance products for Hosting AND Training, so 
 `platoinstancetype=Hosting` gets the wrong figure first, as it would from AWS.
 
 The figures are the emulator's own round numbers (EMULATED_HOSTING_USD), for tests and users' CI; they are
-not AWS's prices. `emulator.hosting_prices` changes them; `emulator.fail("GetProducts", "AccessDeniedException")`
-refuses a call as AWS does without the permission.
+not AWS's prices. `emulator.hosting_prices` changes them in every region, `emulator.set_price(type, usd,
+region=...)` in one; `emulator.fail("GetProducts", "AccessDeniedException")` refuses a call as AWS does without
+the permission.
 """
 
 from __future__ import annotations
@@ -54,10 +55,14 @@ def product(region: str, instance_type: str, component: str, usd: float) -> str:
     return json.dumps(entry)
 
 
-def catalogue(hosting_usd: dict[str, float], regions: Iterable[str] = REGIONS) -> list[dict[str, Any]]:
+def catalogue(hosting_usd: dict[str, float], regions: Iterable[str] = REGIONS,
+              regional: dict[tuple[str, str], float] | None = None) -> list[dict[str, Any]]:
+    """Every product: `hosting_usd` in each region, where `regional` ((region, type) -> USD) does not say otherwise."""
+    regional = regional or {}
     items = []
-    for region in regions:
-        for instance_type, usd in hosting_usd.items():
+    for region in dict.fromkeys([*regions, *(where for where, _ in regional)]):
+        prices = {**hosting_usd, **{kind: usd for (where, kind), usd in regional.items() if where == region}}
+        for instance_type, usd in prices.items():
             for component, price in (("Hosting", usd), ("Training", round(usd * TRAINING_FACTOR, 4))):
                 items.append({"region": region, "instance": instance_type, "component": component, "usd": price})
     return items
@@ -69,12 +74,15 @@ def _matches(item: dict[str, Any], filters: list[dict[str, str]]) -> bool:
     return all(fields.get(f.get("Field")) == f.get("Value") for f in filters if f.get("Type") == "TERM_MATCH")
 
 
-def get_products(body: dict[str, Any], hosting_usd: dict[str, float]) -> tuple[int, dict[str, str], str]:
-    """GetProducts: 100 per page at most (AWS's default), NextToken an offset."""
+def get_products(body: dict[str, Any], hosting_usd: dict[str, float], regions: Iterable[str] = (),
+                 regional: dict[tuple[str, str], float] | None = None) -> tuple[int, dict[str, str], str]:
+    """GetProducts: 100 per page at most (AWS's default), NextToken an offset. The catalogue's regions: REGIONS and
+    `regions` (the emulator's)."""
     headers = {"Content-Type": "application/x-amz-json-1.1"}
     if body.get("ServiceCode") != "AmazonSageMaker":
         return 200, headers, json.dumps({"FormatVersion": "aws_v1", "PriceList": []})
-    found = [i for i in catalogue(hosting_usd) if _matches(i, body.get("Filters") or [])]
+    found = [i for i in catalogue(hosting_usd, dict.fromkeys([*REGIONS, *regions]), regional)
+             if _matches(i, body.get("Filters") or [])]
     start = int(body.get("NextToken") or 0)
     size = int(body.get("MaxResults") or 100)
     page = found[start:start + size]
@@ -93,7 +101,8 @@ def answer(target: str, raw_body: bytes | str | None, emulator: Any) -> tuple[in
         return injected
     body = json.loads(raw_body or b"{}")
     if action == "GetProducts":
-        return get_products(body, emulator.hosting_prices)
+        return get_products(body, emulator.hosting_prices, getattr(emulator, "regions", ()),
+                            getattr(emulator, "regional_prices", None))
     return json_error(400, "InvalidParameterException", f"the emulator answers GetProducts only, not {action}")
 
 

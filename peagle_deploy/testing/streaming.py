@@ -21,6 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<op>invocations|invocations-response-stream)$")
+_SCOPE = re.compile(r"Credential=[^/,]+/\d{8}/(?P<region>[a-z0-9-]+)/")
+
+
+def scope_region(authorization: str | None, default: str) -> str:
+    """The region a SigV4-signed request is for (its credential scope): with AWS_ENDPOINT_URL every region's
+    calls reach the one emulator, and this says which region's resources a call means."""
+    match = _SCOPE.search(authorization or "")
+    return match["region"] if match else default
 
 
 def _header(name: str, value: str) -> bytes:
@@ -132,7 +140,8 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
         if gate is not None:  # emulator.gate("InvokeEndpoint"): the answer is held until the test releases it
             gate.hold()
             gate.done.set()
-        status = emulator.endpoint_status(name)
+        region = scope_region(environ.get("HTTP_AUTHORIZATION"), emulator.region)
+        status = emulator.endpoint_status(name, region)
         if status is None:
             reply = _json_error("400 Bad Request", "ValidationError",
                                 {"message": f"Endpoint {name} of account 123456789012 not found."})
@@ -147,7 +156,7 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             reply = _json_error("424 Failed Dependency", "ModelError", {
                 "message": f"Received server error ({code}) from primary with message \"{text}\".",
                 "OriginalStatusCode": code, "OriginalMessage": text,
-                "LogStreamArn": f"arn:aws:logs:{emulator.region}:123456789012:log-group:/aws/sagemaker/Endpoints/{name}"})
+                "LogStreamArn": f"arn:aws:logs:{region}:123456789012:log-group:/aws/sagemaker/Endpoints/{name}"})
         else:
             reply = None
         if reply is not None:

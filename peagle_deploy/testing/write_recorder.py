@@ -100,13 +100,15 @@ def api_calls(environ: dict[str, Any], action: str) -> list[str]:
 
 def api_call(environ: dict[str, Any], action: str) -> str:
     """`service:Operation` of a request: the service from its SigV4 credential scope (the signing name),
-    the operation from the JSON target or query Action, or for REST APIs (S3, SageMaker runtime) from the
+    the operation from the JSON target or query Action, or for REST APIs (S3, SageMaker's runtimes) from the
     method and path."""
     match = _SIGNING.search(environ.get("HTTP_AUTHORIZATION", ""))
     service = match.group(1) if match else "unsigned"
     if " " not in action:  # JSON or query protocol: `action` is the operation already
         return f"{service}:{action}"
     method, path = action.split(" ", 1)
+    if service == "sagemaker" and path.startswith("/inference-routers/"):  # sagemaker-inference-router-runtime
+        return f"sagemaker:{'InvokeInferenceRouterAsync' if path.endswith('/async-invocations') else 'InvokeInferenceRouter'}"
     if service == "sagemaker" and _INVOCATION.search(path):
         stream = path.rstrip("/").endswith("-response-stream")
         return f"sagemaker:{'InvokeEndpointWithResponseStream' if stream else 'InvokeEndpoint'}"

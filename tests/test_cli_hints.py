@@ -67,3 +67,16 @@ def test_no_credentials_hint_names_only_the_commands_own_options(no_aws, tmp_pat
 def test_each_way_without_aws_names_a_real_command_and_its_own_flags():
     for path, way in WITHOUT_AWS.items():
         assert set(FLAG.findall(way)) <= flags_of(path), (path, way)
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("", "NAME is empty: pass the endpoint's name"),
+    ("bad_name!", "name 'bad_name!' breaks SageMaker's naming rules: use letters, digits and"),
+    ("http://127.0.0.1:8000", "'http://127.0.0.1:8000' is a URL; peagle openai takes a SageMaker endpoint's name"),
+    ("https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/prod/openai/v1", "run 'peagle openai prod'"),
+])
+def test_openai_says_it_takes_an_endpoint_name_never_a_url(no_aws, tmp_path, name, says):
+    done = run_cli("openai", name, cwd=tmp_path)
+    assert done.code == 2
+    line = error_line(done.stderr)
+    assert says in line and "http(s)://host:port" not in line, line

@@ -193,7 +193,7 @@ def bench_compare(
 
     def body(out):
         from ..bench.compare import compare_results, compare_warnings, published_matching, read_published
-        from ..bench.results import read_result
+        from ..bench.results import read_results
 
         from ..errors import UsageError
 
@@ -204,7 +204,7 @@ def bench_compare(
 
             probe_writable(out_dir, flag="--out")  # a file named by --out: one line, before any work
             refuse_links(out_dir, ["compare.md", "compare.png"])
-        tables = compare_results([read_result(p) for p in results or []])
+        tables = compare_results(read_results(results or [], skipped=out.note))
         reference = []
         if published is not None:
             reference, unmatched = published_matching(
@@ -278,7 +278,8 @@ def bench_advise(
 
         mode_ = parse_mode(mode).value if mode is not None else None
         chosen_mode = mode_
-        runs = read_measured(measured or [])  # read first: every FILE given is read (and refused if unreadable)
+        # read first: every FILE given is read (and refused if unreadable; peagle's other files skipped)
+        runs = read_measured(measured or [], skipped=out.note)
         if result is not None and rates is not None:
             raise UsageError("give a results file or --rates, not both", "drop one of them")
         if rates is not None:

@@ -114,14 +114,15 @@ def parse_max_price(value: float | None) -> float:
 
 
 def check_price(price_per_hour: float | None, limit: float, *, interactive: bool, explicit: bool = False,
-                unknown_why: str | None = None) -> bool:
+                unknown_why: str | None = None, unknown_fix: str | None = None) -> bool:
     """True when the plan needs an explicit price confirmation; refuse (exit 2) when none can be asked.
-    An unknown price cannot be held to an explicit --max-price-per-hour: refused, before any AWS write."""
+    An unknown price cannot be held to an explicit --max-price-per-hour: refused, before any AWS write.
+    `unknown_why`/`unknown_fix`: the Price's detail and fix (network, credentials or permission)."""
     if price_per_hour is None and explicit:
         raise UsageError(f"--max-price-per-hour {limit:g} cannot be checked: the SageMaker hosting price is unknown"
                          + (f" ({unknown_why})" if unknown_why else ""),
-                         "give credentials that allow pricing:GetProducts, or drop --max-price-per-hour to "
-                         "accept an unknown price (docs/configuration.md#prices)")
+                         f"{unknown_fix or 'give credentials that allow pricing:GetProducts'}, or drop "
+                         "--max-price-per-hour to accept an unknown price (docs/configuration.md#prices)")
     if price_per_hour is None or price_per_hour <= limit:
         return False
     if not interactive:

@@ -140,7 +140,8 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
 
     interactive = sys.stdin is not None and sys.stdin.isatty()
     price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive, explicit=price_given,
-                               unknown_why=plan.price.detail if plan.price is not None else None)
+                               unknown_why=plan.price.detail if plan.price is not None else None,
+                               unknown_fix=plan.price.fix if plan.price is not None else None)
     if not out.json_mode:
         render_update(out.err_console, plan, title="peagle update: about to change", bodies=False)
     if price_prompt:

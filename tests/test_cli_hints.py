@@ -80,3 +80,23 @@ def test_openai_says_it_takes_an_endpoint_name_never_a_url(no_aws, tmp_path, nam
     assert done.code == 2
     line = error_line(done.stderr)
     assert says in line and "http(s)://host:port" not in line, line
+
+
+@pytest.mark.parametrize("argv", [
+    ["deploy", "qwen3-coder", "--dry-run"],
+    ["update", "prod", "--dry-run"],
+    ["sweep", "qwen3-coder", "--dry-run"],
+    ["bench", "http://127.0.0.1:9", "-n", "1"],
+], ids=lambda argv: argv[0])
+@pytest.mark.parametrize(("typed", "says"), [
+    ("ml.g7e.2xlarge ", "--instance-type 'ml.g7e.2xlarge ' has spaces around the instance type"),
+    ("\tml.g7e.2xlarge", "--instance-type '\\tml.g7e.2xlarge' has spaces around the instance type"),
+    ("ml.g7e.2xlarge\u200b", "--instance-type 'ml.g7e.2xlarge\\u200b' holds characters that cannot be seen (shown escaped)"),
+    ("ML.G7E.2xlarge", "--instance-type 'ML.G7E.2xlarge': SageMaker's instance types are lower case"),
+], ids=["trailing-space", "leading-tab", "zero-width", "upper-case"])
+def test_an_instance_type_unlike_what_is_used_is_refused_shown_quoted_with_the_fix(no_aws, tmp_path, argv, typed,
+                                                                                  says):
+    done = run_cli(*argv, "--instance-type", typed, cwd=tmp_path)
+    assert done.code == 2, done.stderr
+    assert error_line(done.stderr) == f"error: {says}: pass --instance-type ml.g7e.2xlarge"
+    assert list(tmp_path.iterdir()) == []  # refused before anything was made

@@ -41,6 +41,7 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
     out = Output(json_mode)
     try:
         check_numbers()
+        check_text()
         body(out)
     except PeagleError as exc:
         _without_aws(exc)
@@ -63,6 +64,21 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
         out.fail(PeagleError(f"unexpected {type(exc).__name__}: {detail}",
                              "set PEAGLE_DEBUG=1 for a traceback and report it"))
         raise typer.Exit(int(ExitCode.UNEXPECTED)) from None
+
+
+def check_text() -> None:
+    """Every option of the running command whose value goes to AWS as typed (inputs.TEXT_CHECKS)."""
+    from typer._click.globals import get_current_context
+
+    from ..inputs import TEXT_CHECKS
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return
+    for param in ctx.command.params:
+        check = TEXT_CHECKS.get(param.name or "")
+        if check is not None and param.opts and isinstance(ctx.params.get(param.name), str):
+            check(ctx.params[param.name], max(param.opts, key=len))
 
 
 def check_numbers() -> None:

@@ -62,6 +62,7 @@ def test_no_credentials_hint_names_only_the_commands_own_options(no_aws, tmp_pat
     assert named <= flags_of(path), f"{line!r} names {named - flags_of(path)}, which 'peagle {path}' does not have"
     way = WITHOUT_AWS.get(path)
     assert (way in line) if way else (" or " not in line.partition("environment variables)")[2]), line
+    assert list(tmp_path.iterdir()) == []  # no empty --out (peagle-bench) left behind
 
 
 def test_each_way_without_aws_names_a_real_command_and_its_own_flags():

@@ -121,6 +121,7 @@ def bench_run(
         from ..bench.datasets import load_dataset
         from ..bench.runner import BenchPlan, parse_concurrency, run_bench
         from ..errors import UsageError
+        from ..safe_write import tidy_new_dirs
 
         from ..speculative import parse_mode
 
@@ -158,12 +159,14 @@ def bench_run(
             if save_requests is not None:
                 raise UsageError("--save-requests writes one run's requests; --transport both makes two",
                                  "bench one transport at a time to save its requests")
-            comparison, failure = run_side_by_side(plan, out)
+            with tidy_new_dirs(out_dir):
+                comparison, failure = run_side_by_side(plan, out)
             out.result(comparison, lambda console: render(console, comparison))
             if failure is not None:
                 raise failure
             return
-        bench = run_bench(plan, out)
+        with tidy_new_dirs(out_dir):  # a refused or failed run leaves no empty --out
+            bench = run_bench(plan, out)
         result = bench.result
 
         def human(console):

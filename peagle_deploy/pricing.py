@@ -176,8 +176,7 @@ def _store(key: tuple[str, str, str], usd: float | None) -> float:
     return now
 
 
-NO_CREDENTIALS = ("no AWS credentials to ask the Pricing API",
-                  "configure AWS credentials that allow pricing:GetProducts (docs/configuration.md#prices)")
+NO_CREDENTIALS = ("no AWS credentials to ask the Pricing API", "configure AWS credentials that allow pricing:GetProducts")
 _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "NotAuthorized"}
 
 

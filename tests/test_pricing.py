@@ -119,7 +119,7 @@ def test_an_unknown_price_says_what_is_true_network_credentials_or_throttling(em
     budget = run_cli("sweep", "qwen3-coder", "--budget", "10", "--dry-run")
     assert budget.code == 2
     assert budget.stderr.strip() == (f"error: the SageMaker hosting price of ml.g7e.2xlarge is unknown ({why}), so "
-                                     f"--budget cannot be checked: {fix}")
+                                     f"--budget cannot be checked: {fix} (docs/configuration.md#prices)")
 
 
 def test_status_shows_the_price_its_per_day_figure_and_source(emu, monkeypatch):

@@ -208,8 +208,11 @@ def render_update(console, plan, *, title: str = "peagle update --dry-run: nothi
         return
     from rich.json import JSON
 
-    for title_, body in (("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
-                         ("UpdateEndpoint", plan.update_endpoint)):
+    from .render_plan import tags_once
+
+    for title_, body in tags_once(console, [("CreateModel", plan.create_model),
+                                            ("CreateEndpointConfig", plan.create_endpoint_config),
+                                            ("UpdateEndpoint", plan.update_endpoint)]):
         if body is not None:
             console.print(f"\n[bold]{title_}[/bold]")
             console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)

@@ -20,6 +20,15 @@ from .errors import CredentialsError, PeagleError, QuotaError, UsageError, WaitT
 
 DEFAULT_REGION = "us-east-1"
 USER_AGENT = f"peagle/{__version__}"
+NO_CREDENTIALS_FIX = "configure them (aws configure, AWS_PROFILE, or environment variables)"
+
+
+class MissingCredentials(CredentialsError):
+    """No AWS credentials at all. Its hint says how to configure them; the CLI adds the running command's own
+    way to work without an AWS account, where it has one (cli/common.WITHOUT_AWS), never another command's."""
+
+    def __init__(self, message: str, hint: str = NO_CREDENTIALS_FIX):
+        super().__init__(message, hint)
 
 
 def resolve_region(region: str | None) -> str:
@@ -128,10 +137,7 @@ class AwsSession:
         if self._identity is not None:
             return self._identity
         if self.boto3_session.get_credentials() is None:
-            raise CredentialsError(
-                "no AWS credentials found",
-                "configure them (aws configure, AWS_PROFILE, or environment variables) or use --dry-run",
-            )
+            raise MissingCredentials("no AWS credentials found")
         try:
             ident = self.client("sts").get_caller_identity()
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
@@ -303,8 +309,7 @@ def translate_error(exc: BaseException) -> PeagleError | None:
         return CredentialsError(f"cannot read {path}", "fix or move that file (aws configure can rewrite it)")
     if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.NoAuthTokenError,
                         bx.TokenRetrievalError, bx.CredentialRetrievalError, bx.UnknownCredentialError)):
-        return CredentialsError(f"no usable AWS credentials ({type(exc).__name__})",
-                                "configure them (aws configure, AWS_PROFILE, env vars) or use --dry-run")
+        return MissingCredentials(f"no usable AWS credentials ({type(exc).__name__})")
     if isinstance(exc, (bx.NoRegionError, bx.InvalidRegionError, bx.UnknownRegionError)):
         return UsageError(f"no usable AWS region ({_short(exc)})", "pass --region, e.g. --region us-east-1")
     if isinstance(exc, ValueError) and str(exc).startswith("Invalid endpoint"):  # botocore's words for a bad URL

@@ -55,6 +55,32 @@ def validate_name(name: str, *, flag: str = "NAME") -> str:
     return name
 
 
+# SageMaker's instance types, e.g. ml.g7e.2xlarge, ml.trn1n.32xlarge (its API's InstanceType enum is all of this shape)
+INSTANCE_TYPE_RE = re.compile(r"^ml\.[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+\Z")
+
+
+def check_instance_type(value: str | None, flag: str = "--instance-type") -> str | None:
+    """An instance type is used exactly as typed, so one that differs from a well-formed type by what cannot be
+    seen (a space, a tab, a zero-width character) or by case is refused, shown quoted, with the type to pass.
+    Anything else goes on to the checks that list the supported types (plan.py)."""
+    if value is None or INSTANCE_TYPE_RE.match(value):
+        return value
+    visible = "".join(ch for ch in value if ch.isprintable() and not ch.isspace())
+    fix = f"pass {flag} {visible.lower()}" if INSTANCE_TYPE_RE.match(visible.lower()) else \
+        "pass a type such as ml.g7e.2xlarge"
+    if value != value.strip():
+        raise UsageError(f"{flag} {value!r} has spaces around the instance type", fix)
+    if visible != value:
+        raise UsageError(f"{flag} {value!r} holds characters that cannot be seen (shown escaped)", fix)
+    if INSTANCE_TYPE_RE.match(value.lower()):
+        raise UsageError(f"{flag} {value!r}: SageMaker's instance types are lower case", fix)
+    return value
+
+
+# options whose value goes to AWS as typed: checked by cli.common.run before the command's body, in every command
+TEXT_CHECKS = {"instance_type": check_instance_type}
+
+
 def partition_of(region: str) -> str | None:
     """The AWS partition of a region (aws, aws-cn, aws-us-gov, ...), from botocore's own endpoint data;
     None for a region botocore does not know (the region check names that problem)."""
@@ -114,14 +140,15 @@ def parse_max_price(value: float | None) -> float:
 
 
 def check_price(price_per_hour: float | None, limit: float, *, interactive: bool, explicit: bool = False,
-                unknown_why: str | None = None) -> bool:
+                unknown_why: str | None = None, unknown_fix: str | None = None) -> bool:
     """True when the plan needs an explicit price confirmation; refuse (exit 2) when none can be asked.
-    An unknown price cannot be held to an explicit --max-price-per-hour: refused, before any AWS write."""
+    An unknown price cannot be held to an explicit --max-price-per-hour: refused, before any AWS write.
+    `unknown_why`/`unknown_fix`: the Price's detail and fix (network, credentials or permission)."""
     if price_per_hour is None and explicit:
         raise UsageError(f"--max-price-per-hour {limit:g} cannot be checked: the SageMaker hosting price is unknown"
                          + (f" ({unknown_why})" if unknown_why else ""),
-                         "give credentials that allow pricing:GetProducts, or drop --max-price-per-hour to "
-                         "accept an unknown price (docs/configuration.md#prices)")
+                         f"{unknown_fix or 'give credentials that allow pricing:GetProducts'}, or drop "
+                         "--max-price-per-hour to accept an unknown price (docs/configuration.md#prices)")
     if price_per_hour is None or price_per_hour <= limit:
         return False
     if not interactive:

@@ -66,6 +66,8 @@ class Price(BaseModel):
     cached: bool = False
     read_at: datetime | None = None
     hint: str | None = Field(None, description="how to get a price, when it is unknown")
+    fix: str | None = Field(None, description="what would let the Pricing API answer, for the reason it did not: "
+                                              "network, credentials or permission")
 
     @property
     def known(self) -> bool:
@@ -174,13 +176,37 @@ def _store(key: tuple[str, str, str], usd: float | None) -> float:
     return now
 
 
-def _api_failure(exc: BaseException) -> str:
-    from .aws import error_code
+NO_CREDENTIALS = ("no AWS credentials to ask the Pricing API", "configure AWS credentials that allow pricing:GetProducts")
+_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "NotAuthorized"}
+
+
+def _api_failure(exc: BaseException) -> tuple[str, str]:
+    """(why the Pricing API gave no price, what would get one): the network, the credentials, the permission, or
+    AWS itself (aws.translate_error's classification)."""
+    import botocore.exceptions as bx
+
+    from .aws import MissingCredentials, error_code, translate_error
+    from .errors import CredentialsError, QuotaError
 
     code = error_code(exc)
-    if code in ("AccessDeniedException", "AccessDenied"):
-        return "the Pricing API refused (allow pricing:GetProducts)"
-    return f"the Pricing API did not answer ({code or type(exc).__name__})"
+    translated = translate_error(exc)
+    if code in _DENIED:
+        return (f"the Pricing API refused this identity ({code})",
+                "allow pricing:GetProducts to your AWS identity (docs/iam.md)")
+    if isinstance(exc, (bx.ConnectionError, bx.HTTPClientError)):  # no answer: connect, read timeout, proxy, TLS
+        where = (getattr(exc, "kwargs", None) or {}).get("endpoint_url") or "its endpoint"
+        return (f"the Pricing API at {where} could not be reached ({type(exc).__name__})",
+                f"check the network (or proxy) from this machine to {where} (AWS_ENDPOINT_URL_PRICING or "
+                "AWS_ENDPOINT_URL, when set, chooses it)")
+    if isinstance(translated, MissingCredentials):
+        return NO_CREDENTIALS[0], NO_CREDENTIALS[1]
+    if isinstance(translated, CredentialsError) and isinstance(exc, bx.ClientError):
+        return (f"the Pricing API refused the AWS credentials ({code})",
+                "renew the AWS credentials (expired or invalid: aws sso login, or new keys)")
+    if isinstance(translated, QuotaError):
+        return f"the Pricing API kept throttling ({code})", "retry in a minute"
+    return (f"the Pricing API did not answer ({code or type(exc).__name__})",
+            "retry later (AWS Health Dashboard shows service events)")
 
 
 def instance_price(instance_type: str, region: str, *, count: int = 1, profile: str | None = None,
@@ -188,7 +214,7 @@ def instance_price(instance_type: str, region: str, *, count: int = 1, profile: 
     """SageMaker hosting price of `count` x `instance_type` in `region`: Pricing API, shipped table, unknown.
     `session`: the caller's AwsSession, whose credentials ask the Pricing API (no second session is built)."""
     query = price_query(instance_type, region)
-    why_not_api = None
+    why_not_api = fix = None
     if not offline:
         key = _cache_key(instance_type, region)
         hit = _cached(key) if pricing_client is None else None  # a client given is asked (tests, callers' own)
@@ -198,13 +224,13 @@ def instance_price(instance_type: str, region: str, *, count: int = 1, profile: 
                 client = pricing_client or _client(profile, session)
             except _NoCredentials:
                 client = None
-                why_not_api = "no AWS credentials to ask the Pricing API"
+                why_not_api, fix = NO_CREDENTIALS
             if client is not None:
                 try:
                     usd = price_from_api(client, query)
                     read_at = _store(key, usd) if pricing_client is None else time.time()
                 except Exception as exc:  # noqa: BLE001 - no access, throttled, unreachable: say so, use the table
-                    why_not_api = _api_failure(exc)
+                    why_not_api, fix = _api_failure(exc)
         if why_not_api is None and usd is not None:
             when = datetime.fromtimestamp(read_at or time.time(), UTC)
             return _price(instance_type, count, region, usd, source=API, estimate=False, query=query, cached=cached,
@@ -212,8 +238,9 @@ def instance_price(instance_type: str, region: str, *, count: int = 1, profile: 
                                                f"on-demand), read {when:%Y-%m-%d}" + (" (cached)" if cached else ""))
         if why_not_api is None:
             why_not_api = f"the Pricing API lists no SageMaker hosting price for {instance_type} in {region}"
+            fix = "check the instance type and the region"
     else:
-        why_not_api = "no AWS credentials to ask the Pricing API"
+        why_not_api, fix = NO_CREDENTIALS
     table = hosting_table()
     listed = table.regions.get(region, {}).get(instance_type)
     if listed is not None:
@@ -221,10 +248,9 @@ def instance_price(instance_type: str, region: str, *, count: int = 1, profile: 
                       detail=f"peagle's table of SageMaker hosting prices ({table.source}, as of {table.as_of}); "
                              f"{why_not_api}")
     return Price(instance_type=instance_type, instance_count=count, usd_per_hour=None, source=UNKNOWN, region=region,
-                 query=query, detail=why_not_api,
+                 query=query, detail=why_not_api, fix=fix,
                  hint=f"{why_not_api}, and peagle ships no SageMaker hosting price for {instance_type} (none "
-                      "published with a source; docs/configuration.md#prices): use AWS credentials that allow "
-                      "pricing:GetProducts")
+                      f"published with a source; docs/configuration.md#prices): {fix}")
 
 
 def _price(instance_type: str, count: int, region: str, each: float, **fields: Any) -> Price:

@@ -162,6 +162,27 @@ def make_dir(path: Path, *, private: bool = False) -> Path:
     return path
 
 
+@contextmanager
+def tidy_new_dirs(*directories: Path) -> Iterator[None]:
+    """The folders among `directories` (and their parents) that do not exist yet are removed again when the block
+    ends, if still empty: a refused command leaves no empty --out behind. A folder that existed before, or that
+    holds anything, is never removed (rmdir refuses a folder that is not empty)."""
+    new: list[Path] = []
+    for directory in directories:
+        for folder in [Path(directory), *Path(directory).parents]:
+            if os.path.lexists(folder):
+                break
+            new.append(folder)
+    try:
+        yield
+    finally:
+        for folder in sorted(set(new), key=lambda p: len(p.absolute().parts), reverse=True):  # deepest first
+            try:
+                folder.rmdir()
+            except OSError:
+                pass  # not empty, or gone: it stays as it is
+
+
 def probe(directory: Path) -> None:
     """mkdir -p `directory` and create and remove a temporary in it (exclusively: no planted name is touched);
     OSError when it cannot take a file."""

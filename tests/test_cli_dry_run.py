@@ -119,3 +119,21 @@ def test_models_command_lists_four_models_with_unverified_marks():
     assert models["gemma-4-31b"]["gated"] is True
     assert "model_id" in models["qwen3-coder"]["unverified"]
     assert models["qwen3-coder"]["max_k"] == 18 and models["gpt-oss-20b"]["max_k"] == 10
+
+
+def test_the_human_plan_prints_the_shared_tags_once_and_json_keeps_every_body_whole():
+    """The same 13 tags in each of three bodies were about 150 of the first screen's 249 lines."""
+    human = run_cli("deploy", "qwen3-coder", "--dry-run", "--offline", "--name", "tagged", "--tag", "team=ml")
+    assert human.code == 0, human.stderr
+    plan = dry_run_json("qwen3-coder", "--name", "tagged", "--tag", "team=ml")
+    tags = plan["create_model"]["Tags"]
+    assert tags == plan["create_endpoint_config"]["Tags"] == plan["create_endpoint"]["Tags"]  # --json: whole
+    assert len(tags) == 14 and {"Key": "team", "Value": "ml"} in tags
+    text = human.stdout
+    assert "\nTags (on the model, the endpoint config and the endpoint)\n" in text
+    lines = text.splitlines()
+    for tag in tags:
+        if tag["Key"] != "peagle:created-at":  # the two runs differ in their creation time only
+            assert [ln.split() for ln in lines if tag["Key"] in ln.split()] == [[tag["Key"], tag["Value"]]], tag
+    assert text.count('"Tags": "the 14 tags above"') == 3 and '"Key"' not in text
+    assert len(lines) < 120, len(lines)  # from about 250

@@ -1,6 +1,7 @@
 """`peagle invoke` against the three kinds of target, and every documented error."""
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -168,10 +169,19 @@ def test_invalid_and_oversized_payloads(tmp_path):
     wrong.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}))
     result = run_cli("invoke", "http://127.0.0.1:9", "--payload", str(wrong))
     assert result.code == 2 and "max_tokens" in result.stderr
+
+
+def test_sagemakers_6_mb_request_limit_applies_to_endpoints_only(vllm, emu, tmp_path):
     big = tmp_path / "big.json"
-    big.write_text(json.dumps({"messages": [{"role": "user", "content": "x" * (6 * 1024 * 1024)}]}))
-    result = run_cli("invoke", "http://127.0.0.1:9", "--payload", str(big))
-    assert result.code == 2 and "6 MB" in result.stderr
+    big.write_text(json.dumps({"messages": [{"role": "user", "content": "x" * (6 * 1024 * 1024)}], "max_tokens": 5}))
+    to_endpoint = run_cli("invoke", "ep", "--payload", str(big))
+    assert to_endpoint.code == 2
+    assert re.fullmatch(r"error: the request body is 6,291,\d{3} bytes; a SageMaker endpoint accepts at most "
+                        r"6,291,456 \(6 MB\): shorten the prompt or the payload\n", to_endpoint.stderr)
+    assert not [c for c in emu.calls if c.startswith("InvokeEndpoint")]  # refused before it was sent
+    to_server = run_cli("invoke", vllm.url, "--payload", str(big), "--no-stream")  # a server's URL: its own limit
+    assert to_server.code == 0, to_server.stderr
+    assert len(vllm.requests[-1]["body"]["messages"][0]["content"]) == 6 * 1024 * 1024
 
 
 def test_payload_is_sent_as_is(vllm, tmp_path):

@@ -123,7 +123,7 @@ def test_openai_human_and_export_forms(route):
     ([NAME, "--duration", "13h"], 2, "--duration '13h' is longer than 12h00m"),
     ([NAME, "--duration", "0s"], 2, "--duration '0s' is shorter than"),
     ([NAME, "--export", "--json"], 2, "--export and --json"),
-    (["http://127.0.0.1:1/v1"], 2, "is not an endpoint name"),
+    (["http://127.0.0.1:1/v1"], 2, "is a URL; peagle openai takes a SageMaker endpoint's name"),
 ])
 def test_openai_refuses_bad_input_with_one_line_and_a_json_error(route, args, code, text):
     result = run_cli("openai", *args, "--json") if "--json" not in args else run_cli("openai", *args)

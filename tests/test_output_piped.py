@@ -51,14 +51,12 @@ def test_dry_run_to_a_file_wraps_nothing(tmp_path):
     # every request body printed in the human plan is valid JSON equal to the plan's own
     decoder = json.JSONDecoder()
 
-    def stable(body):  # the two runs differ only in their creation-time tag
-        return {**body, "Tags": [t for t in body.get("Tags", []) if t["Key"] != "peagle:created-at"]}
-
     for title, body in (("CreateModel", plan["create_model"]), ("CreateEndpointConfig", plan["create_endpoint_config"]),
                         ("CreateEndpoint", plan["create_endpoint"])):
         start = text.index("{", text.index(f"\n{title}\n"))
         parsed, _ = decoder.raw_decode(text[start:])
-        assert stable(parsed) == stable(body), title
+        # the tags, shared by the three, are printed once above them (tests/test_cli_dry_run.py)
+        assert parsed == {**body, "Tags": f"the {len(body['Tags'])} tags above"}, title
     assert max(len(line) for line in lines) > 100  # not folded at 80 columns
 
 

@@ -81,15 +81,45 @@ def test_a_refused_pricing_call_is_unknown_with_the_permission_to_add(emu, monke
     res = run_cli("deploy", "qwen3-coder", "--dry-run", "--json")
     assert res.code == 0, res.stderr
     price = json.loads(res.stdout)["plan"]["price"]
-    assert price["usd_per_hour"] is None and price["detail"] == "the Pricing API refused (allow pricing:GetProducts)"
+    assert price["usd_per_hour"] is None
+    assert price["detail"] == "the Pricing API refused this identity (AccessDeniedException)"
+    assert price["fix"] == "allow pricing:GetProducts to your AWS identity (docs/iam.md)"
     # and a limit cannot be held to an unknown price: refused before any AWS write
     refused = run_cli("deploy", "qwen3-coder", "--role", emu.role_arn, "--yes", "--max-price-per-hour", "50")
     assert refused.code == 2
     assert refused.stderr.strip().splitlines() == [
         "error: --max-price-per-hour 50 cannot be checked: the SageMaker hosting price is unknown (the Pricing API "
-        "refused (allow pricing:GetProducts)): give credentials that allow pricing:GetProducts, or drop "
-        "--max-price-per-hour to accept an unknown price (docs/configuration.md#prices)"]
+        "refused this identity (AccessDeniedException)): allow pricing:GetProducts to your AWS identity "
+        "(docs/iam.md), or drop --max-price-per-hour to accept an unknown price (docs/configuration.md#prices)"]
     assert not [c for c in emu.calls if c.startswith("Create")]
+
+
+@pytest.mark.parametrize(("fault", "why", "fix"), [
+    ("unreachable", "the Pricing API at http://127.0.0.1:9/ could not be reached (EndpointConnectionError)",
+     "check the network (or proxy) from this machine to http://127.0.0.1:9/ (AWS_ENDPOINT_URL_PRICING or "
+     "AWS_ENDPOINT_URL, when set, chooses it)"),
+    ("UnrecognizedClientException", "the Pricing API refused the AWS credentials (UnrecognizedClientException)",
+     "renew the AWS credentials (expired or invalid: aws sso login, or new keys)"),
+    ("ThrottlingException", "the Pricing API kept throttling (ThrottlingException)", "retry in a minute"),
+])
+def test_an_unknown_price_says_what_is_true_network_credentials_or_throttling(emu, monkeypatch, fault, why, fix):
+    """Only credentials that are missing or refused get the credentials hint; an unreachable Pricing API is the
+    network's (port 9 on loopback: nothing listens)."""
+    for key, value in emu.env.items():
+        monkeypatch.setenv(key, value)
+    if fault == "unreachable":
+        monkeypatch.setenv("AWS_ENDPOINT_URL_PRICING", "http://127.0.0.1:9")
+    else:
+        emu.fail("GetProducts", fault, "no", times=10)
+    res = run_cli("deploy", "qwen3-coder", "--dry-run", "--json")
+    assert res.code == 0, res.stderr
+    price = json.loads(res.stdout)["plan"]["price"]
+    assert (price["usd_per_hour"], price["detail"], price["fix"]) == (None, why, fix)
+    assert price["hint"].endswith(f"docs/configuration.md#prices): {fix}")
+    budget = run_cli("sweep", "qwen3-coder", "--budget", "10", "--dry-run")
+    assert budget.code == 2
+    assert budget.stderr.strip() == (f"error: the SageMaker hosting price of ml.g7e.2xlarge is unknown ({why}), so "
+                                     f"--budget cannot be checked: {fix} (docs/configuration.md#prices)")
 
 
 def test_status_shows_the_price_its_per_day_figure_and_source(emu, monkeypatch):

@@ -92,6 +92,11 @@ def test_dry_run_lists_every_write_and_makes_none(emu):
     human = peagle(emu, "update", "prod", "--k", "7", "--dry-run", caller="dry")
     assert human.returncode == 0 and "4. UpdateEndpoint prod -> prod-u" in human.stdout
     assert emu.recorder.writes("dry") == []
+    # the tags the new model and config share are printed once; --json keeps both lists whole
+    tags = plan["create_model"]["Tags"]
+    assert tags == plan["create_endpoint_config"]["Tags"] and len(tags) > 5
+    assert "\nTags (on the model and the endpoint config)\n" in human.stdout
+    assert human.stdout.count(f'"Tags": "the {len(tags)} tags above"') == 2 and '"Key"' not in human.stdout
 
 
 def test_shared_config_is_kept_and_said(emu):

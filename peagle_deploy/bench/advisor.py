@@ -28,6 +28,7 @@ and the advice always says which mode the estimate assumed and whether it was me
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -203,11 +204,12 @@ class MeasuredRuns(BaseModel):
         return None
 
 
-def read_measured(paths: list) -> MeasuredRuns:
-    """Read every --measured file; compare the modes when runs of both are among them."""
-    from .results import read_result
+def read_measured(paths: list, *, skipped: Callable[[str], None]) -> MeasuredRuns:
+    """Read every --measured file (peagle's other files skipped with a line to `skipped`, results.read_results);
+    compare the modes when runs of both are among them."""
+    from .results import read_results
 
-    results = [read_result(p) for p in paths]
+    results = read_results(paths, skipped=skipped)
     modes = {r.target.mode for r in results}
     comparison = comparison_from_results(results) if {"p-eagle", "eagle3"} <= modes else None
     return MeasuredRuns(results=results, comparison=comparison)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -132,6 +133,31 @@ def write_result(result: BenchResult, out_dir: Path) -> Path:
     return write_text(path, result.model_dump_json(indent=2) + "\n")
 
 
+class NotBenchResults(UsageError):
+    """One of peagle's other files (bench/file_kinds.py): a command reading several results may skip it."""
+
+    def __init__(self, path: Path, what: str, reader: str):
+        super().__init__(f"{path} is {what}, not benchmark results", reader)
+        self.skipped = f"skipped {path}: {what} ({reader})"
+
+
+def read_results(paths: list[Path], *, skipped: Callable[[str], None]) -> list[BenchResult]:
+    """Every file's results, for commands that read several (a glob over a sweep's runs/ meets its outputs-*.json):
+    one of peagle's other files is skipped with one line to `skipped` while others remain; refused (exit 2)
+    when nothing else is left. Any other bad file is refused, as `read_result` does."""
+    results, others = [], []
+    for path in paths:
+        try:
+            results.append(read_result(path))
+        except NotBenchResults as exc:
+            others.append(exc)
+    if others and not results:
+        raise others[0]
+    for exc in others:
+        skipped(exc.skipped)
+    return results
+
+
 def read_result(path: Path) -> BenchResult:
     from ..safe_write import regular_file
 
@@ -149,11 +175,16 @@ def read_result(path: Path) -> BenchResult:
         ) from None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
-        found = "no schema_version" if version is None else f"schema_version {version!r}"
-        raise UsageError(
-            f"{path} has {found}, this peagle reads {SCHEMA_VERSION}",
-            "re-run the benchmark with this version of peagle",
-        )
+        from .file_kinds import peagle_file_kind
+
+        kind = peagle_file_kind(data)
+        if kind is not None:
+            raise NotBenchResults(path, kind.what, kind.reader)
+        if version is None:
+            raise UsageError(f"{path} is not a peagle bench results file (it has no schema_version)",
+                             "pass the bench-*.json files 'peagle bench --out DIR' wrote")
+        raise UsageError(f"{path} has schema_version {version!r}, this peagle reads {SCHEMA_VERSION}",
+                         "re-run the benchmark with this version of peagle")
     try:
         return BenchResult.model_validate(data)
     except ValidationError as exc:

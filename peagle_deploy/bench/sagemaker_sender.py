@@ -16,7 +16,7 @@ from typing import Any
 
 from ..runtime.eventstream import StreamFailure, payload_parts
 from ..runtime.failures import TargetHttpError, error_text
-from ..runtime.payload import ChatRequest
+from ..runtime.payload import MAX_BODY_BYTES, ChatRequest
 from ..runtime.sse import ChunkTally, StreamError
 from .conversation import FollowUp
 from .loadgen import Messages, RequestRecord
@@ -45,11 +45,12 @@ class SageMakerChatSender:
 
     def body(self, messages: Messages) -> bytes:
         if isinstance(messages, FollowUp):  # built for this request only: its id() is reused later
-            return ChatRequest(messages=messages, **self.request).body(stream=True)
+            return ChatRequest(messages=messages, **self.request).body(stream=True, limit=MAX_BODY_BYTES)
         key = id(messages)
         body = self._bodies.get(key)
         if body is None:
-            body = self._bodies[key] = ChatRequest(messages=messages, **self.request).body(stream=True)
+            body = self._bodies[key] = ChatRequest(messages=messages, **self.request).body(stream=True,
+                                                                                           limit=MAX_BODY_BYTES)
         return body
 
     async def __aenter__(self) -> SageMakerChatSender:

@@ -121,6 +121,7 @@ def bench_run(
         from ..bench.datasets import load_dataset
         from ..bench.runner import BenchPlan, parse_concurrency, run_bench
         from ..errors import UsageError
+        from ..safe_write import tidy_new_dirs
 
         from ..speculative import parse_mode
 
@@ -158,12 +159,14 @@ def bench_run(
             if save_requests is not None:
                 raise UsageError("--save-requests writes one run's requests; --transport both makes two",
                                  "bench one transport at a time to save its requests")
-            comparison, failure = run_side_by_side(plan, out)
+            with tidy_new_dirs(out_dir):
+                comparison, failure = run_side_by_side(plan, out)
             out.result(comparison, lambda console: render(console, comparison))
             if failure is not None:
                 raise failure
             return
-        bench = run_bench(plan, out)
+        with tidy_new_dirs(out_dir):  # a refused or failed run leaves no empty --out
+            bench = run_bench(plan, out)
         result = bench.result
 
         def human(console):
@@ -193,7 +196,7 @@ def bench_compare(
 
     def body(out):
         from ..bench.compare import compare_results, compare_warnings, published_matching, read_published
-        from ..bench.results import read_result
+        from ..bench.results import read_results
 
         from ..errors import UsageError
 
@@ -204,7 +207,7 @@ def bench_compare(
 
             probe_writable(out_dir, flag="--out")  # a file named by --out: one line, before any work
             refuse_links(out_dir, ["compare.md", "compare.png"])
-        tables = compare_results([read_result(p) for p in results or []])
+        tables = compare_results(read_results(results or [], skipped=out.note))
         reference = []
         if published is not None:
             reference, unmatched = published_matching(
@@ -278,7 +281,8 @@ def bench_advise(
 
         mode_ = parse_mode(mode).value if mode is not None else None
         chosen_mode = mode_
-        runs = read_measured(measured or [])  # read first: every FILE given is read (and refused if unreadable)
+        # read first: every FILE given is read (and refused if unreadable; peagle's other files skipped)
+        runs = read_measured(measured or [], skipped=out.note)
         if result is not None and rates is not None:
             raise UsageError("give a results file or --rates, not both", "drop one of them")
         if rates is not None:

@@ -21,14 +21,30 @@ TransportOpt = Annotated[str | None, typer.Option(
                         "openai-route (its OpenAI-compatible route, with a bearer token made on the fly).")]
 
 
+# How a command works without an AWS account, added to its "no AWS credentials" hint: only commands that have a
+# way, each naming only its own options and arguments (tests/test_cli_hints.py checks every flag named here
+# against the command). Keyed by the command path after 'peagle'.
+_URL = "or give a running server's URL (http://host:port) instead of an endpoint name"
+WITHOUT_AWS: dict[str, str] = {
+    "deploy": "or use --dry-run (the plan needs no AWS account)",
+    "sweep": "or use --dry-run (the plan needs no AWS account), or --url MODE:K=URL to sweep servers you run",
+    "invoke": _URL,
+    "metrics": _URL,
+    "bench run": _URL,
+    "bench agree": "or give running servers' URLs (http://host:port) instead of endpoint names",
+}
+
+
 def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
     """Run a command body with an Output; map every failure to one stderr line and an exit code
     (with --json also to one error document on stdout, see `Output.fail`)."""
     out = Output(json_mode)
     try:
         check_numbers()
+        check_text()
         body(out)
     except PeagleError as exc:
+        _without_aws(exc)
         out.fail(exc)
         raise typer.Exit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
@@ -39,6 +55,7 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a raw traceback
         translated = _translate(exc)
         if translated is not None:
+            _without_aws(translated)
             out.fail(translated)
             raise typer.Exit(int(translated.exit_code)) from None
         if os.environ.get("PEAGLE_DEBUG"):
@@ -47,6 +64,21 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
         out.fail(PeagleError(f"unexpected {type(exc).__name__}: {detail}",
                              "set PEAGLE_DEBUG=1 for a traceback and report it"))
         raise typer.Exit(int(ExitCode.UNEXPECTED)) from None
+
+
+def check_text() -> None:
+    """Every option of the running command whose value goes to AWS as typed (inputs.TEXT_CHECKS)."""
+    from typer._click.globals import get_current_context
+
+    from ..inputs import TEXT_CHECKS
+
+    ctx = get_current_context(silent=True)
+    if ctx is None:
+        return
+    for param in ctx.command.params:
+        check = TEXT_CHECKS.get(param.name or "")
+        if check is not None and param.opts and isinstance(ctx.params.get(param.name), str):
+            check(ctx.params[param.name], max(param.opts, key=len))
 
 
 def check_numbers() -> None:
@@ -80,6 +112,21 @@ def given_flags() -> dict[str, str]:
         if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
             typed[param.name] = max(param.opts, key=len) if param.opts else param.name.upper()
     return typed
+
+
+def _without_aws(error: PeagleError) -> None:
+    """A missing-credentials hint, completed with the running command's own way to work without AWS."""
+    import sys
+
+    aws = sys.modules.get(f"{__package__.rpartition('.')[0]}.aws")  # only it raises MissingCredentials
+    if aws is None or not isinstance(error, aws.MissingCredentials) or not error.hint:
+        return
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    way = WITHOUT_AWS.get(ctx.command_path.partition(" ")[2]) if ctx is not None else None
+    if way and way not in error.hint:
+        error.hint = error.hint.replace(aws.NO_CREDENTIALS_FIX, f"{aws.NO_CREDENTIALS_FIX} {way}", 1)
 
 
 def _translate(exc: Exception) -> PeagleError | None:

@@ -141,7 +141,8 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
     # with autoscaling the guard applies to the most it can scale to
     price_prompt = check_price(plan.max_price_per_hour_usd if plan.autoscaling else plan.price_per_hour_usd,
                                price_limit, interactive=interactive, explicit=price_explicit,
-                               unknown_why=plan.price.detail if plan.price is not None else None)
+                               unknown_why=plan.price.detail if plan.price is not None else None,
+                               unknown_fix=plan.price.fix if plan.price is not None else None)
     session = AwsSession(plan.region, profile)
     with SignalGuard("nothing was created"):  # SIGTERM/SIGHUP like Ctrl-C from here on (exit 130)
         session.check_credentials()  # no AWS access (exit 3) is said before the plan is shown and confirmed

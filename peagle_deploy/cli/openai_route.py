@@ -37,18 +37,21 @@ def openai(
         from ..aws import AwsSession
         from ..durations import parse_duration
         from ..errors import UsageError
+        from ..inputs import validate_name
         from ..runtime.openai_route import MAX_LIFETIME, base_url, make_token
-        from ..runtime.target_ref import parse_target
 
         if export and json_output:
             raise UsageError("--export and --json print two different things", "pick one of them")
         lifetime = parse_duration(duration, flag="--duration", maximum=MAX_LIFETIME)
-        ref = parse_target(name)
-        if ref.kind != "sagemaker" or ref.api_base:
-            raise UsageError(f"{name!r} is not an endpoint name", "pass the endpoint's name (peagle status lists them)")
+        if "://" in name:  # only a SageMaker endpoint needs a route URL and a token made for it
+            route = _route_name(name)
+            raise UsageError(f"{name!r} is a URL; peagle openai takes a SageMaker endpoint's name",
+                             f"run 'peagle openai {route}'" if route else "pass the endpoint's name (peagle status "
+                             "lists them); a server you run needs no token: call its own URL")
+        validate_name(name)
         session = AwsSession(region, profile)
-        _require_in_service(session, ref.name)
-        url = base_url(session, ref.name)
+        _require_in_service(session, name)
+        url = base_url(session, name)
         token = make_token(session, lifetime)
         key = token.value.get_secret_value()  # shown only in this command's result, which asked for it
         expires = token.expires_at.isoformat().replace("+00:00", "Z")
@@ -73,13 +76,25 @@ def openai(
                           '  client.chat.completions.create(model="", messages=[...])  # model "": the served '
                           'model', markup=False, highlight=False, soft_wrap=True)
 
-        out.result({"base_url": url, "api_key": key, "expires_at": expires, "endpoint": ref.name,
+        out.result({"base_url": url, "api_key": key, "expires_at": expires, "endpoint": name,
                     "region": token.region}, human, reveal=[key])
         if not out.json_mode:
             out.note("the api_key acts as your AWS identity on this endpoint until it expires; keep it out of "
                      "logs and repositories")
 
     run(json_output, body)
+
+
+def _route_name(url: str) -> str | None:
+    """The endpoint an OpenAI route URL (.../endpoints/NAME/openai/v1) names, else None."""
+    from ..errors import UsageError
+    from ..runtime.target_ref import parse_target
+
+    try:
+        ref = parse_target(url)
+    except UsageError:
+        return None
+    return ref.name if ref.kind == "sagemaker" else None
 
 
 def _require_in_service(session, name: str) -> None:

@@ -20,10 +20,33 @@ def render_plan(console, plan: DeploymentPlan) -> None:
     if plan.register_scalable_target is not None:  # Application Auto Scaling, after InService and verification
         requests += [("RegisterScalableTarget (once InService and verified)", plan.register_scalable_target),
                      ("PutScalingPolicy", plan.put_scaling_policy)]
-    for title, body in requests:
+    for title, body in tags_once(console, requests):
         console.print(f"\n[bold]{title}[/bold]")
         # soft_wrap: no line break inside a JSON string, on a narrow terminal either
         console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
+
+
+_CARRIERS = {"CreateModel": "model", "CreateEndpointConfig": "endpoint config", "CreateEndpoint": "endpoint"}
+
+
+def tags_once(console, requests: list[tuple[str, dict | None]]) -> list[tuple[str, dict | None]]:
+    """Print the tags the create requests share once, and return the requests with their `Tags` said in words
+    ("the 13 tags above"): the same list three times was most of the first screen. A request whose tags differ
+    keeps its own list; `--json` keeps every body as sent."""
+    tagged = [(title, body) for title, body in requests if body and body.get("Tags")]
+    if len(tagged) < 2:
+        return requests
+    shared = tagged[0][1]["Tags"]
+    carriers = [title for title, body in tagged if body["Tags"] == shared]
+    if len(carriers) < 2:
+        return requests
+    names = [_CARRIERS.get(title, title) for title in carriers]
+    console.print(f"\n[bold]Tags[/bold] (on the {', the '.join(names[:-1])} and the {names[-1]})")
+    width = max(len(tag["Key"]) for tag in shared)
+    for tag in shared:
+        console.print(f"  {tag['Key']:<{width}}  {tag['Value']}", markup=False, highlight=False, soft_wrap=True)
+    words = f"the {len(shared)} tags above"
+    return [(title, {**body, "Tags": words} if title in carriers else body) for title, body in requests]
 
 
 def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --dry-run: nothing was created") -> None:

@@ -51,7 +51,7 @@ def sweep(
 
     def body(out):
         from ..errors import UsageError
-        from ..safe_write import check_file_path, probe_writable
+        from ..safe_write import check_file_path, probe_writable, tidy_new_dirs
         from ..sweep.state import STATE_NAME, StateFile
 
         if resume is not None:
@@ -73,11 +73,12 @@ def sweep(
         if dry_run:
             _start(out, request, dry_run=True, state_path=state_path, out_dir=out_dir, yes=yes)
             return
-        probe_writable(out_dir, flag="--out")  # a file named by --out, or a folder peagle cannot write: one line
-        probe_writable(state_path.parent, flag="--state")
-        check_file_path(state_path, flag="--state", must_exist=False, example=STATE_NAME)
-        with _locked(out_dir, state_path, resuming=False):
-            _start(out, request, dry_run=False, state_path=state_path, out_dir=out_dir, yes=yes)
+        with tidy_new_dirs(out_dir, state_path.parent):  # a refused sweep leaves no empty --out (nor lock file)
+            probe_writable(out_dir, flag="--out")  # a file named by --out, or a folder peagle cannot write: one line
+            probe_writable(state_path.parent, flag="--state")
+            check_file_path(state_path, flag="--state", must_exist=False, example=STATE_NAME)
+            with _locked(out_dir, state_path, resuming=False):
+                _start(out, request, dry_run=False, state_path=state_path, out_dir=out_dir, yes=yes)
 
     run(json_output, body)
 

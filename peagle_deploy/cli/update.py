@@ -140,7 +140,8 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
 
     interactive = sys.stdin is not None and sys.stdin.isatty()
     price_prompt = check_price(plan.price_per_hour_usd, price_limit, interactive=interactive, explicit=price_given,
-                               unknown_why=plan.price.detail if plan.price is not None else None)
+                               unknown_why=plan.price.detail if plan.price is not None else None,
+                               unknown_fix=plan.price.fix if plan.price is not None else None)
     if not out.json_mode:
         render_update(out.err_console, plan, title="peagle update: about to change", bodies=False)
     if price_prompt:
@@ -207,8 +208,11 @@ def render_update(console, plan, *, title: str = "peagle update --dry-run: nothi
         return
     from rich.json import JSON
 
-    for title_, body in (("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
-                         ("UpdateEndpoint", plan.update_endpoint)):
+    from .render_plan import tags_once
+
+    for title_, body in tags_once(console, [("CreateModel", plan.create_model),
+                                            ("CreateEndpointConfig", plan.create_endpoint_config),
+                                            ("UpdateEndpoint", plan.update_endpoint)]):
         if body is not None:
             console.print(f"\n[bold]{title_}[/bold]")
             console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)

@@ -46,7 +46,7 @@ def prepare_rescale(session: Any, request: Any, *, sleep: Callable[[float], None
     if before == request.autoscale:
         raise UsageError(f"endpoint {request.name!r} already autoscales {before.describe()}",
                          "nothing to update; pass another --autoscale range or target")
-    serving = _serving(live.config, live.peagle).label(with_instances=True)
+    serving = _serving(live.config, live.model, live.peagle).label(with_instances=True)
     return RescalePlan(endpoint_name=request.name, endpoint_arn=live.endpoint["EndpointArn"], region=request.region,
                        before=before, after=request.autoscale, serving=serving)
 

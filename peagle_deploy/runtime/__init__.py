@@ -1,7 +1,8 @@
 """The client layer shared by invoke, bench and metrics: what a target is, a request, a chunk and a failure.
 
 - `target_ref`: parse_target() -> TargetRef (kind, request/metrics/ping URL, log group): the one target rule
-- `payload`: ChatRequest (OpenAI chat completion), build_request, parse_payload (validated, 6 MB limit)
+- `payload`: ChatRequest (OpenAI chat completion), build_request, parse_payload (validated; the client applies
+  a SageMaker endpoint's 6 MB request limit)
 - `sse`: SseDecoder (exact, linear in a huge line), the chunk rule (delta_kind) and ChunkTally (bench's fast path)
 - `eventstream`: SageMaker response streams -> PayloadPart bytes (botocore's parser, or peagle's for bench)
 - `failures`: a target's non-200 answer -> the server's own text and one exit code

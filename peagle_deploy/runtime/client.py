@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import EndpointFailed
-from .payload import ChatRequest
+from .payload import MAX_BODY_BYTES, ChatRequest
 from .sse import DONE, SseDataError, SseDecoder, delta_kind, delta_text, stream_error
 from .target_ref import parse_target
 from .targets import Deadline, HttpTarget, SageMakerTarget, open_target
@@ -56,12 +56,17 @@ class PeagleClient:
         self.clock = clock
         self.last: ChatResult | None = None
 
+    @property
+    def _limit(self) -> int | None:
+        """SageMaker's 6 MB request limit, for an endpoint (InvokeEndpoint or its OpenAI route) only."""
+        return MAX_BODY_BYTES if self.target.ref.kind == "sagemaker" else None
+
     def _failed(self, what: str) -> EndpointFailed:
         return EndpointFailed(f"{self.target.name} {what}", self.target.log_hint)
 
     def chat(self, request: ChatRequest) -> ChatResult:
         start = self.clock()
-        raw = self.target.send(request.body(stream=False), Deadline(self.total_timeout))
+        raw = self.target.send(request.body(stream=False, limit=self._limit), Deadline(self.total_timeout))
         latency = self.clock() - start
         try:
             response = json.loads(raw)
@@ -102,7 +107,7 @@ class PeagleClient:
             except SseDataError as exc:
                 raise self._failed(str(exc)) from None
 
-        for raw in self.target.stream(request.body(stream=True), Deadline(self.total_timeout)):
+        for raw in self.target.stream(request.body(stream=True, limit=self._limit), Deadline(self.total_timeout)):
             for event in events(raw):
                 if event is DONE or not isinstance(event, dict):
                     continue

@@ -74,8 +74,9 @@ def make_token(session: Any, lifetime: timedelta = ON_THE_FLY_LIFETIME) -> Beare
         raise UsageError(f"a bearer token lives 1 second to 12 hours, not {lifetime}", "pass e.g. --duration 1h")
     credentials = session.boto3_session.get_credentials()
     if credentials is None:
-        raise CredentialsError("no AWS credentials found to make a bearer token from",
-                               "configure them (aws configure, AWS_PROFILE, or environment variables)")
+        from ..aws import MissingCredentials
+
+        raise MissingCredentials("no AWS credentials found to make a bearer token from")
     from botocore.credentials import CredentialProvider
     from sagemaker.core.token_generator import generate_token
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import UsageError
 
-MAX_BODY_BYTES = 6 * 1024 * 1024  # SageMaker's InvokeEndpoint payload limit
+MAX_BODY_BYTES = 6 * 1024 * 1024  # SageMaker's InvokeEndpoint payload limit: endpoints only, not a server's URL
 
 
 class Message(BaseModel):
@@ -30,7 +30,9 @@ class ChatRequest(BaseModel):
     top_p: float | None = Field(default=None, gt=0, le=1)
     stream: bool = False
 
-    def body(self, *, stream: bool) -> bytes:
+    def body(self, *, stream: bool, limit: int | None = None) -> bytes:
+        """The JSON body; `limit`: the target's request limit (MAX_BODY_BYTES for a SageMaker endpoint), refused
+        above it before anything is sent."""
         data = self.model_dump(exclude_none=True)
         data["stream"] = stream
         if stream:
@@ -38,9 +40,9 @@ class ChatRequest(BaseModel):
         else:
             data.pop("stream_options", None)
         encoded = json.dumps(data, ensure_ascii=False).encode("utf-8")
-        if len(encoded) > MAX_BODY_BYTES:
-            raise UsageError(f"the request body is {len(encoded):,} bytes; SageMaker accepts at most "
-                             f"{MAX_BODY_BYTES:,}", "shorten the prompt or the payload")
+        if limit is not None and len(encoded) > limit:
+            raise UsageError(f"the request body is {len(encoded):,} bytes; a SageMaker endpoint accepts at most "
+                             f"{limit:,} (6 MB)", "shorten the prompt or the payload")
         return encoded
 
 
@@ -65,9 +67,7 @@ def build_request(prompt: str | None, *, system: str | None = None, max_tokens: 
 
 
 def parse_payload(text: str, source: str = "--payload") -> ChatRequest:
-    """A user's JSON body, validated but otherwise sent as is."""
-    if len(text.encode("utf-8")) > MAX_BODY_BYTES:
-        raise UsageError(f"{source} is larger than SageMaker's 6 MB request limit", "shorten the payload")
+    """A user's JSON body, validated but otherwise sent as is (its size is the target's to limit: ChatRequest.body)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

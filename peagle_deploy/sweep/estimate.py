@@ -133,9 +133,10 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
         if price is None:
             why = deployment.price.detail if deployment.price is not None else "no price"
             if request.budget_usd is not None:
+                fix = (deployment.price.fix if deployment.price is not None else None) or \
+                    "give AWS credentials that allow pricing:GetProducts"
                 raise UsageError(f"the SageMaker hosting price of {deployment.instance_type} is unknown ({why}), so "
-                                 "--budget cannot be checked", "give AWS credentials that allow pricing:GetProducts "
-                                 "(docs/configuration.md#prices)")
+                                 "--budget cannot be checked", f"{fix} (docs/configuration.md#prices)")
             note = (f"{deployment.instance_type}: price {deployment.price.describe() if deployment.price else 'unknown'}"
                     "; the estimate counts no dollars for it")
             if note not in notes:

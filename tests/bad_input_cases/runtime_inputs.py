@@ -67,7 +67,8 @@ CASES = [
     dict(id="compare-not-json", argv=["bench", "compare", "r.json"], files={"r.json": "not json"}, exit=2,
          stderr=r"r.json is not a JSON results file"),
     dict(id="compare-no-schema-version", argv=["bench", "compare", "r.json"], files={"r.json": "{}"}, exit=2,
-         stderr=r"r.json has no schema_version, this peagle reads \d+"),
+         stderr=r"r\.json is not a peagle bench results file \(it has no schema_version\): pass the bench-\*\.json "
+                r"files 'peagle bench --out DIR' wrote$"),
     dict(id="compare-published-missing", argv=["bench", "compare", "--published", "nope.csv"], exit=2,
          stderr=r"--published nope\.csv not found: pass aws-blog or a readable CSV file"),
     dict(id="advise-nothing", argv=["bench", "advise"], exit=2, stderr=r"give a results file, --rates or a --measured run with per-position acceptance"),

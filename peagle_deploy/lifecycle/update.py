@@ -179,7 +179,7 @@ class UpdateResult(BaseModel):
 def check_request(request: UpdateRequest) -> None:
     """Everything that can be refused before AWS is asked anything."""
     from ..inputs import parse_instance_count, validate_name
-    from ..plan import _check_family
+    from ..plan import check_family as _check_family
 
     validate_name(request.name)
     if (request.mode is None and request.k is None and request.instance_type is None

@@ -10,7 +10,7 @@ import pytest
 
 from peagle_deploy import lifecycle
 from peagle_deploy.aws import AwsSession
-from peagle_deploy.lifecycle.update import UpdateRequest, prepare
+from peagle_deploy.lifecycle.update_plan import UpdateRequest, prepare
 from peagle_deploy.plan import PlanRequest, build_plan
 from peagle_deploy.speculative import Mode
 

@@ -1,4 +1,6 @@
-"""Instance facts (GPUs, memory), from templates/instances.toml. Prices: peagle_deploy/pricing.py."""
+"""Instance facts (GPUs, memory), from templates/instances.toml: the one list of ml.g7e sizes. The emulator's
+prices (testing/pricing_emulation.py) and the shipped JumpStart specs (tools/make_shipped_specs.py) follow it, and
+tests/test_instances.py checks that they do. Prices: peagle_deploy/pricing.py."""
 
 from __future__ import annotations
 

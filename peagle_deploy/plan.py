@@ -1,14 +1,27 @@
 """DeploymentPlan: the exact CreateModel, CreateEndpointConfig and CreateEndpoint request bodies.
 
-Building a plan is pure (no AWS writes): `--dry-run` renders it, `lifecycle.deploy` executes the same
-object. The speculative config is written into the environment AFTER the spec's defaults so a spec
-default can never silently override the user's mode and K (the SDK's override trap).
+A plan is made from what the user chose (`PlanRequest`) and the facts that choice resolves to outside peagle:
+the JumpStart spec of the model for the instance type, the SageMaker hosting price, and the instance's hardware
+(`instances.py`). `FactSource` asks for each spec and price once per command, so a command that plans several
+targets (update: what serves now and what comes next; a sweep: every mode and K) resolves each once.
+
+Building is pure once the facts are in: `build_plan` checks the request alone (before any AWS call), resolves
+the spec, plans every resource and checks it against the spec (before the price is read), then adds the price.
+Each resource has its own `_plan_<resource>` function, all made from one set of parameters (`_Params`); the
+hosting shape (`Hosting`) names which resources a plan has, so a second shape is a new set of per-resource
+functions, not a second builder (docs/architecture.md). `--dry-run` renders the plan, `lifecycle.deploy`
+executes the same object, and an update's bodies are the new target's plan (lifecycle/update_plan.py).
+
+The speculative config is written into the environment AFTER the spec's defaults so a spec default can never
+silently override the user's mode and K (the SDK's override trap).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,7 +41,7 @@ from .inputs import (
     validate_name,
     validate_role_arn,
 )
-from .instances import G7E_PREFIX, instance_info, instance_table
+from .instances import G7E_PREFIX, InstanceInfo, instance_info, instance_table
 from .pricing import Price
 from .spec import ResolvedSpec
 from .tags import MANAGED as MANAGED_TAG  # noqa: F401 - re-exported for older imports
@@ -41,6 +54,14 @@ VARIANT_NAME = "AllTraffic"
 TP_ENV = "SM_VLLM_TENSOR_PARALLEL_SIZE"
 
 Resolver = Callable[..., ResolvedSpec]
+PriceLookup = Callable[[str, str, int], Price]
+
+
+class Hosting(StrEnum):
+    """How SageMaker hosts the model. `endpoint`: an endpoint config whose one production variant runs the model
+    on whole instances. (Inference components, issue 35, will be a second shape of the same plan.)"""
+
+    ENDPOINT = "endpoint"
 
 
 class PlanRequest(BaseModel):
@@ -70,6 +91,7 @@ class PlanRequest(BaseModel):
     subnets: list[str] = Field(default_factory=list)
     security_groups: list[str] = Field(default_factory=list)
     kms_key: str | None = None
+    hosting: Hosting = Hosting.ENDPOINT
 
 
 class DeploymentPlan(BaseModel):
@@ -118,56 +140,80 @@ class DeploymentPlan(BaseModel):
     vpc_config: dict[str, list[str]] | None = Field(None, description="CreateModel's VpcConfig (--subnet, "
                                                                          "--security-group)")
     kms_key_id: str | None = Field(None, description="CreateEndpointConfig's KmsKeyId for the ML storage volume")
+    hosting: Hosting = Field(Hosting.ENDPOINT, exclude=True,  # shown once a second shape exists
+                             description="which resources host the model (Hosting)")
 
 
+# the facts: asked once per command ---------------------------------------------------------------
+class FactSource:
+    """Where a plan's facts come from, each asked once per command: the JumpStart spec by (model id, version,
+    instance type, region) and the SageMaker hosting price by (instance type, region, count). `resolver` is
+    `jumpstart.resolve` unless given; `price_lookup(type, region, count)` is `pricing.instance_price` (the
+    Pricing API unless offline) unless given."""
+
+    def __init__(self, *, resolver: Resolver | None = None, price_lookup: PriceLookup | None = None,
+                 profile: str | None = None):
+        self._resolver, self._price_lookup, self._profile = resolver, price_lookup, profile
+        self._specs: dict[tuple[Any, ...], ResolvedSpec] = {}
+        self._prices: dict[tuple[Any, ...], Price] = {}
+
+    def spec(self, model_id: str, *, region: str, instance_type: str | None, version: str | None,
+             offline: bool) -> ResolvedSpec:
+        key = (model_id, version, instance_type, region, offline)
+        if key not in self._specs:
+            resolver = self._resolver
+            if resolver is None:
+                from .jumpstart import resolve as resolver
+            self._specs[key] = resolver(model_id, region=region, instance_type=instance_type, version=version,
+                                        offline=offline)
+        return self._specs[key]
+
+    def price(self, instance_type: str, region: str, count: int, *, offline: bool) -> Price:
+        key = (instance_type, region, count, offline)
+        if key not in self._prices:
+            if self._price_lookup is not None:
+                self._prices[key] = self._price_lookup(instance_type, region, count)
+            else:
+                from .pricing import instance_price
+
+                self._prices[key] = instance_price(instance_type, region, count=count, profile=self._profile,
+                                                   offline=offline)
+        return self._prices[key]
+
+
+# the request alone: checked before any AWS call -------------------------------------------------
 def default_name(alias: str, settings: SpeculativeSettings, now: datetime) -> str:
     mode = settings.mode.value + (f"-k{settings.k}" if settings.k else "")
     return f"peagle-{alias}-{mode}-{now:%y%m%d-%H%M%S}"
 
 
-def _tag_list(tags: dict[str, str]) -> list[dict[str, str]]:
-    return [{"Key": k, "Value": v} for k, v in tags.items()]
-
-
-def _check_family(instance_type: str, allow_any: bool) -> None:
+def check_family(instance_type: str, allow_any: bool) -> None:
     if not allow_any and not instance_type.startswith(G7E_PREFIX):
         raise UsageError(f"instance type {instance_type!r} is not an ml.g7e instance",
                          f"choose one of {', '.join(instance_table().instances)} or pass --allow-any-instance")
 
 
-def _check_supported(entry: ModelEntry, spec: ResolvedSpec, instance_type: str) -> None:
-    if instance_type not in spec.supported_instance_types:
-        supported = ", ".join(spec.supported_instance_types)
-        raise UsageError(f"the {entry.alias} JumpStart spec does not support {instance_type}",
-                         f"choose one of {supported}")
+@dataclass(frozen=True)
+class _Choice:
+    """The request, checked and completed without any AWS call."""
+
+    request: PlanRequest
+    entry: ModelEntry
+    settings: SpeculativeSettings
+    name: str
+    role: str | None
+    image: str | None
+    vpc_config: dict[str, list[str]] | None
+    kms_key_id: str | None
+    created_at: datetime
+    expires_at: datetime | None
+
+    @property
+    def model_id(self) -> str:
+        return self.request.model_id or self.entry.model_id
 
 
-def _environment(spec: ResolvedSpec, settings: SpeculativeSettings, user_env: dict[str, str],
-                 gpus: int | None, notes: list[str]) -> dict[str, str]:
-    if ENV_VAR in user_env:
-        raise UsageError(f"--env {ENV_VAR} would bypass peagle's speculative settings", "use --mode and --k instead")
-    env = dict(spec.environment)
-    if gpus and gpus > 1 and env.get(TP_ENV, "1") == "1" and TP_ENV not in user_env:
-        env[TP_ENV] = str(gpus)
-        notes.append(f"{TP_ENV} set to {gpus} to use every GPU of the instance")
-    rendered = settings.render()
-    if rendered is None:
-        env.pop(ENV_VAR, None)
-    else:
-        env[ENV_VAR] = rendered  # after the spec defaults: the user's mode and K always win
-    env.update(user_env)
-    check_env_count(env)
-    return env
-
-
-PriceLookup = Callable[[str, str, int], Price]
-
-
-def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: datetime | None = None,
-               price_lookup: PriceLookup | None = None, profile: str | None = None) -> DeploymentPlan:
-    """Validate the request, resolve the spec and assemble the three request bodies. The price is
-    `pricing.instance_price` (the Pricing API unless offline) unless `price_lookup(type, region, count)`."""
-    now = (now or datetime.now(UTC)).replace(microsecond=0)
+def _choose(request: PlanRequest, now: datetime) -> _Choice:
     entry = get_model(request.model)
     settings = settings_for(request.mode, parse_k(request.k, max_k=entry.max_k, model=entry.alias),
                             default_k=entry.default_k)
@@ -186,145 +232,244 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: d
     vpc_config = parse_vpc_config(request.subnets, request.security_groups)
     kms_key_id = validate_kms_key(request.kms_key, request.region) if request.kms_key is not None else None
     if request.instance_type:
-        _check_family(request.instance_type, request.allow_any_instance)  # before any AWS call
+        check_family(request.instance_type, request.allow_any_instance)  # before any AWS call
+    return _Choice(request=request, entry=entry, settings=settings, name=name, role=role, image=image,
+                   vpc_config=vpc_config, kms_key_id=kms_key_id, created_at=now,
+                   expires_at=now + request.ttl if request.ttl else None)
 
-    if resolver is None:
-        from .jumpstart import resolve as resolver
-    model_id = request.model_id or entry.model_id
-    spec = resolver(model_id, region=request.region, instance_type=request.instance_type,
-                    version=request.model_version, offline=request.offline)
-    instance_type = request.instance_type or spec.default_instance_type or entry.default_instance_type
-    _check_family(instance_type, request.allow_any_instance)
-    _check_supported(entry, spec, instance_type)
-    if settings.enabled and spec.drafter is None:
+
+# the request against the spec -------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Params:
+    """The one set of parameters every resource of a plan is planned from: the checked request and its facts."""
+
+    choice: _Choice
+    spec: ResolvedSpec
+    instance_type: str
+    instance: InstanceInfo | None
+    env: dict[str, str]
+    tags: dict[str, str]
+
+    @property
+    def request(self) -> PlanRequest:
+        return self.choice.request
+
+    @property
+    def drafter_gated(self) -> bool:
+        return self.choice.settings.enabled and self.spec.drafter_gated
+
+    @property
+    def tag_list(self) -> list[dict[str, str]]:
+        return [{"Key": k, "Value": v} for k, v in self.tags.items()]
+
+
+def _check_spec(choice: _Choice, spec: ResolvedSpec, instance_type: str) -> None:
+    request, entry = choice.request, choice.entry
+    check_family(instance_type, request.allow_any_instance)
+    if instance_type not in spec.supported_instance_types:
+        raise UsageError(f"the {entry.alias} JumpStart spec does not support {instance_type}",
+                         f"choose one of {', '.join(spec.supported_instance_types)}")
+    if choice.settings.enabled and spec.drafter is None:
         raise UsageError(f"the {entry.alias} JumpStart spec has no P-EAGLE drafter channel",
                          "deploy with --mode off, or pass a --model-id whose spec has one")
-    drafter_gated = settings.enabled and spec.drafter_gated
-    if (spec.gated or drafter_gated) and not request.accept_eula:
+    if (spec.gated or choice.settings.enabled and spec.drafter_gated) and not request.accept_eula:
         what = "weights are" if spec.gated else "P-EAGLE drafter is"
         raise UsageError(f"the {entry.alias} {what} gated by a licence (EULA) in JumpStart's gated bucket",
                          "read the model licence, then pass --accept-eula")
 
-    notes: list[str] = []
-    info = instance_info(instance_type)
-    gpus = info.gpus if info else None
-    env = _environment(spec, settings, request.env, gpus, notes)
 
-    expires_at = now + request.ttl if request.ttl else None
-    tags = PeagleTags(managed=True, model=entry.alias, model_id=model_id, mode=settings.mode.value, k=settings.k,
-                      instance_type=instance_type, instance_count=request.instance_count, created_at=now,
-                      expires_at=expires_at, version=__version__, autoscale=policy, endpoint=name).to_aws()
+def _tp_degree(spec: ResolvedSpec, user_env: dict[str, str], gpus: int | None) -> str | None:
+    """The tensor-parallel degree peagle sets: every GPU of the instance, unless the spec or the user set one."""
+    if gpus and gpus > 1 and spec.environment.get(TP_ENV, "1") == "1" and TP_ENV not in user_env:
+        return str(gpus)
+    return None
+
+
+def _environment(spec: ResolvedSpec, settings: SpeculativeSettings, user_env: dict[str, str],
+                 gpus: int | None) -> dict[str, str]:
+    if ENV_VAR in user_env:
+        raise UsageError(f"--env {ENV_VAR} would bypass peagle's speculative settings", "use --mode and --k instead")
+    env = dict(spec.environment)
+    tp = _tp_degree(spec, user_env, gpus)
+    if tp is not None:
+        env[TP_ENV] = tp
+    rendered = settings.render()
+    if rendered is None:
+        env.pop(ENV_VAR, None)
+    else:
+        env[ENV_VAR] = rendered  # after the spec defaults: the user's mode and K always win
+    env.update(user_env)
+    check_env_count(env)
+    return env
+
+
+def _params(choice: _Choice, spec: ResolvedSpec) -> _Params:
+    request, settings = choice.request, choice.settings
+    instance_type = request.instance_type or spec.default_instance_type or choice.entry.default_instance_type
+    _check_spec(choice, spec, instance_type)
+    instance = instance_info(instance_type)
+    env = _environment(spec, settings, request.env, instance.gpus if instance else None)
+    tags = PeagleTags(managed=True, model=choice.entry.alias, model_id=choice.model_id, mode=settings.mode.value,
+                      k=settings.k, instance_type=instance_type, instance_count=request.instance_count,
+                      created_at=choice.created_at, expires_at=choice.expires_at, version=__version__,
+                      autoscale=request.autoscale, endpoint=choice.name).to_aws()
     tags.update(spec.attribution_tags)  # JumpStart's own attribution, as the SDK tags its deployments
     tags.update(request.tags)
     check_tag_count(tags, len(request.tags), reserve=len(INTENT_KEYS))
-    tag_list = _tag_list(tags)
+    return _Params(choice=choice, spec=spec, instance_type=instance_type, instance=instance, env=env, tags=tags)
 
+
+# one function per resource, each from the same parameters ----------------------------------------
+Part = dict[str, Any]  # DeploymentPlan fields; "notes", "missing" and "unverified" add up across parts
+
+
+def _container(p: _Params) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The container (image, environment, model data) and the drafter channel, as CreateModel takes them."""
+    spec = p.spec
     model_data: dict[str, Any] = spec.model_data.model_dump(exclude_none=True)
     if spec.gated:
-        model_data["ModelAccessConfig"] = {"AcceptEula": bool(request.accept_eula)}
-    container: dict[str, Any] = {
-        "Image": image or spec.image_uri,
-        "Environment": env,
-        "ModelDataSource": {"S3DataSource": model_data},
-    }
+        model_data["ModelAccessConfig"] = {"AcceptEula": bool(p.request.accept_eula)}
+    container: dict[str, Any] = {"Image": p.choice.image or spec.image_uri, "Environment": p.env,
+                                 "ModelDataSource": {"S3DataSource": model_data}}
     drafter = None
-    if settings.enabled and spec.drafter is not None:
+    if p.choice.settings.enabled and spec.drafter is not None:
         # a gated drafter carries ModelAccessConfig {AcceptEula: true} (accepted above); CreateModel needs it
         drafter = {"ChannelName": DRAFTER_CHANNEL, "S3DataSource": spec.drafter.model_dump(exclude_none=True)}
         container["AdditionalModelDataSources"] = [drafter]
-    create_model: dict[str, Any] = {"ModelName": name, "PrimaryContainer": container}
+    return container, drafter
+
+
+def _plan_model(p: _Params) -> Part:
+    choice, spec = p.choice, p.spec
+    container, drafter = _container(p)
+    create_model: dict[str, Any] = {"ModelName": choice.name, "PrimaryContainer": container}
     missing = []
-    if role:
-        create_model["ExecutionRoleArn"] = role
+    if choice.role:
+        create_model["ExecutionRoleArn"] = choice.role
     else:
         missing.append("ExecutionRoleArn: pass --role arn:aws:iam::<account>:role/<name> to deploy")
-    if vpc_config is not None:
-        create_model["VpcConfig"] = vpc_config
+    if choice.vpc_config is not None:
+        create_model["VpcConfig"] = choice.vpc_config
     create_model["EnableNetworkIsolation"] = spec.enable_network_isolation
-    create_model["Tags"] = tag_list
+    create_model["Tags"] = p.tag_list
+    notes = []
+    tp = _tp_degree(spec, p.request.env, p.instance.gpus if p.instance else None)
+    if tp is not None:
+        notes.append(f"{TP_ENV} set to {tp} to use every GPU of the instance")
+    if p.drafter_gated:
+        notes.append("the P-EAGLE drafter is in JumpStart's gated bucket: its channel carries ModelAccessConfig "
+                     "AcceptEula=true (--accept-eula)")
+    if choice.image:
+        notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
+    if choice.settings.mode is Mode.P_EAGLE and (runner_note := p_eagle_runner_note(container["Image"])):
+        notes.append(runner_note)
+    if choice.vpc_config is not None and p.request.instance_count > 1 and len(choice.vpc_config["Subnets"]) < 2:
+        notes.append("one --subnet for several instances: give subnets in two Availability Zones so SageMaker "
+                     "can spread them")
+    return {"create_model": create_model, "image_uri": container["Image"], "image_overridden": bool(choice.image),
+            "drafter_channel": drafter, "model_data_uri": spec.model_data.S3Uri,
+            "model_data_prepacked": spec.model_data_prepacked, "missing": missing, "notes": notes,
+            "vpc_config": choice.vpc_config}
 
+
+def _plan_endpoint_config(p: _Params) -> Part:
+    choice, spec = p.choice, p.spec
     variant = {
         "VariantName": VARIANT_NAME,
-        "ModelName": name,
-        "InstanceType": instance_type,
-        "InitialInstanceCount": request.instance_count,
+        "ModelName": choice.name,
+        "InstanceType": p.instance_type,
+        "InitialInstanceCount": p.request.instance_count,
         "ContainerStartupHealthCheckTimeoutInSeconds": spec.startup_health_check_timeout_s,
         "ModelDataDownloadTimeoutInSeconds": spec.model_data_download_timeout_s,
     }
-    unverified = {f"catalog.{k}": v for k, v in entry.unverified.items()}
-    unverified.update({f"spec.{k}": v for k, v in spec.unverified.items()})
-    if drafter_gated:
-        notes.append("the P-EAGLE drafter is in JumpStart's gated bucket: its channel carries ModelAccessConfig "
-                     "AcceptEula=true (--accept-eula)")
-    if image:
-        notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
-    if settings.mode is Mode.P_EAGLE and (runner_note := p_eagle_runner_note(container["Image"])):
-        notes.append(runner_note)
-    create_endpoint_config: dict[str, Any] = {"EndpointConfigName": name, "ProductionVariants": [variant]}
-    if kms_key_id is not None:
-        create_endpoint_config["KmsKeyId"] = kms_key_id
+    config: dict[str, Any] = {"EndpointConfigName": choice.name, "ProductionVariants": [variant]}
+    unverified = {}
+    if choice.kms_key_id is not None:
+        config["KmsKeyId"] = choice.kms_key_id
         unverified["create_endpoint_config.KmsKeyId"] = (
             "SageMaker refuses KmsKeyId for instance types with local instance storage (their volumes are "
             "hardware-encrypted); peagle does not know whether this type has any: if CreateEndpointConfig "
             "refuses the key, deploy without --kms-key")
-    if vpc_config is not None and request.instance_count > 1 and len(vpc_config["Subnets"]) < 2:
-        notes.append("one --subnet for several instances: give subnets in two Availability Zones so SageMaker "
-                     "can spread them")
-    if price_lookup is None:
-        from .pricing import instance_price
+    return {"create_endpoint_config": {**config, "Tags": p.tag_list}, "unverified": unverified,
+            "kms_key_id": choice.kms_key_id, "startup_health_check_timeout_s": spec.startup_health_check_timeout_s,
+            "model_data_download_timeout_s": spec.model_data_download_timeout_s}
 
-        def price_lookup(kind: str, region: str, count: int) -> Price:
-            return instance_price(kind, region, count=count, profile=profile, offline=request.offline)
 
-    priced = price_lookup(instance_type, request.region, request.instance_count)
+def _plan_endpoint(p: _Params) -> Part:
+    name = p.choice.name
+    return {"create_endpoint": {"EndpointName": name, "EndpointConfigName": name, "Tags": p.tag_list}}
+
+
+def _plan_autoscaling(p: _Params) -> Part:
+    policy, name = p.request.autoscale, p.choice.name
+    if policy is None:
+        return {"autoscaling": None}
+    return {"autoscaling": policy, "register_scalable_target": policy.register_request(name, VARIANT_NAME),
+            "put_scaling_policy": policy.policy_request(name, VARIANT_NAME),
+            "notes": [f"autoscaling {policy.describe()}: registered with Application Auto Scaling once the endpoint "
+                      "is InService and verified; peagle cleanup deregisters it before deleting the endpoint"]}
+
+
+# which resources each hosting shape has, in the order the plan lists them (their notes too)
+_RESOURCES: dict[Hosting, tuple[Callable[[_Params], Part], ...]] = {
+    Hosting.ENDPOINT: (_plan_model, _plan_endpoint_config, _plan_endpoint, _plan_autoscaling),
+}
+
+
+def _plan_price(request: PlanRequest, priced: Price) -> Part:
+    policy = request.autoscale
     price = priced.usd_per_hour
     max_price = priced.for_count(policy.max_capacity).usd_per_hour if policy else price
-    if policy is not None:
-        notes.append(f"autoscaling {policy.describe()}: registered with Application Auto Scaling once the endpoint "
-                     "is InService and verified; peagle cleanup deregisters it before deleting the endpoint")
+    notes = []
     if max_price is not None and max_price > PRICE_GUARD_USD_PER_HOUR:
         at_max = " at the autoscaling maximum" if policy else ""
-        notes.append(f"about ${max_price:,.2f}/h{at_max} (estimate) is above the ${PRICE_GUARD_USD_PER_HOUR:,.0f}/h price guard: "
-                     "a real deploy asks again, or needs --max-price-per-hour in a script")
-    return DeploymentPlan(
-        endpoint_name=name,
-        region=request.region,
-        model=entry.alias,
-        display_name=entry.display_name,
-        model_id=model_id,
-        model_version=spec.version,
-        mode=settings.mode,
-        k=settings.k,
-        instance_type=instance_type,
-        instance_count=request.instance_count,
-        gpus_per_instance=gpus,
-        price_per_hour_usd=price,
-        price_source=(priced.detail or priced.source) if price is not None else f"unknown: {priced.hint}",
-        price_per_day_usd=priced.usd_per_day,
-        price=priced,
-        image_uri=container["Image"],
-        image_overridden=bool(image),
-        speculative_config=settings.render(),
-        model_data_uri=spec.model_data.S3Uri,
-        model_data_prepacked=spec.model_data_prepacked,
-        drafter_channel=drafter,
-        tags=tags,
-        created_at=now,
-        expires_at=expires_at,
-        startup_health_check_timeout_s=spec.startup_health_check_timeout_s,
-        model_data_download_timeout_s=spec.model_data_download_timeout_s,
-        resolution_source=spec.source,
-        resolution_detail=spec.source_detail,
-        unverified=unverified,
-        missing=missing,
-        notes=notes,
-        create_model=create_model,
-        create_endpoint_config={**create_endpoint_config, "Tags": tag_list},
-        create_endpoint={"EndpointName": name, "EndpointConfigName": name, "Tags": tag_list},
-        autoscaling=policy,
-        max_price_per_hour_usd=max_price,
-        register_scalable_target=policy.register_request(name, VARIANT_NAME) if policy else None,
-        put_scaling_policy=policy.policy_request(name, VARIANT_NAME) if policy else None,
-        vpc_config=vpc_config,
-        kms_key_id=kms_key_id,
-    )
+        notes.append(f"about ${max_price:,.2f}/h{at_max} (estimate) is above the ${PRICE_GUARD_USD_PER_HOUR:,.0f}/h "
+                     "price guard: a real deploy asks again, or needs --max-price-per-hour in a script")
+    return {"price_per_hour_usd": price, "price": priced, "price_per_day_usd": priced.usd_per_day,
+            "price_source": (priced.detail or priced.source) if price is not None else f"unknown: {priced.hint}",
+            "max_price_per_hour_usd": max_price, "notes": notes}
+
+
+def _merge(parts: list[Part]) -> Part:
+    merged: Part = {"notes": [], "missing": [], "unverified": {}}
+    for part in parts:
+        for key, value in part.items():
+            if key in ("notes", "missing"):
+                merged[key] += value
+            elif key == "unverified":
+                merged[key].update(value)
+            else:
+                merged[key] = value
+    return merged
+
+
+def _plan_resources(p: _Params) -> Part:
+    """Every resource of the plan's hosting shape, checked (pure: no AWS call)."""
+    choice, spec, entry = p.choice, p.spec, p.choice.entry
+    common: Part = {
+        "endpoint_name": choice.name, "region": p.request.region, "model": entry.alias,
+        "display_name": entry.display_name, "model_id": choice.model_id, "model_version": spec.version,
+        "mode": choice.settings.mode, "k": choice.settings.k, "instance_type": p.instance_type,
+        "instance_count": p.request.instance_count, "gpus_per_instance": p.instance.gpus if p.instance else None,
+        "speculative_config": choice.settings.render(), "tags": p.tags, "created_at": choice.created_at,
+        "expires_at": choice.expires_at, "resolution_source": spec.source, "resolution_detail": spec.source_detail,
+        "hosting": p.request.hosting,
+        "unverified": {**{f"catalog.{k}": v for k, v in entry.unverified.items()},
+                       **{f"spec.{k}": v for k, v in spec.unverified.items()}},
+    }
+    return _merge([common, *(plan(p) for plan in _RESOURCES[p.request.hosting])])
+
+
+def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: datetime | None = None,
+               price_lookup: PriceLookup | None = None, profile: str | None = None,
+               facts: FactSource | None = None) -> DeploymentPlan:
+    """Check the request, resolve its spec, plan every resource, then read the price (`facts`: one FactSource
+    for every plan of a command, else one for this plan from `resolver`, `price_lookup` and `profile`)."""
+    facts = facts or FactSource(resolver=resolver, price_lookup=price_lookup, profile=profile)
+    choice = _choose(request, (now or datetime.now(UTC)).replace(microsecond=0))
+    spec = facts.spec(choice.model_id, region=request.region, instance_type=request.instance_type,
+                      version=request.model_version, offline=request.offline)
+    params = _params(choice, spec)
+    resources = _plan_resources(params)  # every check has run: a refused request reads no price
+    priced = facts.price(params.instance_type, request.region, request.instance_count, offline=request.offline)
+    return DeploymentPlan(**_merge([resources, _plan_price(request, priced)]))

@@ -202,7 +202,8 @@ def test_case4_sigterm_during_cleanup_after_an_update_is_finished_by_tag(world, 
     stack(emu, plans["plain"], NAME)
     with aws_env(emu):
         from peagle_deploy.aws import AwsSession
-        from peagle_deploy.lifecycle.update import UpdateRequest, prepare, run_update
+        from peagle_deploy.lifecycle.update_plan import UpdateRequest, prepare
+        from peagle_deploy.lifecycle.update_run import run_update
 
         session = AwsSession(emu.region)
         plan = prepare(session, UpdateRequest(name=NAME, region=emu.region, k="7", bake=timedelta(0)),

@@ -133,3 +133,16 @@ def test_secret_container_values_from_deploy_are_never_printed(emu):
         assert shown.returncode == 0, shown.stderr
         assert "hf_supersecretvalue123" not in shown.stdout + shown.stderr
         assert "HF_TOKEN" in shown.stdout or "--yes" in args
+
+
+def test_an_autoscaling_only_update_shows_what_the_new_range_does_to_the_running_count(emu):
+    deploy(emu)
+    done = peagle(emu, "update", "prod", "--autoscale", "2:3", "--target-concurrency", "4", "--dry-run", caller="as")
+    assert done.returncode == 0, done.stderr
+    assert "note the endpoint runs 1 instance; registering autoscaling 2-3 raises it to 2 at once (the new minimum)" \
+        in done.stdout
+    as_json = json.loads(peagle(emu, "update", "prod", "--autoscale", "2:3", "--target-concurrency", "4", "--dry-run",
+                                "--json", caller="as").stdout)
+    assert as_json["update"]["notes"] == [
+        "the endpoint runs 1 instance; registering autoscaling 2-3 raises it to 2 at once (the new minimum)"]
+    assert emu.recorder.writes("as") == []

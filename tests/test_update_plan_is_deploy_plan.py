@@ -10,7 +10,7 @@ import pytest
 
 from peagle_deploy import lifecycle
 from peagle_deploy.aws import AwsSession
-from peagle_deploy.lifecycle.update import UpdateRequest, prepare
+from peagle_deploy.lifecycle.update_plan import UpdateRequest, prepare
 from peagle_deploy.plan import PlanRequest, build_plan
 from peagle_deploy.speculative import Mode
 
@@ -59,3 +59,58 @@ def test_the_update_plan_equals_a_deploy_plan_for_the_new_target(emu_in_process,
         assert update.create_model is not None
         assert update.create_model["PrimaryContainer"]["Environment"] != deployed.create_model["PrimaryContainer"][
             "Environment"]
+
+
+def _deploy_with(emu, **changes):
+    """An endpoint as an older peagle (or a hand) left it: deploy's plan for DEPLOYED, with `changes` applied to
+    its container (env, image) and variant (instance type, timeouts) before it is created."""
+    plan = build_plan(PlanRequest(role=emu.role_arn, region=emu.region, name="prod", **DEPLOYED))
+    model, config = copy.deepcopy(plan.create_model), copy.deepcopy(plan.create_endpoint_config)
+    model["PrimaryContainer"]["Environment"].update(changes.get("env", {}))
+    model["PrimaryContainer"].update(changes.get("container", {}))
+    config["ProductionVariants"][0].update(changes.get("variant", {}))
+    plan = plan.model_copy(update={"create_model": model, "create_endpoint_config": config})
+    sm = emu.client("sagemaker")
+    sm.create_model(**plan.create_model)
+    sm.create_endpoint_config(**plan.create_endpoint_config)
+    sm.create_endpoint(**plan.create_endpoint)
+    return plan
+
+
+def _k_config(k: int) -> str:
+    from peagle_deploy.speculative import settings_for
+
+    return settings_for(Mode.P_EAGLE, k, default_k=3).render()
+
+
+OLD_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/djl-inference:0.30.0-lmi12.0.0-cu124"
+
+
+@pytest.mark.parametrize("why", ["k-beyond-the-drafter", "instance-type-the-spec-dropped"])
+def test_without_a_plan_of_what_serves_only_the_speculative_config_and_the_tp_degree_follow(emu_in_process, why):
+    """When deploy cannot plan what serves now (a live K the drafter no longer takes, an instance type the spec
+    no longer lists), nothing tells peagle what of the live container the user set: it is all kept (image, env,
+    timeouts), the speculative config is the new target's, and the TP degree follows the new instance type."""
+    from peagle_deploy.plan import TP_ENV
+    from peagle_deploy.speculative import ENV_VAR
+
+    emu = emu_in_process
+    variant = {"ContainerStartupHealthCheckTimeoutInSeconds": 1234}
+    env = {ENV_VAR: _k_config(25)} if why == "k-beyond-the-drafter" else {}
+    if why == "instance-type-the-spec-dropped":
+        variant["InstanceType"] = "ml.g6e.2xlarge"
+    deployed = _deploy_with(emu, container={"Image": OLD_IMAGE}, env=env, variant=variant)
+    deployed_env = deployed.create_model["PrimaryContainer"]["Environment"]
+
+    update = prepare(AwsSession(emu.region), UpdateRequest(name="prod", region=emu.region, k=5,
+                                                           instance_type="ml.g7e.12xlarge", allow_any_instance=True),
+                     sleep=NO_SLEEP)
+
+    container = update.create_model["PrimaryContainer"]
+    assert container["Image"] == OLD_IMAGE  # kept: whether the user chose it cannot be told
+    assert container["Environment"] == {**deployed_env, ENV_VAR: _k_config(5), TP_ENV: "2"}
+    assert f"{TP_ENV} set to 2 for ml.g7e.12xlarge" in update.notes
+    variant = update.create_endpoint_config["ProductionVariants"][0]
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 1234
+    assert (variant["InstanceType"], variant["InitialInstanceCount"]) == ("ml.g7e.12xlarge", 1)
+    assert update.speculative_config == _k_config(5) and update.target.k == 5

@@ -1,4 +1,4 @@
-"""`lifecycle.update`: the plan, guardrails, success, rollback and signals, against the in-process emulator
+"""`lifecycle.update_plan` and `update_run`: the plan, guardrails, success, rollback and signals, against the in-process emulator
 (sleeps injected: nothing waits on the wall clock)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from peagle_deploy import lifecycle
 from peagle_deploy.aws import AwsSession
 from peagle_deploy.errors import EndpointFailed, ExitCode, Interrupted, UsageError
 from peagle_deploy.lifecycle.signals import Signalled
-from peagle_deploy.lifecycle.update import (UpdateRequest, check_request, new_resource_name, prepare,
-                                            run_update)
+from peagle_deploy.lifecycle.update_plan import UpdateRequest, check_request, new_resource_name, prepare
+from peagle_deploy.lifecycle.update_run import run_update
 from peagle_deploy.plan import PlanRequest, build_plan
 from peagle_deploy.speculative import DRAFTER_CHANNEL, ENV_VAR, Mode
 
@@ -378,3 +378,50 @@ def test_a_timeout_while_updating_names_recover_and_never_cleanup(emu_in_process
     assert "finish with 'peagle recover prod --region us-east-1' once SageMaker settles" in line
     assert "peagle cleanup" not in line and "aws sagemaker" not in line
     assert plan.target.endpoint_config in emu.resource_names()["configs"]
+
+
+@pytest.mark.parametrize("change,specs", [({"k": "7"}, 1), ({"instance_type": "ml.g7e.12xlarge"}, 2)],
+                         ids=["k", "instance-type"])
+def test_an_update_resolves_each_spec_and_price_once(emu_in_process, change, specs):
+    """The plan of what serves now and the plan of what comes next share one FactSource: a spec or a price both
+    need is resolved once (a new instance type has its own spec and price)."""
+    from peagle_deploy.jumpstart import resolve
+    from peagle_deploy.plan import FactSource
+    from peagle_deploy.pricing import instance_price
+
+    emu = emu_in_process
+    deploy(emu)
+    resolved, priced = [], []
+
+    def resolver(model_id, **kwargs):
+        resolved.append(kwargs["instance_type"])
+        return resolve(model_id, **kwargs)
+
+    def prices(kind, region, count):
+        priced.append(kind)
+        return instance_price(kind, region, count=count)
+
+    plan = prepare(AwsSession(emu.region), UpdateRequest(name="prod", region=emu.region, **change), sleep=NO_SLEEP,
+                   facts=FactSource(resolver=resolver, price_lookup=prices))
+    assert len(resolved) == len(set(resolved)) == specs and len(priced) == len(set(priced)) == specs
+    assert plan.price.instance_type == plan.target.instance_type and plan.price_per_hour_usd is not None
+
+
+def test_an_autoscaling_minimum_above_the_fleet_is_said_in_the_plan(emu_in_process):
+    """Registering a range whose minimum is above the running count raises the count at once: the plan says so."""
+    from peagle_deploy.autoscale import AutoscalePolicy
+    from peagle_deploy.lifecycle.rescale import prepare_rescale
+
+    emu = emu_in_process
+    deploy(emu)
+    wider = AutoscalePolicy(min_capacity=2, max_capacity=4, metric="concurrency", target=8)
+    session = AwsSession(emu.region)
+    request = UpdateRequest(name="prod", region=emu.region, autoscale=wider)
+    assert prepare_rescale(session, request, sleep=NO_SLEEP).notes == [
+        "the endpoint runs 1 instance; registering autoscaling 2-4 raises it to 2 at once (the new minimum)"]
+    plan = prepare(session, UpdateRequest(name="prod", region=emu.region, k="7", autoscale=wider), sleep=NO_SLEEP)
+    assert "the new fleet has 1 instance; registering autoscaling 2-4 raises it to 2 at once (the new minimum)" \
+        in plan.notes
+    within = AutoscalePolicy(min_capacity=1, max_capacity=4, metric="concurrency", target=8)
+    assert prepare_rescale(session, UpdateRequest(name="prod", region=emu.region, autoscale=within),
+                           sleep=NO_SLEEP).notes == []

@@ -14,8 +14,13 @@ import json
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "templates" / "jumpstart"
-G7E = ["ml.g7e.2xlarge", "ml.g7e.4xlarge", "ml.g7e.8xlarge", "ml.g7e.12xlarge", "ml.g7e.24xlarge", "ml.g7e.48xlarge"]
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from peagle_deploy.instances import G7E_PREFIX, instance_table  # noqa: E402 - the checkout's own package
+
+OUT = ROOT / "templates" / "jumpstart"
+INSTANCES = instance_table().instances  # templates/instances.toml: the one list of ml.g7e sizes and their GPUs
+G7E = [name for name in INSTANCES if name.startswith(G7E_PREFIX)]
 NOT_SEEN = "the real JumpStart spec of this model was not available; value derived from the gpt-oss-20b spec's shape"
 
 DERIVED = {
@@ -89,7 +94,7 @@ def derive(base: dict, model_id: str, facts: dict) -> dict:
             entry["s3_data_source"]["s3_uri"] = facts["drafter"]
         variants = component.get("hosting_instance_type_variants", {}).get("variants", {})
         for instance in G7E:
-            gpus = {"2x": 1, "4x": 1, "8x": 1, "12": 2, "24": 4, "48": 8}[instance.split(".")[2][:2]]
+            gpus = INSTANCES[instance].gpus
             variants[instance] = {"properties": {"environment_variables": {"TENSOR_PARALLEL_DEGREE": str(gpus)},
                                                  "resource_requirements": {"num_accelerators": gpus}}}
         set_env(component.get("inference_environment_variables", []), "SM_VLLM_MAX_MODEL_LEN", facts["max_model_len"])

@@ -49,7 +49,7 @@ def update(
         from ..durations import parse_duration
         from ..errors import UsageError
         from ..inputs import parse_max_price
-        from ..lifecycle.update import UpdateRequest, check_request
+        from ..lifecycle.update_plan import UpdateRequest, check_request
         from ..speculative import parse_mode
 
         policy = None
@@ -79,7 +79,7 @@ def _writing(request):
     """The lock of `peagle update NAME` on this host, held from the first write to the last: two updates of one
     endpoint never interleave their writes; the second is refused in one line. Taken after the plan and the
     prompts, so a dry run or a refused input never waits for it (and an update that read a state another one
-    then changed is refused by its re-check, lifecycle/update.py)."""
+    then changed is refused by its re-check, lifecycle/update_run.py)."""
     from ..locks import hold, lock_dir
 
     return hold(lock_dir() / f"update-{request.region}-{request.name}.lock", f"updating {request.name}",
@@ -103,6 +103,8 @@ def _rescale(out, session, request, *, dry_run: bool, yes: bool) -> None:
         console.print("\n[bold]AWS writes, in order[/bold]")
         for number, write in enumerate(plan.writes, start=1):
             console.print(f"  {number}. {write}", soft_wrap=True, markup=False, highlight=False)
+        for note in plan.notes:
+            console.print(f"[cyan]note[/cyan] {note}", soft_wrap=True)
 
     document = {**plan.model_dump(mode="json"), "writes": plan.writes}
     if dry_run:
@@ -124,7 +126,8 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
     from .. import clock
     from ..inputs import check_price
     from ..lifecycle.signals import SignalGuard
-    from ..lifecycle.update import prepare, run_update
+    from ..lifecycle.update_plan import prepare
+    from ..lifecycle.update_run import run_update
 
     with SignalGuard("nothing was changed"):
         session.check_credentials()

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..autoscale import AutoscalePolicy
 from ..errors import UsageError
@@ -26,6 +26,7 @@ class RescalePlan(BaseModel):
     before: AutoscalePolicy | None
     after: AutoscalePolicy
     serving: str  # what the endpoint serves, unchanged
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def writes(self) -> list[str]:
@@ -37,7 +38,7 @@ class RescalePlan(BaseModel):
 
 def prepare_rescale(session: Any, request: Any, *, sleep: Callable[[float], None] = time.sleep) -> RescalePlan:
     """Reads only. `request`: an UpdateRequest whose only change is `autoscale`."""
-    from .update import _serving, check_request, read_live
+    from .update_plan import check_request, range_note, read_live, serving
     from .wait import read_retrying
 
     check_request(request)
@@ -46,9 +47,17 @@ def prepare_rescale(session: Any, request: Any, *, sleep: Callable[[float], None
     if before == request.autoscale:
         raise UsageError(f"endpoint {request.name!r} already autoscales {before.describe()}",
                          "nothing to update; pass another --autoscale range or target")
-    serving = _serving(live.config, live.model, live.peagle).label(with_instances=True)
+    label = serving(live.config, live.model, live.peagle).label(with_instances=True)
+    note = range_note(_running(live), request.autoscale, runs="the endpoint runs")
     return RescalePlan(endpoint_name=request.name, endpoint_arn=live.endpoint["EndpointArn"], region=request.region,
-                       before=before, after=request.autoscale, serving=serving)
+                       before=before, after=request.autoscale, serving=label, notes=[note] if note else [])
+
+
+def _running(live: Any) -> int:
+    """The instances the endpoint runs now (DescribeEndpoint's count; the config's where SageMaker gives none)."""
+    variants = live.endpoint.get("ProductionVariants") or [{}]
+    return int(variants[0].get("CurrentInstanceCount")
+               or live.config["ProductionVariants"][0].get("InitialInstanceCount") or 1)
 
 
 def run_rescale(plan: RescalePlan, session: Any) -> None:

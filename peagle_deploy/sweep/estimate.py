@@ -65,23 +65,8 @@ def wall_seconds(durations: list[float], lanes: int) -> float:
     return max(ends) if durations else 0.0
 
 
-def _cached_resolver() -> Any:
-    """Every configuration of a sweep deploys the same model spec: resolve it once, not once per (mode, K)."""
-    from ..jumpstart import resolve
-
-    seen: dict[tuple, Any] = {}
-
-    def resolver(model_id: str, **kwargs: Any) -> Any:
-        key = (model_id, *sorted((k, repr(v)) for k, v in kwargs.items()))
-        if key not in seen:
-            seen[key] = resolve(model_id, **kwargs)
-        return seen[key]
-
-    return resolver
-
-
 def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: bool, ttl_s: float | None,
-                     resolver: Any) -> Any:
+                     facts: Any) -> Any:
     from datetime import timedelta
 
     from ..plan import PlanRequest, build_plan
@@ -94,7 +79,7 @@ def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: b
         instance_type=request.instance_type, region=request.region, role=request.role,
         accept_eula=request.accept_eula, tags=PeagleTags(sweep_id=request.sweep_id).to_aws(),
         ttl=timedelta(seconds=ttl_s) if ttl_s else None, offline=offline,
-    ), resolver=resolver, profile=request.profile)
+    ), facts=facts)
 
 
 def endpoint_ttl_s(request: SweepRequest, config_estimate_s: float) -> float:
@@ -104,6 +89,7 @@ def endpoint_ttl_s(request: SweepRequest, config_estimate_s: float) -> float:
 
 def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict[str, Any]]:
     """The sweep plan and, for SageMaker sweeps, each configuration's DeploymentPlan by label."""
+    from ..plan import FactSource
     from ..pricing import instance_price
     from ..redaction import redact_url
 
@@ -111,7 +97,7 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
     rows: list[ConfigPlan] = []
     deployments: dict[str, Any] = {}
     notes: list[str] = []
-    resolver = _cached_resolver()
+    facts = FactSource(profile=request.profile)  # every configuration deploys the same spec: resolved once
     for config in request.configurations:
         if config.url:
             priced = instance_price(request.instance_type, request.region, profile=request.profile,
@@ -127,7 +113,7 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
             continue
         seconds = request.provision_s + bench_s + request.teardown_s
         deployment = _deployment_plan(request, config, offline=offline, ttl_s=endpoint_ttl_s(request, seconds),
-                                      resolver=resolver)
+                                      facts=facts)
         deployments[config.label] = deployment
         price = deployment.price_per_hour_usd
         if price is None:

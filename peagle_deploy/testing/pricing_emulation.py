@@ -22,6 +22,7 @@ from typing import Any
 from .aws_errors import json_error
 
 TARGET_PREFIX = "AWSPriceListService."
+# one price per size of templates/instances.toml (tests/test_instances.py checks)
 EMULATED_HOSTING_USD = {"ml.g7e.2xlarge": 5.0, "ml.g7e.4xlarge": 6.0, "ml.g7e.8xlarge": 8.0,
                         "ml.g7e.12xlarge": 12.0, "ml.g7e.24xlarge": 24.0, "ml.g7e.48xlarge": 48.0}
 TRAINING_FACTOR = 0.9  # training products carry another price: a filter that misses Hosting shows it

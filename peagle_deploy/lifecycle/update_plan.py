@@ -1,0 +1,489 @@
+"""`peagle update NAME`, its plan: what serves now (read), what comes next (deploy's plan), every write in order.
+
+K, mode and instances are read from the live endpoint (K and mode from the served model's
+SM_VLLM_SPECULATIVE_CONFIG, not from the tags); only peagle's endpoints are updated, and one with an unfinished
+update is refused until `peagle recover` finishes it. `update_run.run_update` executes the plan.
+
+The new configuration is deploy's plan for the new target (`plan.build_plan`) plus the user's own settings: what
+the live resources hold beyond deploy's plan of what serves now (`_carry`: an --env or --image given at deploy,
+a VpcConfig, a KmsKeyId, a timeout changed by hand). K, mode, the speculative config, the drafter channel, the
+TP degree, the image, the timeouts and the price all come from the new target's plan; nothing is decided here.
+The speculative config and the drafter channel are peagle's own (deploy refuses --env for them): always the
+plan's. Where deploy cannot plan what serves now (a live K the drafter no longer takes, an instance type the spec
+dropped), nothing tells what the user set: the live container and variant are kept whole, and only the change
+itself follows the new plan (the speculative config, the drafter channel and, on a new instance type, the TP
+degree). One `FactSource` serves both plans: each spec and price is resolved once.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..autoscale import AutoscalePolicy, resource_id
+from ..errors import PeagleError, UsageError
+from ..plan import TP_ENV, VARIANT_NAME, DeploymentPlan, FactSource, PlanRequest, build_plan
+from ..pricing import Price
+from ..served_config import spec_of_environment
+from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k
+from ..tags import INTENT_KEYS, PeagleTags
+from .intent import UpdateIntent, read_update_intent, recover_command
+from .teardown import describe
+from .wait import read_retrying
+
+BAKE_DEFAULT = timedelta(minutes=5)
+BAKE_MAX = timedelta(hours=1)  # TrafficRoutingConfig.WaitIntervalInSeconds: 0..3600
+ALARMS_MAX = 10  # AutoRollbackConfiguration.Alarms: 1..10
+ALARM_NAME_MAX = 255
+_SUFFIX = "-u%y%m%d%H%M%S"  # the new model and endpoint config: NAME-u<UTC time>-<4 hex>, at most 63 characters
+NAME_MAX = 63
+# CreateModel's ContainerDefinition and CreateEndpointConfig's ProductionVariant keys: DescribeModel and
+# DescribeEndpointConfig answer more (read-only) keys, which a create would refuse
+_CONTAINER_KEYS = ("ContainerHostname", "Image", "ImageConfig", "Mode", "ModelDataUrl", "ModelDataSource",
+                   "AdditionalModelDataSources", "Environment", "ModelPackageName", "InferenceSpecificationName",
+                   "MultiModelConfig")
+_MODEL_KEYS = ("ExecutionRoleArn", "VpcConfig", "EnableNetworkIsolation")
+_VARIANT_KEYS = ("VariantName", "ModelName", "InitialInstanceCount", "InstanceType", "InitialVariantWeight",
+                 "AcceleratorType", "CoreDumpConfig", "ServerlessConfig", "VolumeSizeInGB",
+                 "ModelDataDownloadTimeoutInSeconds", "ContainerStartupHealthCheckTimeoutInSeconds",
+                 "EnableSSMAccess", "ManagedInstanceScaling", "RoutingConfig", "InferenceAmiVersion")
+_CONFIG_KEYS = ("DataCaptureConfig", "KmsKeyId", "AsyncInferenceConfig", "ExecutionRoleArn", "VpcConfig",
+                "EnableNetworkIsolation")
+
+
+class UpdateRequest(BaseModel):
+    """What the user asked to change; None keeps the live value."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    region: str
+    mode: Mode | None = None
+    k: int | str | None = None
+    instance_type: str | None = None
+    instance_count: int | None = None
+    allow_any_instance: bool = False
+    accept_eula: bool = False
+    bake: timedelta = BAKE_DEFAULT
+    rollback_alarms: list[str] = Field(default_factory=list)
+    autoscale: AutoscalePolicy | None = Field(default=None, description="--autoscale: registered after success")
+
+
+class Serving(BaseModel):
+    """One configuration of the endpoint: what serves now, or what the update moves to."""
+
+    endpoint_config: str
+    model: str
+    mode: str | None
+    k: int | None
+    instance_type: str | None
+    instance_count: int | None
+
+    def label(self, *, with_instances: bool = False) -> str:
+        if self.mode == Mode.OFF.value:
+            text = "mode off"
+        elif self.mode == Mode.P_EAGLE.value or self.mode is None:
+            text = f"K={self.k}"
+        else:
+            text = f"{self.mode}, K={self.k}"
+        if with_instances:
+            text += f", {self.instance_count} x {self.instance_type}"
+        return text
+
+
+class UpdatePlan(BaseModel):
+    """Every AWS write of the update, in order; `--dry-run` prints it, `update_run.run_update` executes it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    endpoint_name: str
+    endpoint_arn: str
+    region: str
+    created_at: datetime
+    current: Serving
+    target: Serving
+    speculative_config: str | None
+    price_per_hour_usd: float | None = Field(description="the new fleet; during the update both fleets run")
+    price: Price | None = Field(None, description="the new fleet's SageMaker hosting price and its source")
+    bake_s: int
+    rollback_alarms: list[str]
+    create_model: dict[str, Any] | None = Field(description="None: the container does not change, the model is kept")
+    create_endpoint_config: dict[str, Any]
+    update_endpoint: dict[str, Any]
+    endpoint_tags: dict[str, str] = Field(description="AddTags on the endpoint after success")
+    delete_after_success: list[dict[str, str]] = Field(description="peagle's own, and only if nothing uses them")
+    autoscale_before: AutoscalePolicy | None = Field(default=None, description="what peagle registered (its tag)")
+    autoscale_after: AutoscalePolicy | None = Field(default=None, description="registered after success")
+    deregister_first: bool = Field(default=False, description="SageMaker refuses an instance type change of a "
+                                   "registered variant: deregister before UpdateEndpoint, register again after")
+    notes: list[str] = Field(default_factory=list)
+    verify_plan: DeploymentPlan = Field(exclude=True)
+
+    @property
+    def registers_autoscaling(self) -> bool:
+        """Whether the autoscaling is registered after success (a new range, or again after deregistering)."""
+        return self.autoscale_after is not None and (self.deregister_first
+                                                     or self.autoscale_after != self.autoscale_before)
+
+    @property
+    def writes(self) -> list[str]:
+        intent = ", ".join(f"{k}={v}" for k, v in UpdateIntent(
+            from_config=self.current.endpoint_config, to_config=self.target.endpoint_config,
+            autoscale=self.autoscale_after).to_tags().items())
+        calls = [f"AddTags {self.endpoint_name} (the update's intent, for peagle recover: {intent})"]
+        if self.create_model is not None:
+            calls.append(f"CreateModel {self.create_model['ModelName']}")
+        calls.append(f"CreateEndpointConfig {self.create_endpoint_config['EndpointConfigName']}")
+        target_id = resource_id(self.endpoint_name, VARIANT_NAME)
+        if self.deregister_first:
+            calls.append(f"DeleteScalingPolicy + DeregisterScalableTarget {target_id} (SageMaker refuses an "
+                         "instance type change of an autoscaled variant; registered again afterwards)")
+        calls.append(f"UpdateEndpoint {self.endpoint_name} -> {self.target.endpoint_config}")
+        if self.registers_autoscaling:
+            calls.append(f"RegisterScalableTarget + PutScalingPolicy {target_id} "
+                         f"({self.autoscale_after.describe()}; after success)")
+        calls.append(f"AddTags {self.endpoint_name} ({', '.join(f'{k}={v}' for k, v in self.endpoint_tags.items())})")
+        calls.extend(f"Delete{'EndpointConfig' if d['kind'] == 'endpoint_config' else 'Model'} {d['name']} "
+                     "(after success; peagle's own, if unused)" for d in self.delete_after_success)
+        calls.append(f"DeleteTags {self.endpoint_name} (the update's intent, once done)")
+        return calls
+
+
+# validation (no AWS call) -----------------------------------------------------------------------
+def check_request(request: UpdateRequest) -> None:
+    """Everything that can be refused before AWS is asked anything."""
+    from ..inputs import parse_instance_count, validate_name
+    from ..plan import check_family
+
+    validate_name(request.name)
+    if (request.mode is None and request.k is None and request.instance_type is None
+            and request.instance_count is None and request.autoscale is None):
+        raise UsageError("nothing to update", "pass --k, --mode, --instance-type, --instance-count or --autoscale")
+    if request.k is not None:
+        parse_k(request.k, max_k=10**6, model="")  # the form now; the drafter's depth once the model is known
+        if request.mode is Mode.OFF:
+            raise UsageError("--k has no effect with --mode off", "drop --k, or choose --mode p-eagle or eagle3")
+    if request.instance_count is not None:
+        parse_instance_count(request.instance_count)
+    if request.instance_type is not None:
+        check_family(request.instance_type, request.allow_any_instance)
+    if len(request.rollback_alarms) > ALARMS_MAX:
+        raise UsageError(f"{len(request.rollback_alarms)} --rollback-alarm options; SageMaker allows {ALARMS_MAX}",
+                         f"pass at most {ALARMS_MAX} alarms")
+    for alarm in request.rollback_alarms:
+        if not alarm.strip() or len(alarm) > ALARM_NAME_MAX:
+            raise UsageError(f"--rollback-alarm {alarm!r} is not a CloudWatch alarm name",
+                             f"pass the alarm's name (1 to {ALARM_NAME_MAX} characters)")
+    if len(set(request.rollback_alarms)) != len(request.rollback_alarms):
+        raise UsageError("a --rollback-alarm is given twice", "pass each alarm once")
+
+
+# reading the live endpoint ----------------------------------------------------------------------
+class Live(BaseModel):
+    """The endpoint as SageMaker holds it now."""
+
+    endpoint: dict[str, Any]
+    config: dict[str, Any]
+    model: dict[str, Any]
+    tags: dict[str, str]
+    peagle: PeagleTags
+
+
+def read_live(sm: Any, request: UpdateRequest, *, read: Callable[[Callable[[], Any]], Any]) -> Live:
+    from .tags import list_tags
+
+    name = request.name
+    endpoint = read(lambda: describe(sm, "endpoint", name))
+    if endpoint is None:
+        raise UsageError(f"no endpoint named {name!r} in {request.region}",
+                         "check the name and --region (peagle status lists peagle's endpoints)")
+    tags = read(lambda: list_tags(sm, endpoint["EndpointArn"]))
+    peagle = PeagleTags.from_aws(tags)
+    if not peagle.managed:
+        raise UsageError(f"endpoint {name!r} was not created by peagle",
+                         "peagle only updates endpoints it created (tag peagle:managed=true); nothing was changed")
+    status = endpoint.get("EndpointStatus")
+    intent = read_update_intent(tags)
+    moving_to = (endpoint.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+    if status != "InService":
+        doing = f" (moving to {moving_to or intent.to_config})" if moving_to or intent else ""
+        raise UsageError(f"endpoint {name!r} is {status}{doing}, not InService",
+                         f"wait until it is InService (peagle status {name} --region {request.region}), then "
+                         f"'{recover_command(name, request.region)}' finishes what was interrupted")
+    if intent is not None:
+        raise UsageError(f"an update of {name!r} did not finish ({intent.from_config} -> {intent.to_config})",
+                         f"if it is still running elsewhere, wait for it; else finish it first with "
+                         f"'{recover_command(name, request.region)}'; nothing was changed")
+    config = read(lambda: describe(sm, "endpoint_config", endpoint["EndpointConfigName"]))
+    variants = (config or {}).get("ProductionVariants") or []
+    if config is None or len(variants) != 1 or not variants[0].get("ModelName"):
+        raise UsageError(f"endpoint {name!r} does not have the one-variant configuration peagle deploys",
+                         "update it with the SageMaker console or API instead")
+    model = read(lambda: describe(sm, "model", variants[0]["ModelName"]))
+    if model is None:
+        raise UsageError(f"the model {variants[0]['ModelName']!r} of endpoint {name!r} no longer exists",
+                         "redeploy with peagle deploy")
+    return Live(endpoint=endpoint, config=config, model=model, tags=tags, peagle=peagle)
+
+
+def serving(config: dict[str, Any], model: dict[str, Any], tags: PeagleTags) -> Serving:
+    """What serves now: mode and K from the model's SM_VLLM_SPECULATIVE_CONFIG (the tags only where it is
+    unreadable)."""
+    variant = config["ProductionVariants"][0]
+    spec = spec_of_environment((model.get("PrimaryContainer") or {}).get("Environment"))
+    mode, k = (spec.mode, spec.k) if spec.problem is None else (tags.mode, tags.k)
+    return Serving(endpoint_config=config["EndpointConfigName"], model=variant["ModelName"], mode=mode,
+                   k=k, instance_type=variant.get("InstanceType"),
+                   instance_count=variant.get("InitialInstanceCount"))
+
+
+def range_note(count: int, policy: AutoscalePolicy, *, runs: str) -> str | None:
+    """What registering `policy` does to an endpoint running `count` instances: Application Auto Scaling moves the
+    running count into the new range at once. `runs`: who runs them ("the endpoint runs", "the new fleet has")."""
+    if count < policy.min_capacity:
+        to, which, verb = policy.min_capacity, "minimum", "raises"
+    elif count > policy.max_capacity:
+        to, which, verb = policy.max_capacity, "maximum", "lowers"
+    else:
+        return None
+    return (f"{runs} {count} instance{'s' if count != 1 else ''}; registering autoscaling "
+            f"{policy.min_capacity}-{policy.max_capacity} {verb} it to {to} at once (the new {which})")
+
+
+# the plan: deploy's plan for the new target, plus what the user set ---------------------------------
+def _pick(source: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The create-request keys of a describe answer (empty values dropped: moto answers VpcConfig {})."""
+    return {key: copy.deepcopy(source[key]) for key in keys if key in source and source[key] not in (None, {}, [], "")}
+
+
+def new_resource_name(endpoint: str, now: datetime, nonce: str | None = None) -> str:
+    """NAME-u<UTC time to the second>-<4 random hex digits>: two updates in one second (two terminals, a CI
+    retry) never collide; cut to SageMaker's 63 characters from the endpoint name's end."""
+    import secrets
+
+    suffix = now.strftime(_SUFFIX) + "-" + (nonce or secrets.token_hex(2))
+    return endpoint[: NAME_MAX - len(suffix)].rstrip("-") + suffix
+
+
+def _accepted_eula(container: dict[str, Any]) -> bool:
+    sources = [container.get("ModelDataSource", {}).get("S3DataSource", {})]
+    sources += [s.get("S3DataSource", {}) for s in container.get("AdditionalModelDataSources", [])]
+    return any(s.get("ModelAccessConfig", {}).get("AcceptEula") for s in sources)
+
+
+def _carry(live: dict[str, Any], planned_before: dict[str, Any], planned_after: dict[str, Any]) -> dict[str, Any]:
+    """What deploy plans for the new target, plus what the live resource holds that deploy did not plan for the
+    current target (the user's own --env, or a value the user changed): one rule for every request body, so an
+    update lands where a fresh deploy of the new target would."""
+    kept = {key: copy.deepcopy(value) for key, value in live.items()
+            if key not in planned_before or planned_before[key] != value}
+    return {**copy.deepcopy(planned_after), **kept}
+
+
+def _live_mode(live: Live, current: Serving, name: str) -> Mode:
+    try:
+        return Mode(current.mode or Mode.P_EAGLE.value)
+    except ValueError:  # the model's environment was unreadable, and so is the tag
+        raise UsageError(f"endpoint {name!r} has an unreadable peagle:mode tag {live.peagle.mode!r}",
+                         "pass --mode p-eagle, eagle3 or off") from None
+
+
+def _target_request(live: Live, request: UpdateRequest, current: Serving, name: str) -> PlanRequest:
+    """The new target, as a deploy request: what the user asked to change, the live value for the rest."""
+    mode = request.mode or _live_mode(live, current, request.name)
+    if request.k is not None and mode is Mode.OFF and request.mode is None:
+        raise UsageError(f"endpoint {request.name!r} runs with speculation off",
+                         "pass --mode p-eagle (or eagle3) together with --k")
+    # a mode change keeps the live K (the model's default when speculation was off)
+    k = request.k if request.k is not None else None if mode is Mode.OFF else current.k
+    if request.instance_count is not None and request.autoscale is None and live.peagle.autoscale is not None:
+        from ..autoscale import check_count_within
+
+        check_count_within(request.instance_count, live.peagle.autoscale, where="the endpoint's autoscaling")
+    container = live.model.get("PrimaryContainer", {})
+    return PlanRequest(
+        model=live.peagle.model, model_id=live.peagle.model_id, mode=mode, k=k, name=name,
+        instance_type=request.instance_type or current.instance_type,
+        instance_count=request.instance_count or current.instance_count or 1,
+        allow_any_instance=request.allow_any_instance, region=request.region,
+        role=live.model.get("ExecutionRoleArn"), accept_eula=request.accept_eula or _accepted_eula(container))
+
+
+def _current_plan(live: Live, current: Serving, request: UpdateRequest, facts: FactSource,
+                  now: datetime) -> DeploymentPlan | None:
+    """Deploy's plan for what the endpoint serves now; None where that can no longer be planned (a live K the drafter
+    no longer takes, an instance type the spec dropped): then nothing tells what of the live resources the user
+    set, and they are kept whole."""
+    try:
+        mode = Mode(current.mode or Mode.P_EAGLE.value)
+        return build_plan(PlanRequest(
+            model=live.peagle.model, model_id=live.peagle.model_id, mode=mode,
+            k=None if mode is Mode.OFF else current.k, name=request.name, instance_type=current.instance_type,
+            instance_count=current.instance_count or 1, allow_any_instance=True, region=request.region,
+            role=live.model.get("ExecutionRoleArn"), accept_eula=True), facts=facts, now=now)
+    except (PeagleError, ValueError):
+        return None
+
+
+def _channels(live: dict[str, Any], planned: dict[str, Any]) -> list[dict[str, Any]]:
+    """The drafter channel is peagle's own: the plan's (none with speculation off); other channels stay."""
+    drafter = [c for c in planned.get("AdditionalModelDataSources", []) if c.get("ChannelName") == DRAFTER_CHANNEL]
+    others = [c for c in live.get("AdditionalModelDataSources", []) if c.get("ChannelName") != DRAFTER_CHANNEL]
+    return copy.deepcopy(drafter + others)
+
+
+def _container(live: dict[str, Any], before: DeploymentPlan | None, after: DeploymentPlan,
+               instance_type_changed: bool) -> tuple[dict[str, Any], list[str]]:
+    """CreateModel's container and the notes on it: `_carry` over the container and its environment; without a
+    plan of what serves now, the live container with the speculative config and the new TP degree."""
+    planned = after.create_model["PrimaryContainer"]
+    container = _carried(live, before.create_model["PrimaryContainer"] if before else None, planned,
+                         _CONTAINER_KEYS)
+    if before is not None:
+        container["Environment"] = _carry(live.get("Environment") or {},
+                                          before.create_model["PrimaryContainer"].get("Environment") or {},
+                                          planned.get("Environment") or {})
+    env = container.setdefault("Environment", {})
+    planned_env = planned.get("Environment") or {}
+    if ENV_VAR in planned_env:  # the speculative config is peagle's own, never the user's: the plan's
+        env[ENV_VAR] = planned_env[ENV_VAR]
+    else:
+        env.pop(ENV_VAR, None)
+    notes = []
+    if before is None and instance_type_changed:  # no plan of what serves now: the TP degree still follows
+        tp = planned_env.get(TP_ENV)
+        if tp is None:
+            env.pop(TP_ENV, None)
+        elif env.get(TP_ENV) != tp:
+            env[TP_ENV] = tp
+            notes.append(f"{TP_ENV} set to {tp} for {after.instance_type}")
+    if not env:
+        container.pop("Environment")
+    container.pop("AdditionalModelDataSources", None)
+    channels = _channels(live, planned)
+    if channels:
+        container["AdditionalModelDataSources"] = channels
+    return container, notes
+
+
+def _carried(live: dict[str, Any], before: dict[str, Any] | None, after: dict[str, Any],
+             keys: tuple[str, ...]) -> dict[str, Any]:
+    """`keys` of a live body carried onto the plan's body, in the order of `keys` (the live body as it is without a
+    plan of what serves now)."""
+    if before is None:
+        return _pick(live, keys)
+    carried = _carry(_pick(live, keys), _pick(before, keys), _pick(after, keys))
+    return {key: carried[key] for key in keys if key in carried}
+
+
+def _variant(live: Live, before: DeploymentPlan | None, after: DeploymentPlan, model_name: str) -> dict[str, Any]:
+    """The production variant: timeouts and the like follow the new instance type unless the user changed them."""
+    variant = _pick(live.config["ProductionVariants"][0], _VARIANT_KEYS)
+    if before is not None:
+        variant = _carry(variant, _pick(before.create_endpoint_config["ProductionVariants"][0], _VARIANT_KEYS),
+                         _pick(after.create_endpoint_config["ProductionVariants"][0], _VARIANT_KEYS))
+    variant.update(ModelName=model_name, InstanceType=after.instance_type, InitialInstanceCount=after.instance_count)
+    return variant
+
+
+def _resource_tags(live: Live, after: DeploymentPlan, name: str) -> list[dict[str, str]]:
+    """The new model's and config's tags: the live endpoint's (not AWS's, not an intent), then the plan's."""
+    tags = {k: v for k, v in live.tags.items() if not k.startswith("aws:") and k not in INTENT_KEYS}
+    tags.update({k: v for k, v in after.tags.items() if k != "peagle:expires-at"})
+    tags["peagle:endpoint"] = name  # cleanup NAME and recover NAME find it by this tag
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+
+def _deployment(request: UpdateRequest) -> dict[str, Any]:
+    deployment: dict[str, Any] = {"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {
+        "Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": int(request.bake.total_seconds())}}}
+    if request.rollback_alarms:
+        deployment["AutoRollbackConfiguration"] = {"Alarms": [{"AlarmName": a} for a in request.rollback_alarms]}
+    return deployment
+
+
+def plan_update(live: Live, request: UpdateRequest, *, now: datetime | None = None,
+                facts: FactSource | None = None) -> UpdatePlan:
+    """The new model (if the container changes), endpoint config and UpdateEndpoint request, from the live
+    resources and the request (no AWS call but the spec and price `facts` resolves, each once)."""
+    now = (now or datetime.now(UTC)).replace(microsecond=0)
+    facts = facts or FactSource()
+    tags = live.peagle
+    if not tags.model:
+        raise UsageError(f"endpoint {request.name!r} has no peagle:model tag", "redeploy it with peagle deploy")
+    current = serving(live.config, live.model, tags)
+    name = new_resource_name(request.name, now)
+    after = build_plan(_target_request(live, request, current, name), facts=facts, now=now)
+    before = _current_plan(live, current, request, facts, now)
+
+    old_container = live.model.get("PrimaryContainer", {})
+    container, notes = _container(old_container, before, after, after.instance_type != current.instance_type)
+    tag_list = _resource_tags(live, after, request.name)
+    new_model = container != _pick(old_container, _CONTAINER_KEYS)
+    model_name = name if new_model else current.model
+    create_model = None
+    if new_model:
+        model_keys = _carried(live.model, before.create_model if before else None, after.create_model, _MODEL_KEYS)
+        create_model = {"ModelName": name, "PrimaryContainer": container, **model_keys, "Tags": tag_list}
+    config_keys = _carried(live.config, before.create_endpoint_config if before else None,
+                           after.create_endpoint_config, _CONFIG_KEYS)
+    config = {"EndpointConfigName": name, "ProductionVariants": [_variant(live, before, after, model_name)],
+              **config_keys, "Tags": tag_list}
+    target = Serving(endpoint_config=name, model=model_name, mode=after.mode.value, k=after.k,
+                     instance_type=after.instance_type, instance_count=after.instance_count)
+    if target.model_dump(exclude={"endpoint_config", "model"}) == current.model_dump(
+            exclude={"endpoint_config", "model"}) and not new_model:
+        raise UsageError(f"endpoint {request.name!r} already serves {current.label(with_instances=True)}",
+                         "nothing to update; pass another --k, --mode, --instance-type or --instance-count")
+    autoscale_after = request.autoscale or tags.autoscale
+    deregister_first = tags.autoscale is not None and after.instance_type != current.instance_type
+    if request.autoscale is not None and (deregister_first or request.autoscale != tags.autoscale):
+        notes += [n for n in [range_note(after.instance_count, request.autoscale, runs="the new fleet has")] if n]
+    deletes = [{"kind": "endpoint_config", "name": current.endpoint_config}]
+    if new_model:
+        deletes.append({"kind": "model", "name": current.model})
+    verify_plan = after.model_copy(update={
+        "endpoint_name": request.name,
+        "create_model": create_model or {"ModelName": model_name, "PrimaryContainer": container},
+        "create_endpoint_config": config})
+    return UpdatePlan(
+        endpoint_name=request.name, endpoint_arn=live.endpoint["EndpointArn"], region=request.region,
+        created_at=now, current=current, target=target, speculative_config=after.speculative_config,
+        price_per_hour_usd=after.price_per_hour_usd, price=after.price, bake_s=int(request.bake.total_seconds()),
+        rollback_alarms=list(request.rollback_alarms), create_model=create_model, create_endpoint_config=config,
+        update_endpoint={"EndpointName": request.name, "EndpointConfigName": name,
+                         "DeploymentConfig": _deployment(request)},
+        endpoint_tags=PeagleTags(mode=after.mode.value, k=after.k, instance_type=after.instance_type,
+                                 instance_count=after.instance_count, version=after.tags.get("peagle:version"),
+                                 autoscale=autoscale_after).to_aws(),
+        delete_after_success=deletes, autoscale_before=tags.autoscale, autoscale_after=autoscale_after,
+        deregister_first=deregister_first, notes=notes + after.notes, verify_plan=verify_plan)
+
+
+def check_alarms(session: Any, alarms: list[str], *, read: Callable[[Callable[[], Any]], Any]) -> None:
+    """A rollback alarm that does not exist would guard nothing: refuse before anything is created."""
+    if not alarms:
+        return
+    cloudwatch = session.client("cloudwatch")
+    found = read(lambda: cloudwatch.describe_alarms(AlarmNames=alarms))
+    known = {a["AlarmName"] for a in found.get("MetricAlarms", []) + found.get("CompositeAlarms", [])}
+    missing = [a for a in alarms if a not in known]
+    if missing:
+        raise UsageError(f"CloudWatch alarm {missing[0]!r} does not exist in {session.region}",
+                         "create it first, or check the --rollback-alarm name and --region")
+
+
+def prepare(session: Any, request: UpdateRequest, *, sleep: Callable[[float], None] = time.sleep,
+            now: datetime | None = None, facts: FactSource | None = None) -> UpdatePlan:
+    """Reads only: the live endpoint, the spec, the alarms -> the plan."""
+    check_request(request)
+    read = lambda call: read_retrying(call, sleep=sleep)  # noqa: E731
+    live = read_live(session.client("sagemaker"), request, read=read)
+    plan = plan_update(live, request, now=now, facts=facts)
+    check_alarms(session, request.rollback_alarms, read=read)
+    return plan

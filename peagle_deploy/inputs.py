@@ -77,8 +77,19 @@ def check_instance_type(value: str | None, flag: str = "--instance-type") -> str
     return value
 
 
+def check_instance_types(value: str | None, flag: str = "--instance-type") -> str | None:
+    """One instance type as `check_instance_type` checks it, or a comma-separated priority list of them (instance
+    pools, `pools.parse_instance_types`; a command that takes one type refuses a list itself)."""
+    if value is None or "," not in value:
+        return check_instance_type(value, flag)
+    from .pools import parse_instance_types
+
+    parse_instance_types(value, flag)
+    return value
+
+
 # options whose value goes to AWS as typed: checked by cli.common.run before the command's body, in every command
-TEXT_CHECKS = {"instance_type": check_instance_type}
+TEXT_CHECKS = {"instance_type": check_instance_types}
 
 
 def partition_of(region: str) -> str | None:

@@ -77,6 +77,8 @@ BOUNDS: dict[str, Bound] = {
     "--target-invocations": Bound(0, 1_000_000, "600", low_open=True, unit="invocations per instance per minute"),
     "--budget": Bound(0, 1_000_000, "40", low_open=True, unit="USD"),
     "--max-price-per-hour": Bound(0, 100_000, "50", low_open=True, unit="USD"),
+    "--provision-timeout": Bound(300, 3600, "900", unit="seconds",
+                                 why="SageMaker's VariantInstanceProvisionTimeoutInSeconds"),
 }
 
 

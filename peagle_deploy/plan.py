@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from . import __version__
 from .autoscale import AutoscalePolicy
@@ -42,6 +42,7 @@ from .inputs import (
     validate_role_arn,
 )
 from .instances import G7E_PREFIX, InstanceInfo, instance_info, instance_table
+from .pools import CapacityReservation, Pool, Quota
 from .pricing import Price
 from .spec import ResolvedSpec
 from .tags import MANAGED as MANAGED_TAG  # noqa: F401 - re-exported for older imports
@@ -55,6 +56,7 @@ TP_ENV = "SM_VLLM_TENSOR_PARALLEL_SIZE"
 
 Resolver = Callable[..., ResolvedSpec]
 PriceLookup = Callable[[str, str, int], Price]
+QuotaLookup = Callable[[str, str], Quota]
 
 
 class Hosting(StrEnum):
@@ -92,6 +94,12 @@ class PlanRequest(BaseModel):
     security_groups: list[str] = Field(default_factory=list)
     kms_key: str | None = None
     hosting: Hosting = Hosting.ENDPOINT
+    # instance pools and capacity (issue 36, plan_pools.py): two or more types in priority order
+    instance_pools: list[str] = Field(default_factory=list, description="[]: one type, a plain InstanceType")
+    provision_timeout_s: int | None = None
+    capacity_reservation: CapacityReservation | None = None
+    max_price_per_hour_usd: float | None = Field(None, description="an explicit --max-price-per-hour: a pool "
+                                                               "priced above it is left out")
 
 
 class DeploymentPlan(BaseModel):
@@ -142,6 +150,26 @@ class DeploymentPlan(BaseModel):
     kms_key_id: str | None = Field(None, description="CreateEndpointConfig's KmsKeyId for the ML storage volume")
     hosting: Hosting = Field(Hosting.ENDPOINT, exclude=True,  # shown once a second shape exists
                              description="which resources host the model (Hosting)")
+    # instance pools and capacity reservations (plan_pools.py): left out of --json when not used
+    pools: list[Pool] = Field(default_factory=list, description="every listed instance type in priority order, "
+                                                                 "kept or left out with the reason")
+    create_pool_models: list[dict[str, Any]] = Field(default_factory=list, description="CreateModel of each pool "
+                                                     "whose container differs (its ModelNameOverride)")
+    provision_timeout_s: int | None = Field(None, description="VariantInstanceProvisionTimeoutInSeconds")
+    capacity_reservation: CapacityReservation | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unused_capacity_fields(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        for key in ("pools", "create_pool_models", "provision_timeout_s", "capacity_reservation"):
+            if not getattr(self, key):
+                data.pop(key, None)
+        return data
+
+    @property
+    def pool_types(self) -> list[str]:
+        """The instance types of the variant's pools, by priority ([]: a plain InstanceType)."""
+        return [pool.instance_type for pool in self.pools if pool.kept]
 
 
 # the facts: asked once per command ---------------------------------------------------------------
@@ -152,10 +180,12 @@ class FactSource:
     Pricing API unless offline) unless given."""
 
     def __init__(self, *, resolver: Resolver | None = None, price_lookup: PriceLookup | None = None,
-                 profile: str | None = None):
+                 profile: str | None = None, quota_lookup: QuotaLookup | None = None):
         self._resolver, self._price_lookup, self._profile = resolver, price_lookup, profile
+        self._quota_lookup = quota_lookup  # lifecycle.capacity.QuotaReader (Service Quotas); None: not read
         self._specs: dict[tuple[Any, ...], ResolvedSpec] = {}
         self._prices: dict[tuple[Any, ...], Price] = {}
+        self._quotas: dict[tuple[str, str], Quota] = {}
 
     def spec(self, model_id: str, *, region: str, instance_type: str | None, version: str | None,
              offline: bool) -> ResolvedSpec:
@@ -179,6 +209,15 @@ class FactSource:
                 self._prices[key] = instance_price(instance_type, region, count=count, profile=self._profile,
                                                    offline=offline)
         return self._prices[key]
+
+    def quota(self, instance_type: str, region: str) -> Quota | None:
+        """The endpoint-usage quota of the type and the instances in use (None: no quota lookup, e.g. offline)."""
+        if self._quota_lookup is None:
+            return None
+        key = (instance_type, region)
+        if key not in self._quotas:
+            self._quotas[key] = self._quota_lookup(instance_type, region)
+        return self._quotas[key]
 
 
 # the request alone: checked before any AWS call -------------------------------------------------
@@ -233,6 +272,10 @@ def _choose(request: PlanRequest, now: datetime) -> _Choice:
     kms_key_id = validate_kms_key(request.kms_key, request.region) if request.kms_key is not None else None
     if request.instance_type:
         check_family(request.instance_type, request.allow_any_instance)  # before any AWS call
+    if request.instance_pools or request.provision_timeout_s is not None:
+        from .plan_pools import check_pool_request
+
+        check_pool_request(request)
     return _Choice(request=request, entry=entry, settings=settings, name=name, role=role, image=image,
                    vpc_config=vpc_config, kms_key_id=kms_key_id, created_at=now,
                    expires_at=now + request.ttl if request.ttl else None)
@@ -249,6 +292,7 @@ class _Params:
     instance: InstanceInfo | None
     env: dict[str, str]
     tags: dict[str, str]
+    pools: tuple[Pool, ...] = ()  # the variant's instance pools, kept ones in priority order (plan_pools.py)
 
     @property
     def request(self) -> PlanRequest:
@@ -382,6 +426,11 @@ def _plan_endpoint_config(p: _Params) -> Part:
         "ContainerStartupHealthCheckTimeoutInSeconds": spec.startup_health_check_timeout_s,
         "ModelDataDownloadTimeoutInSeconds": spec.model_data_download_timeout_s,
     }
+    capacity: Part = {}
+    if p.pools or p.request.capacity_reservation is not None:  # InstancePools, CapacityReservationConfig
+        from .plan_pools import capacity_variant
+
+        variant, capacity = capacity_variant(variant, p)
     config: dict[str, Any] = {"EndpointConfigName": choice.name, "ProductionVariants": [variant]}
     unverified = {}
     if choice.kms_key_id is not None:
@@ -392,7 +441,7 @@ def _plan_endpoint_config(p: _Params) -> Part:
             "refuses the key, deploy without --kms-key")
     return {"create_endpoint_config": {**config, "Tags": p.tag_list}, "unverified": unverified,
             "kms_key_id": choice.kms_key_id, "startup_health_check_timeout_s": spec.startup_health_check_timeout_s,
-            "model_data_download_timeout_s": spec.model_data_download_timeout_s}
+            "model_data_download_timeout_s": spec.model_data_download_timeout_s, **capacity}
 
 
 def _plan_endpoint(p: _Params) -> Part:
@@ -467,6 +516,11 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: d
     for every plan of a command, else one for this plan from `resolver`, `price_lookup` and `profile`)."""
     facts = facts or FactSource(resolver=resolver, price_lookup=price_lookup, profile=profile)
     choice = _choose(request, (now or datetime.now(UTC)).replace(microsecond=0))
+    if request.instance_pools:  # each pool planned from its own spec, price and quota (plan_pools.py)
+        from .plan_pools import plan_pools
+
+        params, pooled, priced = plan_pools(choice, facts)
+        return DeploymentPlan(**_merge([_plan_resources(params), _plan_price(request, priced), pooled]))
     spec = facts.spec(choice.model_id, region=request.region, instance_type=request.instance_type,
                       version=request.model_version, offline=request.offline)
     params = _params(choice, spec)

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .pools import configured_pools
 from .speculative import ENV_VAR, Mode
 
 
@@ -94,6 +95,8 @@ class ServedConfig(BaseModel):
     model: str | None = None
     instance_type: str | None = None
     instance_count: int | None = None
+    instance_pools: list[str] = Field(default_factory=list, description="the variant's InstancePools by priority "
+                                      "(instance_type is then None: DescribeEndpoint says which pool serves)")
     speculation: Speculation = Field(default_factory=lambda: Speculation(mode=None, note="not read"))
     source: str = ""
 
@@ -118,6 +121,7 @@ def read_served_config(sm: Any, endpoint: str, described: dict[str, Any] | None 
     served.model = variant.get("ModelName")
     served.instance_type = variant.get("InstanceType")
     served.instance_count = variant.get("InitialInstanceCount")
+    served.instance_pools = configured_pools(variant)
     try:
         model = sm.describe_model(ModelName=served.model)
     except Exception as exc:
@@ -146,6 +150,7 @@ class Served(BaseModel):
     k: int | None = None
     instance_type: str | None = None
     instance_count: int | None = None
+    instance_pools: list[str] = Field(default_factory=list, description="InstancePools by priority ([]: none)")
     problem: str | None = None
     speculation: Speculation | None = Field(default=None, exclude=True, description="the model's full speculative "
                                             "config (method, parallel drafting), for checking vLLM's start-up log")
@@ -199,6 +204,7 @@ def read_served(sm: Any, config_name: str, *, read: Callable[[Callable[[], Any]]
     served.model = variant.get("ModelName")
     served.instance_type = variant.get("InstanceType")
     served.instance_count = variant.get("InitialInstanceCount")
+    served.instance_pools = configured_pools(variant)
     if len(variants) > 1:
         served.problem = f"endpoint config {config_name} has {len(variants)} variants; the first one is shown"
     if not served.model:

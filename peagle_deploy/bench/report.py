@@ -119,7 +119,8 @@ def markdown_summary(result: BenchResult) -> str:
     if t.label_disagrees:
         out.append(f"- label contradicted: {t.label_disagrees}")
     if t.instance_type:
-        out.append(f"- instance: {t.instance_count or 1} x {t.instance_type}")
+        out.append(f"- instance: {t.instance_count or 1} x {t.instance_type}"
+                   + (f" ({t.instance_pool})" if t.instance_pool else ""))
     if result.price is not None:
         out.append(f"- price: {price_text(result.price)}")
     bound = f"{s.duration_s:g} s per level" if s.duration_s else f"{s.num_prompts} prompts per level"
@@ -168,6 +169,10 @@ def render_result(console: Console, result: BenchResult, files: list[str]) -> No
         console.print(table)
     if not result.complete:
         console.print(f"INCOMPLETE: {result.stopped}", markup=False)
+    if result.target.instance_pool:  # instance pools: the pool that served this run, which the price is for
+        t = result.target
+        console.print(f"instance: {t.instance_count or 1} x {t.instance_type} ({t.instance_pool})", markup=False,
+                      soft_wrap=True)
     if result.price is not None:
         console.print(f"price: {price_text(result.price)}", markup=False, soft_wrap=True)
     if result.acceptance is not None:

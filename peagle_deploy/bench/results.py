@@ -35,6 +35,7 @@ class TargetInfo(BaseModel):
     label_disagrees: str | None = Field(None, description="the label against the server's values, in one line")
     instance_type: str | None = None
     instance_count: int | None = None
+    instance_pool: str | None = Field(None, description="instance pools: which one serves (DescribeEndpoint)")
     transport: str | None = None  # sagemaker: invoke-endpoint or openai-route (SageMaker's OpenAI route)
 
 

@@ -34,6 +34,12 @@ def describe_endpoint(sagemaker: Any, name: str) -> TargetInfo:
     try:
         served = read_served_config(sagemaker, name, described=ep)
         info.instance_type, info.instance_count = served.instance_type, served.instance_count
+        if served.instance_pools:  # instance pools: the one that serves is what runs and what is billed
+            from ..pools import serving_pools, serving_words
+
+            serving = serving_pools((ep.get("ProductionVariants") or [{}])[0])
+            info.instance_type, info.instance_count = serving[0] if serving else (None, None)
+            info.instance_pool = serving_words(serving, served.instance_pools)
         info.server = from_speculation(served.speculation, served.source)
     except Exception as exc:  # noqa: BLE001 - a read failure is not an endpoint failure; the bench still runs
         if not error_code(exc):

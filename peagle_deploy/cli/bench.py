@@ -128,6 +128,9 @@ def bench_run(
         mode_ = parse_mode(mode, flag="--mode").value if mode is not None else None
         if k is not None and mode is None:
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
+        if instance_type and "," in instance_type:  # the price of a URL target is one type's
+            raise UsageError(f"--instance-type {instance_type}: bench prices one instance type",
+                             "pass the type the server runs on")
         from ..runtime.target_ref import parse_target
 
         parse_target(target, transport=None if transport == "both" else transport)  # bad input: exit 2 first

@@ -18,7 +18,9 @@ def deploy(
     mode: Annotated[str, typer.Option(help="p-eagle (parallel drafting), eagle3 (sequential) or off.")] = "p-eagle",
     k: Annotated[str | None, typer.Option("--k", help="Speculative tokens per step (default: the model's).")] = None,
     name: Annotated[str | None, typer.Option(help="Endpoint name (also the model and config name).")] = None,
-    instance_type: Annotated[str | None, typer.Option(help="An ml.g7e type the spec supports.")] = None,
+    instance_type: Annotated[str | None, typer.Option(
+        help="An ml.g7e type the spec supports, or several in priority order (ml.g7e.2xlarge,ml.g7e.4xlarge): "
+             "instance pools, SageMaker provisioning from the first with capacity.")] = None,
     instance_count: Annotated[int | None, typer.Option(
         help="Instances behind the endpoint (default 1, or the --autoscale minimum).")] = None,
     allow_any_instance: Annotated[bool, typer.Option(help="Allow instance types outside ml.g7e.")] = False,
@@ -54,6 +56,12 @@ def deploy(
         "--security-group", help="VPC security group id (repeatable; needs --subnet).")] = None,
     kms_key: Annotated[str | None, typer.Option(
         "--kms-key", help="KMS key (id, ARN, alias/NAME or alias ARN) for the endpoint's ML storage volume.")] = None,
+    provision_timeout: Annotated[int | None, typer.Option(
+        help="Seconds SageMaker may try the instance pools (300-3600; with two or more --instance-type).")] = None,
+    capacity_reservation: Annotated[str | None, typer.Option(
+        help="ARN of an ML capacity reservation the variant takes its instances from.")] = None,
+    capacity_reservation_preference: Annotated[str | None, typer.Option(
+        help="capacity-reservations-only: no on-demand instances (default: the reservation first).")] = None,
     yes: YesOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -64,7 +72,8 @@ def deploy(
         from ..aws import resolve_region
         from ..durations import parse_duration
         from ..inputs import TTL_MAX, parse_env, parse_max_price, parse_tags
-        from ..plan import PlanRequest, build_plan
+        from ..plan import FactSource, PlanRequest, build_plan
+        from ..pools import parse_capacity_reservation, parse_instance_types
         from ..speculative import parse_mode
         from .render_plan import render_plan
 
@@ -77,22 +86,34 @@ def deploy(
             from ..output import register_secret_env
 
             register_secret_env(user_env)
+        types = parse_instance_types(instance_type)  # two or more: instance pools, in priority order
+        where = resolve_region(region)
         request = PlanRequest(
             model=model, model_id=model_id, model_version=model_version, mode=parse_mode(mode), k=k, name=name,
-            instance_type=instance_type, instance_count=count, allow_any_instance=allow_any_instance,
-            region=resolve_region(region), role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
+            instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
+            provision_timeout_s=provision_timeout, max_price_per_hour_usd=max_price_per_hour,
+            capacity_reservation=parse_capacity_reservation(capacity_reservation, capacity_reservation_preference,
+                                                            where),
+            instance_count=count, allow_any_instance=allow_any_instance,
+            region=where, role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
             ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image,
             env=user_env, autoscale=policy, subnets=subnet or [], security_groups=security_group or [],
             kms_key=kms_key,
             offline=offline or dry_run and _no_credentials(profile),
         )
+        facts = FactSource(profile=profile)
         if request.offline:  # needs no AWS account: not even a readable AWS_PROFILE
             from ..aws import hide_broken_profile
 
             with hide_broken_profile():
-                plan = build_plan(request, profile=profile)
+                plan = build_plan(request, facts=facts)
         else:
-            plan = build_plan(request, profile=profile)
+            if request.instance_pools:  # each pool held to its Service Quotas value (lifecycle/capacity.py)
+                from ..aws import AwsSession
+                from ..lifecycle.capacity import QuotaReader
+
+                facts = FactSource(profile=profile, quota_lookup=QuotaReader(AwsSession(request.region, profile)))
+            plan = build_plan(request, facts=facts)
         shown = plan
         if not show_secrets:  # masked in every output of this process, human and --json
             from ..output import mask_plan_env
@@ -108,7 +129,11 @@ def deploy(
                 return
             _deploy_for_real(out, plan, shown, profile=profile, wait=wait, timeout=timeout, yes=yes,
                              keep_on_failure=keep_on_failure, price_limit=price_limit,
-                             price_explicit=max_price_per_hour is not None)
+                             price_explicit=max_price_per_hour is not None,
+                             replan=lambda refused: build_plan(request.model_copy(update={
+                                 "name": plan.endpoint_name,
+                                 "instance_pools": [t for t in request.instance_pools if t not in refused]}),
+                                 facts=facts))
 
     run(json_output, body)
 
@@ -121,16 +146,16 @@ def _no_credentials(profile: str | None) -> bool:
 
 
 def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_failure, price_limit,
-                     price_explicit=False) -> None:
+                     price_explicit=False, replan=None) -> None:
     import sys
 
     from ..aws import AwsSession
     from ..errors import UsageError
     from ..inputs import check_price
-    from ..lifecycle import deploy as run_deploy
+    from ..lifecycle.capacity import deploy_with_replan
     from .. import clock
     from ..lifecycle.signals import SignalGuard
-    from .render_plan import render_summary
+    from .render_plan import fleet, render_summary
 
     if "ExecutionRoleArn" not in plan.create_model:
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
@@ -148,6 +173,10 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
         session.check_credentials()  # no AWS access (exit 3) is said before the plan is shown and confirmed
     if not out.json_mode:
         render_summary(out.err_console, shown, title="peagle deploy: about to create")
+    else:  # the summary's lines on the types left out of the pools, said on stderr all the same
+        for pool in plan.pools:
+            if not pool.kept:
+                out.note(f"{pool.instance_type}: {pool.left_out}; deploying with {', '.join(plan.pool_types)}")
     if plan.resolution_source == "shipped":
         out.warn(f"the spec was resolved from peagle's shipped copy ({plan.resolution_detail}); "
                  "values marked unverified may not match JumpStart")
@@ -157,16 +186,16 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
         top = "an unknown price" if plan.max_price_per_hour_usd is None else f"${plan.max_price_per_hour_usd:,.2f}/h"
         price += f", autoscaling up to {plan.autoscaling.max_capacity} instances ({top})"
     if price_prompt:
-        out.confirm(f"{price} is above the ${price_limit:,.2f}/h price guard. Really create "
-                    f"{plan.instance_count} x {plan.instance_type}?", yes=False)
-    out.confirm(f"Create {plan.endpoint_name} on {plan.instance_count} x {plan.instance_type}, {price}?", yes=yes)
+        out.confirm(f"{price} is above the ${price_limit:,.2f}/h price guard. Really create {fleet(plan)}?",
+                    yes=False)
+    out.confirm(f"Create {plan.endpoint_name} on {fleet(plan)}, {price}?", yes=yes)
     with out.status(f"creating {plan.endpoint_name}") as update:
         def progress(status, elapsed, doing):
             update(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
 
-        result = run_deploy(plan, session, wait=wait, timeout_s=timeout,
-                            keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note,
-                            sleep=clock.sleep, clock=clock.monotonic)
+        result = deploy_with_replan(plan, session, replan=replan, wait=wait, timeout_s=timeout,
+                                    keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note,
+                                    sleep=clock.sleep, clock=clock.monotonic)
     route = None
     if result.status == "InService":  # SageMaker's OpenAI route, for the OpenAI SDK, gateways and agents
         from ..runtime.openai_route import route_info
@@ -175,6 +204,8 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
 
     def human(console):
         console.print(f"[bold]{result.endpoint_name}[/bold] is {result.status} after {int(result.elapsed_s)}s")
+        if result.serving_pools:
+            console.print(f"  {result.serving_pools}", markup=False, soft_wrap=True)
         if result.verification:
             console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
         render_checks(console, result.verification)

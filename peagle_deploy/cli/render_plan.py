@@ -15,8 +15,9 @@ def render_plan(console, plan: DeploymentPlan) -> None:
     from rich.json import JSON
 
     render_summary(console, plan)
-    requests = [("CreateModel", plan.create_model), ("CreateEndpointConfig", plan.create_endpoint_config),
-                ("CreateEndpoint", plan.create_endpoint)]
+    requests = [("CreateModel", plan.create_model),
+                *((f"CreateModel (pool {m['ModelName']})", m) for m in plan.create_pool_models),
+                ("CreateEndpointConfig", plan.create_endpoint_config), ("CreateEndpoint", plan.create_endpoint)]
     if plan.register_scalable_target is not None:  # Application Auto Scaling, after InService and verification
         requests += [("RegisterScalableTarget (once InService and verified)", plan.register_scalable_target),
                      ("PutScalingPolicy", plan.put_scaling_policy)]
@@ -57,7 +58,9 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         ("endpoint", plan.endpoint_name),
         ("model", f"{plan.display_name} ({plan.model_id} v{plan.model_version})"),
         ("region", plan.region),
-        ("instance", f"{plan.instance_count} x {plan.instance_type} ({gpus} GPU each)"),
+        ("instance", f"{fleet(plan)} ({gpus} GPU each)" if not plan.pools else
+         f"{fleet(plan)} (instance pools, in priority order)"),
+        *_pool_rows(plan),
         ("mode", plan.mode.value + (f", K={plan.k}" if plan.k else " (no speculation)")),
         ("speculative config", plan.speculative_config or "none"),
         ("model data", plan.model_data_uri + (" (prepacked)" if plan.model_data_prepacked else "")),
@@ -78,6 +81,23 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         console.print(f"[red]missing[/red] {item}", soft_wrap=True)
     for note in plan.notes:
         console.print(f"[cyan]note[/cyan] {note}", soft_wrap=True)
+
+
+def fleet(plan: DeploymentPlan) -> str:
+    """'1 x ml.g7e.2xlarge', or with instance pools '1 x one of ml.g7e.2xlarge, ml.g7e.4xlarge'."""
+    if not plan.pools:
+        return f"{plan.instance_count} x {plan.instance_type}"
+    return f"{plan.instance_count} x one of {', '.join(plan.pool_types)}"
+
+
+def _pool_rows(plan: DeploymentPlan) -> list[tuple[str, str]]:
+    """Each listed instance type in order: price, quota, fit, model, or why it is left out (plan_pools.py)."""
+    rows = [("pool" if pool.kept else "left out", pool.line()) for pool in plan.pools]
+    if plan.provision_timeout_s:
+        rows.append(("provision timeout", f"{plan.provision_timeout_s}s to provision from the pools"))
+    if plan.capacity_reservation is not None:
+        rows.append(("capacity reservation", plan.capacity_reservation.describe()))
+    return rows
 
 
 def _drafter(plan: DeploymentPlan) -> str:

@@ -65,6 +65,8 @@ def served_lines(row: Any) -> list[str]:
                  else f"from its tags: {row.spec_problem}" if row.spec_problem else "from its tags")
         spec = "mode off" if row.mode == "off" else f"{row.mode or '?'} K={'-' if row.k is None else row.k}"
         lines.append(f"serves {config} ({spec}, {where})")
+    if getattr(row, "serving_pools", None):  # instance pools: which one SageMaker provisioned (DescribeEndpoint)
+        lines.append(f"{row.serving_pools}; cost so far priced on the serving pool")
     update = getattr(row, "update", None)
     if update is not None:
         if update.state == "updating":

@@ -45,6 +45,8 @@ class DeployResult(BaseModel):
     verification: list[Check] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     autoscaling: Applied | None = None
+    serving_pools: str | None = Field(None, description="instance pools: which one SageMaker provisioned "
+                                                        "(DescribeEndpoint's InstancePools)")
 
 
 def cleanup_command(plan: DeploymentPlan) -> str:
@@ -55,6 +57,10 @@ def _refuse_existing(sm: Any, plan: DeploymentPlan) -> None:
     for kind in ("model", "endpoint_config", "endpoint"):
         if describe(sm, kind, plan.endpoint_name) is not None:  # type: ignore[arg-type]
             raise UsageError(f"a SageMaker {_LABEL[kind]} named {plan.endpoint_name!r} already exists",
+                             "choose another --name, or remove the old one with peagle cleanup (peagle's own only)")
+    for body in plan.create_pool_models:
+        if describe(sm, "model", body["ModelName"]) is not None:
+            raise UsageError(f"a SageMaker model named {body['ModelName']!r} (an instance pool's) already exists",
                              "choose another --name, or remove the old one with peagle cleanup (peagle's own only)")
 
 
@@ -82,6 +88,7 @@ class _Rollback:
         self.sm, self.plan, self.sleep, self.scaling = sm, plan, sleep, scaling
         self.created: list[str] = []  # answered: it exists
         self.lost: list[str] = []  # sent, answer lost: it may exist, now or later
+        self.pool_models: list[str] = []  # instance pools' own models sent (answered or not): deleted by name
 
     def touched(self, kind: str) -> bool:
         return kind in self.created or kind in self.lost
@@ -93,7 +100,8 @@ class _Rollback:
             return error
         command = cleanup_command(self.plan)
         if keep:
-            kinds = ", ".join(_LABEL[k] for k in self.created + self.lost)
+            kinds = ", ".join([_LABEL[k] for k in self.created + self.lost]
+                              + [f"model {m}" for m in self.pool_models])
             _add_hint(error, f"kept {kinds} {self.plan.endpoint_name!r} (--keep-on-failure): remove with '{command}'")
             return error
         try:
@@ -127,7 +135,7 @@ class _Rollback:
         name = self.plan.endpoint_name
         return teardown(self.sm, endpoints=[name] if self.touched("endpoint") else [],
                         configs=[name] if self.touched("endpoint_config") else [],
-                        models=[name] if self.touched("model") else [],
+                        models=([name] if self.touched("model") else []) + self.pool_models,
                         wait=not hurry, created_at=self.plan.created_at, scaling=self.scaling)
 
     def _exists(self, kind: str) -> bool:
@@ -152,8 +160,13 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
     with SignalGuard("rolling back what this deploy created", enabled=handle_signals) as guard:
         try:
             session.check_credentials()
-            notes = [check_quota(session, plan.instance_type, plan.instance_count)]
-            note(notes[-1])
+            if plan.pools:  # each pool's quota was read for the plan, and a short one left out (plan_pools.py)
+                notes = [f"{p.instance_type}: quota {p.quota.describe() if p.quota else 'not read'}"
+                         for p in plan.pools if p.kept]
+            else:
+                notes = [check_quota(session, plan.instance_type, plan.instance_count)]
+            for line in notes:
+                note(line)
             sm = session.client("sagemaker")
             _refuse_existing(sm, plan)
         except KeyboardInterrupt as exc:
@@ -173,6 +186,12 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
                         rollback.lost.append(kind)
                     raise
                 note(f"created {_LABEL[kind]} {plan.endpoint_name}")
+                if kind == "model":  # the instance pools' own models, before the config names them
+                    for body in plan.create_pool_models:
+                        with guard.critical("CreateModel"):
+                            rollback.pool_models.append(body["ModelName"])
+                            sm.create_model(**body)
+                        note(f"created model {body['ModelName']} (instance pool)")
             if not wait:
                 return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region, status="Creating",
                                     elapsed_s=clock() - start, notes=notes)
@@ -190,6 +209,12 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
             error = _as_peagle_error(exc)
             raise rollback.run(error, keep=keep_on_failure and not guard.signalled,
                                hurry=guard.signalled or isinstance(exc, KeyboardInterrupt)) from None
+    serving = None
+    if plan.pools:
+        from ..pools import serving_pools, serving_words
+
+        serving = serving_words(serving_pools((described.get("ProductionVariants") or [{}])[0]), plan.pool_types)
     return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region, status=described["EndpointStatus"],
-                        elapsed_s=clock() - start, verification=checks, notes=notes, autoscaling=applied)
+                        elapsed_s=clock() - start, verification=checks, notes=notes, autoscaling=applied,
+                        serving_pools=serving)
 

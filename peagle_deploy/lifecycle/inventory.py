@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import UsageError
 from ..inputs import validate_name
+from ..pools import serving_pools, serving_words, tagged_types
 from ..tags import PeagleTags
 from .autoscaling import SERVICE as AUTOSCALING_SERVICE
 from .autoscaling import AutoscalingStatus, read_autoscaling
@@ -68,6 +69,10 @@ class EndpointStatus(BaseModel):
                                                                        "to have (peagle:autoscale, or an unfinished "
                                                                        "update's)")
     recover_command: str | None = Field(default=None, description="set when something is left to finish")
+    instance_pools: list[str] = Field(default_factory=list, description="the config's InstancePools by priority; "
+                                      "instance_type/instance_count are then the pool that serves")
+    serving_pools: str | None = Field(default=None, description="which pool serves, from DescribeEndpoint's "
+                                      "InstancePools CurrentInstanceCount")
 
 
 def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, served: Any = None,
@@ -87,9 +92,16 @@ def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, served: Any
         mode, k = served.mode, served.k
         instance_type = served.instance_type or instance_type
         instance_count = served.instance_count or instance_count
+    pools = served.instance_pools if served is not None else []
+    serving = serving_pools((described.get("ProductionVariants") or [{}])[0]) if pools else []
+    if pools:  # the pool that serves is the instance type billed (none yet: unknown, never the tag's list)
+        instance_type, instance_count = serving[0] if serving else (None, None)
     priced = instance_price(instance_type, region, count=instance_count or 1, profile=profile, session=session) \
         if instance_type else None
     price = priced.usd_per_hour if priced is not None else None
+    for other, count in serving[1:]:  # instances in several pools at once: each priced
+        more = instance_price(other, region, count=count, profile=profile, session=session).usd_per_hour
+        price = None if price is None or more is None else price + more
     age = (now - created).total_seconds() if created else None
     row = EndpointStatus(
         name=described["EndpointName"], status=described["EndpointStatus"],
@@ -101,6 +113,7 @@ def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, served: Any
         tag_problems=tags.problems, price=priced, endpoint_config=described.get("EndpointConfigName"), spec_source=source,
         spec_problem=served.problem if served is not None else None, label_mismatch=mismatch,
         autoscaling_intended=tags.autoscale.describe() if tags.autoscale else None,
+        instance_pools=pools, serving_pools=serving_words(serving, pools) if pools else None,
     )
     _add_update(row, described, raw_tags or {}, region)
     return row
@@ -112,7 +125,9 @@ def _mismatch(tags: PeagleTags, served: Any) -> str | None:
         said.append(f"peagle:mode={tags.mode}")
     if served.mode not in (None, "off") and tags.k is not None and tags.k != served.k:
         said.append(f"peagle:k={tags.k}")
-    if tags.instance_type and served.instance_type and tags.instance_type != served.instance_type:
+    if tags.instance_type and served.instance_pools and tagged_types(tags.instance_type) != served.instance_pools:
+        said.append(f"peagle:instance-type={tags.instance_type}")
+    elif tags.instance_type and served.instance_type and tags.instance_type != served.instance_type:
         said.append(f"peagle:instance-type={tags.instance_type}")
     if tags.instance_count and served.instance_count and tags.instance_count != served.instance_count:
         said.append(f"peagle:instance-count={tags.instance_count}")

@@ -31,14 +31,27 @@ def read_quota(session: Any, instance_type: str) -> float | None:
 
 
 def instances_in_use(sm: Any, instance_type: str, scaling: Any = None) -> int:
-    """Instances of this type that endpoints in the account and region run now or may scale to.
+    """Instances of this type that endpoints in the account and region run now or may scale to
+    (`instances_in_use_by_type`)."""
+    return instances_in_use_by_type(sm, scaling).get(instance_type, 0)
 
-    Per variant: the most of the config's InitialInstanceCount, DescribeEndpoint's CurrentInstanceCount and
-    DesiredInstanceCount (an autoscaled endpoint may run more than it started with) and, when Application Auto
-    Scaling has the variant registered, its MaxCapacity. An update in progress (blue/green) runs both fleets, so
-    the pending deployment's variants count too. `scaling`: an application-autoscaling client (None: not read)."""
+
+def instances_in_use_by_type(sm: Any, scaling: Any = None) -> dict[str, int]:
+    """Instance type -> instances that endpoints in the account and region run now or may scale to.
+
+    Per variant of one instance type: the most of the config's InitialInstanceCount, DescribeEndpoint's
+    CurrentInstanceCount and DesiredInstanceCount (an autoscaled endpoint may run more than it started with) and,
+    when Application Auto Scaling has the variant registered, its MaxCapacity. A variant with instance pools holds
+    what DescribeEndpoint's InstancePools report per type (SageMaker decides which pool it provisions from). An
+    update in progress (blue/green) runs both fleets, so the pending deployment's variants count too.
+    `scaling`: an application-autoscaling client (None: not read)."""
     registered = _registered_maxima(scaling) if scaling is not None else {}
-    used = 0
+    used: dict[str, int] = {}
+
+    def add(instance_type: str | None, count: int) -> None:
+        if instance_type:
+            used[instance_type] = used.get(instance_type, 0) + count
+
     for page in sm.get_paginator("list_endpoints").paginate():
         for summary in page.get("Endpoints", []):
             if summary.get("EndpointStatus") in ("Deleting", "Failed"):
@@ -53,17 +66,22 @@ def instances_in_use(sm: Any, instance_type: str, scaling: Any = None) -> int:
                 raise
             live = {v.get("VariantName"): v for v in described.get("ProductionVariants") or []}
             for variant in config.get("ProductionVariants", []):
-                if variant.get("InstanceType") != instance_type:
-                    continue
                 now = live.get(variant.get("VariantName"), {})
-                used += max(int(variant.get("InitialInstanceCount") or 0), int(now.get("CurrentInstanceCount") or 0),
-                            int(now.get("DesiredInstanceCount") or 0),
-                            registered.get(f"endpoint/{name}/variant/{variant.get('VariantName')}", 0))
+                if variant.get("InstancePools"):
+                    for pool in now.get("InstancePools") or []:
+                        add(pool.get("InstanceType"), int(pool.get("CurrentInstanceCount") or 0))
+                    continue
+                add(variant.get("InstanceType"),
+                    max(int(variant.get("InitialInstanceCount") or 0), int(now.get("CurrentInstanceCount") or 0),
+                        int(now.get("DesiredInstanceCount") or 0),
+                        registered.get(f"endpoint/{name}/variant/{variant.get('VariantName')}", 0)))
             pending = (described.get("PendingDeploymentSummary") or {}).get("ProductionVariants") or []
             for variant in pending:
-                if variant.get("InstanceType") == instance_type:
-                    used += max(int(variant.get("CurrentInstanceCount") or 0),
-                                int(variant.get("DesiredInstanceCount") or 0))
+                for pool in variant.get("InstancePools") or []:
+                    add(pool.get("InstanceType"), int(pool.get("CurrentInstanceCount") or 0))
+                if not variant.get("InstancePools"):
+                    add(variant.get("InstanceType"), max(int(variant.get("CurrentInstanceCount") or 0),
+                                                         int(variant.get("DesiredInstanceCount") or 0)))
     return used
 
 

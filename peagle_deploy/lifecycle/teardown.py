@@ -174,7 +174,11 @@ class References:
 def _models_of(config: dict[str, Any] | None) -> list[str]:
     if config is None:
         return []
-    return [v["ModelName"] for v in config.get("ProductionVariants", []) if v.get("ModelName")]
+    variants = config.get("ProductionVariants", [])
+    models = [v["ModelName"] for v in variants if v.get("ModelName")]
+    # an instance pool's own model (ModelNameOverride) is the config's as much as the variant's model
+    return models + [p["ModelNameOverride"] for v in variants for p in v.get("InstancePools") or []
+                     if p.get("ModelNameOverride") and p["ModelNameOverride"] not in models]
 
 
 def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), models: list[str] = (),

@@ -152,12 +152,30 @@ def verify(sm: Any, plan: DeploymentPlan, logs: Any = None, *, sleep: Callable[[
         Check.compare("drafter channel", (drafter["S3DataSource"]["S3Uri"] if drafter else None) == expected_uri,
                       expected=expected_uri, actual=drafter["S3DataSource"]["S3Uri"] if drafter else None),
         Check.compare("instance type", [v.get("InstanceType") for v in variants] == [plan.instance_type],
-                      expected=plan.instance_type, actual=[v.get("InstanceType") for v in variants]),
+                      expected=plan.instance_type, actual=[v.get("InstanceType") for v in variants])
+        if not plan.pools else pools_check(plan, variants),
     ]
+    for body in plan.create_pool_models:  # an instance pool's own model runs the same speculative config
+        held = read(lambda b=body: sm.describe_model(ModelName=b["ModelName"]))
+        value = (held.get("PrimaryContainer") or {}).get("Environment", {}).get(ENV_VAR)
+        checks.append(Check.compare(f"speculative config of {body['ModelName']}",
+                                    _json_or_text(value) == _json_or_text(plan.speculative_config),
+                                    expected=plan.speculative_config, actual=value))
     checks.extend(network_checks(plan, model, config))
     if logs is not None:
         checks.append(vllm_startup(logs, plan, sleep=sleep, since_ms=logs_since_ms))
     return checks
+
+
+def pools_check(plan: DeploymentPlan, variants: list[dict[str, Any]]) -> Check:
+    """The variant's instance pools as SageMaker holds them: types by priority and each pool's model."""
+    def shape(pools: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return sorted((p.get("Priority"), p.get("InstanceType"), p.get("ModelNameOverride")) for p in pools)
+
+    expected = plan.create_endpoint_config["ProductionVariants"][0]["InstancePools"]
+    actual = [v.get("InstancePools") for v in variants]
+    return Check.compare("instance pools", len(actual) == 1 and shape(actual[0] or []) == shape(expected),
+                         expected=expected, actual=actual)
 
 
 def network_checks(plan: DeploymentPlan, model: dict[str, Any], config: dict[str, Any]) -> list[Check]:

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..aws import is_not_found, is_transient, translate_error
-from ..errors import EndpointFailed, WaitTimeout
+from ..errors import EndpointFailed, QuotaError, WaitTimeout
+from ..pools import is_capacity_failure
 
 T = TypeVar("T")
 READ_ATTEMPTS = 6  # on top of botocore's own retries: a read failure is never an endpoint failure
@@ -37,6 +38,9 @@ def doing(status: str, elapsed: float) -> str:
     return "loading the model in vLLM (health checks allow up to the startup timeout)"
 
 
+CAPACITY_HINT = ("SageMaker found no capacity for the instance types in this region: try again later, list more "
+                 "--instance-type values in priority order (instance pools), or use a capacity reservation "
+                 "(docs/capacity.md)")
 POLL_ENV = "PEAGLE_POLL_INTERVAL_S"  # a fixed poll interval (e.g. 0 against a local emulator in CI)
 
 
@@ -104,6 +108,8 @@ def wait_in_service(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[fl
             return described
         if status not in WAITING:
             reason = described.get("FailureReason") or "no reason given"
+            if is_capacity_failure(reason):  # no instance to be had, of any type listed: capacity, exit 4
+                raise QuotaError(f"endpoint {name} is {status}: {reason}", CAPACITY_HINT)
             raise EndpointFailed(f"endpoint {name} is {status}: {reason}",
                                  f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})")
         if elapsed >= timeout_s:

@@ -1,0 +1,211 @@
+"""Instance pools through the one plan builder: every listed instance type planned from its own facts.
+
+`plan.build_plan` hands a request with two or more instance types here. Each type is planned as a deploy of
+that type alone would be (`plan._params`: the JumpStart spec for that type, its per-instance environment, the
+tensor-parallel degree for its GPUs, the checks against the spec), then priced (`FactSource.price`) and held
+against its Service Quotas value (`FactSource.quota`). A type that cannot serve is kept in the plan, marked and
+left out of the variant with the reason: the spec has no image for it, its quota has no room, its price is over
+an explicit --max-price-per-hour. The first type left is the main model's; a later pool whose container differs
+(another TP degree, another image) gets a model of its own through `ModelNameOverride`, the others share the main
+model. The variant lists the kept types as `InstancePools`, Priority 1 first (`capacity_variant`).
+
+Fit: peagle knows no reliable size of a model's weights (the catalog's summaries are estimates), so a type
+"fits" only where it has at least the GPU memory of the instance type JumpStart's spec deploys the model on by
+default; anything else is "not checked", never guessed (docs/capacity.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .errors import PeagleError, QuotaError, UsageError
+from .instances import instance_info
+from .plan import TP_ENV, FactSource, Part, _Choice, _container, _params, _Params, _plan_model, check_family
+from .pools import MAX_POOLS, Pool, check_provision_timeout, tag_value
+from .pricing import Price
+from .spec import ResolvedSpec
+from .tags import PeagleTags
+
+NAME_MAX = 63  # SageMaker's model names
+
+
+def check_pool_request(request: Any) -> None:
+    """The pool list and its timeout, before any AWS call."""
+    types = request.instance_pools
+    for instance_type in types:
+        check_family(instance_type, request.allow_any_instance)
+    if len(types) > MAX_POOLS or len(set(types)) != len(types):
+        raise UsageError(f"instance pools {', '.join(types)}: SageMaker takes at most {MAX_POOLS} types, each once",
+                         "list each instance type once, at most 5")
+    if request.provision_timeout_s is not None:
+        if not types:
+            raise UsageError("--provision-timeout applies to instance pools",
+                             "list two or more types in priority order: --instance-type ml.g7e.2xlarge,ml.g7e.4xlarge")
+        check_provision_timeout(request.provision_timeout_s)
+
+
+def pool_model_name(name: str, priority: int) -> str:
+    """The model of a pool whose container differs: NAME-p<priority>, within SageMaker's 63 characters."""
+    suffix = f"-p{priority}"
+    return name[: NAME_MAX - len(suffix)].rstrip("-") + suffix
+
+
+def fit(instance_type: str, spec: ResolvedSpec) -> tuple[str, str]:
+    """('fits' | 'not checked', why): the type's GPU memory against that of the spec's default instance type."""
+    info, reference = instance_info(instance_type), spec.default_instance_type
+    known = instance_info(reference)
+    if info is None or known is None:
+        missing = instance_type if info is None else f"the spec's default {reference}"
+        return "not checked", f"peagle has no GPU facts for {missing}"
+    have, need = info.gpu_memory_gb, known.gpu_memory_gb  # the instance's GPUs together
+    if have >= need:
+        return "fits", f"{have} GB of GPU memory; JumpStart deploys the model on {reference} ({need} GB)"
+    return "not checked", (f"{have} GB of GPU memory, less than the {need} GB of {reference} (JumpStart's default); "
+                           "peagle knows no reliable size of the weights")
+
+
+def quota_reason(limit: float, used: int, count: int, region: str) -> str:
+    """'quota 0 in us-east-1' (with what is in use and needed when that is why)."""
+    text = f"quota {limit:g} in {region}"
+    if used:
+        text += f", {used} in use"
+    if count > 1:
+        text += f", {count} needed"
+    return text
+
+
+def _price_for_guard(price: Price, request: Any) -> Price:
+    policy = request.autoscale
+    return price.for_count(policy.max_capacity) if policy is not None else price
+
+
+def _evaluate(choice: _Choice, facts: FactSource, instance_type: str) -> tuple[Pool, _Params | None,
+                                                                                PeagleError | None]:
+    """One type planned alone: its params (None when the request cannot be planned for it) and its facts."""
+    request = choice.request.model_copy(update={"instance_type": instance_type, "instance_pools": []})
+    info = instance_info(instance_type)
+    pool = Pool(instance_type=instance_type, priority=None, kept=False, gpus=info.gpus if info else None,
+                gpu_memory_gb=info.gpu_memory_gb if info else None)
+    try:
+        spec = facts.spec(choice.model_id, region=request.region, instance_type=instance_type,
+                          version=request.model_version, offline=request.offline)
+        if instance_type not in spec.supported_instance_types:
+            pool.left_out = "the JumpStart spec has no image for it (not among its supported instance types)"
+            return pool, None, None
+        params = _params(replace(choice, request=request), spec)
+    except UsageError as exc:  # the spec cannot be planned for this type (or for any: said once if all refuse)
+        pool.left_out = exc.one_line()
+        return pool, None, exc
+    pool.tensor_parallel = params.env.get(TP_ENV)
+    pool.fit, pool.fit_detail = fit(instance_type, spec)
+    pool.price = facts.price(instance_type, request.region, request.instance_count, offline=request.offline)
+    pool.quota = facts.quota(instance_type, request.region)
+    quota, limit = pool.quota, request.max_price_per_hour_usd
+    if quota is not None and quota.limit is not None and (quota.used or 0) + request.instance_count > quota.limit:
+        pool.left_out = quota_reason(quota.limit, quota.used or 0, request.instance_count, request.region)
+    elif limit is not None:
+        guarded = _price_for_guard(pool.price, request)
+        at = " at the autoscaling maximum" if request.autoscale else ""
+        if guarded.usd_per_hour is None:
+            pool.left_out = f"its price is unknown, so --max-price-per-hour {limit:g} cannot be checked"
+        elif guarded.usd_per_hour > limit:
+            pool.left_out = f"${guarded.usd_per_hour:,.2f}/h{at} is over --max-price-per-hour {limit:g}"
+    return pool, params, None
+
+
+def _nothing_left(types: list[str], pools: list[Pool], errors: list[PeagleError | None]) -> PeagleError:
+    refusals = {e.one_line() for e in errors if e is not None}
+    if len(refusals) == 1 and all(e is not None for e in errors):
+        return errors[0]  # the request itself cannot be planned (a licence, a drafter): said as deploy says it
+    reasons = "; ".join(f"{p.instance_type}: {p.left_out}" for p in pools)
+    what = f"no instance type of {', '.join(types)} can serve this deploy ({reasons})"
+    if all(p.left_out and p.left_out.startswith("quota ") for p in pools):
+        return QuotaError(what, "request an increase in the Service Quotas console (SageMaker) or list other "
+                                "--instance-type values")
+    return UsageError(what, "list other --instance-type values (peagle deploy --dry-run shows why each is left out)")
+
+
+def _difference(main: dict[str, Any], other: dict[str, Any]) -> str:
+    """What a pool's container sets otherwise than the main model's (environment names and values, the image)."""
+    said = []
+    if main.get("Image") != other.get("Image"):
+        said.append(f"image {other.get('Image')}")
+    env, theirs = main.get("Environment") or {}, other.get("Environment") or {}
+    said += [f"{key}={theirs.get(key, '(unset)')}" for key in sorted(set(env) | set(theirs))
+             if env.get(key) != theirs.get(key)]
+    said += [key for key in sorted(set(main) | set(other)) if key not in ("Image", "Environment")
+             and main.get(key) != other.get(key)]
+    return ", ".join(said)
+
+
+def plan_pools(choice: _Choice, facts: FactSource) -> tuple[_Params, Part, Price]:
+    """The main params (the first type that can serve, with every kept pool), the plan's pool fields and the
+    price the plan is held to (the most expensive pool: which one serves is SageMaker's choice)."""
+    request = choice.request
+    types = list(request.instance_pools)
+    evaluated = [_evaluate(choice, facts, t) for t in types]
+    pools = [pool for pool, _, _ in evaluated]
+    kept = [(pool, params) for pool, params, _ in evaluated if pool.left_out is None and params is not None]
+    if not kept:
+        raise _nothing_left(types, pools, [error for _, _, error in evaluated])
+    main = kept[0][1]
+    main_container = _container(main)[0]
+    names, models, sharing, own = [pool.instance_type for pool, _ in kept], [], [], []
+    for priority, (pool, params) in enumerate(kept, start=1):
+        pool.kept, pool.priority = True, priority
+        container = _container(params)[0]
+        if priority == 1 or container == main_container:
+            pool.model_name = choice.name
+            sharing.append(pool.instance_type)
+            continue
+        pool.own_model, pool.model_name = True, pool_model_name(choice.name, priority)
+        pool.differs = _difference(main_container, container)
+        body = _plan_model(params)["create_model"]
+        models.append({**body, "ModelName": pool.model_name, "Tags": None})
+        own.append(f"{pool.instance_type} runs its own model {pool.model_name} ({pool.differs})")
+    tags = {**main.tags, **PeagleTags(instance_type=tag_value(names)).to_aws()}
+    main = replace(main, tags=tags, pools=tuple(pool for pool, _ in kept))
+    for model in models:
+        model["Tags"] = main.tag_list
+    notes = [f"{pool.instance_type}: {pool.left_out}; deploying with {', '.join(names)}"
+             for pool in pools if not pool.kept]
+    notes.append(f"instance pools in priority order: {', '.join(names)}; "
+                 + (f"{', '.join(sharing)} share the model {choice.name}" if len(sharing) > 1 else
+                    f"{sharing[0]} runs the model {choice.name}")
+                 + "".join(f"; {text}" for text in own))
+    if request.provision_timeout_s is None:
+        notes.append("no --provision-timeout: SageMaker's own limit decides how long it tries the pools")
+    priced = [pool.price for pool, _ in kept if pool.price is not None]
+    unknown = next((p for p in priced if p.usd_per_hour is None), None)
+    top = unknown or max(priced, key=lambda p: p.usd_per_hour or 0.0)
+    known = sorted({p.usd_per_hour for p in priced if p.usd_per_hour is not None})
+    if len(known) > 1 or unknown is not None and known:
+        notes.append(f"the price depends on the pool that serves ({', '.join(f'${v:,.2f}/h' for v in known)}"
+                     f"{', one unknown' if unknown else ''}): the plan is priced at the most expensive")
+    part: Part = {"pools": pools, "create_pool_models": models, "notes": notes}
+    return main, part, top
+
+
+def capacity_variant(variant: dict[str, Any], p: _Params) -> tuple[dict[str, Any], Part]:
+    """The production variant with its InstancePools in place of InstanceType (Priority 1 first, a
+    ModelNameOverride where the pool's model differs), the provision timeout and CapacityReservationConfig."""
+    request, part = p.request, {}
+    shaped: dict[str, Any] = {}
+    for key, value in variant.items():
+        if key == "InstanceType" and p.pools:
+            shaped["InstancePools"] = [{"InstanceType": pool.instance_type, "Priority": pool.priority,
+                                        **({"ModelNameOverride": pool.model_name} if pool.own_model else {})}
+                                       for pool in p.pools]
+        else:
+            shaped[key] = value
+    if p.pools and request.provision_timeout_s is not None:
+        shaped["VariantInstanceProvisionTimeoutInSeconds"] = request.provision_timeout_s
+        part["provision_timeout_s"] = request.provision_timeout_s
+    reservation = request.capacity_reservation
+    if reservation is not None:
+        shaped["CapacityReservationConfig"] = reservation.config()
+        part["capacity_reservation"] = reservation
+        part["notes"] = [f"capacity reservation {reservation.describe()}: SageMaker refuses the config if it "
+                         "holds none of the variant's instance types"]
+    return shaped, part

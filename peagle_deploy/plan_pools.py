@@ -68,7 +68,7 @@ def fit(instance_type: str, spec: ResolvedSpec) -> tuple[str, str]:
 def quota_reason(limit: float, used: int, count: int, region: str) -> str:
     """'quota 0 in us-east-1' (with what is in use and needed when that is why)."""
     text = f"quota {limit:g} in {region}"
-    if used:
+    if used and limit:  # a quota of 0 says it all
         text += f", {used} in use"
     if count > 1:
         text += f", {count} needed"
@@ -171,8 +171,8 @@ def plan_pools(choice: _Choice, facts: FactSource) -> tuple[_Params, Part, Price
     notes = [f"{pool.instance_type}: {pool.left_out}; deploying with {', '.join(names)}"
              for pool in pools if not pool.kept]
     notes.append(f"instance pools in priority order: {', '.join(names)}; "
-                 + (f"{', '.join(sharing)} share the model {choice.name}" if len(sharing) > 1 else
-                    f"{sharing[0]} runs the model {choice.name}")
+                 + (f"{', '.join(sharing)} share the main model" if len(sharing) > 1 else
+                    f"{sharing[0]} runs the main model")
                  + "".join(f"; {text}" for text in own))
     if request.provision_timeout_s is None:
         notes.append("no --provision-timeout: SageMaker's own limit decides how long it tries the pools")

@@ -16,7 +16,7 @@ def render_plan(console, plan: DeploymentPlan) -> None:
 
     render_summary(console, plan)
     requests = [("CreateModel", plan.create_model),
-                *((f"CreateModel (pool {m['ModelName']})", m) for m in plan.create_pool_models),
+                *((f"CreateModel {m['ModelName']} (instance pool)", m) for m in plan.create_pool_models),
                 ("CreateEndpointConfig", plan.create_endpoint_config), ("CreateEndpoint", plan.create_endpoint)]
     if plan.register_scalable_target is not None:  # Application Auto Scaling, after InService and verification
         requests += [("RegisterScalableTarget (once InService and verified)", plan.register_scalable_target),
@@ -41,7 +41,8 @@ def tags_once(console, requests: list[tuple[str, dict | None]]) -> list[tuple[st
     carriers = [title for title, body in tagged if body["Tags"] == shared]
     if len(carriers) < 2:
         return requests
-    names = [_CARRIERS.get(title, title) for title in carriers]
+    names = [_CARRIERS.get(title, f"model {title.split()[1]}" if title.endswith("(instance pool)") else title)
+             for title in carriers]
     console.print(f"\n[bold]Tags[/bold] (on the {', the '.join(names[:-1])} and the {names[-1]})")
     width = max(len(tag["Key"]) for tag in shared)
     for tag in shared:

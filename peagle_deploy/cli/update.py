@@ -17,7 +17,8 @@ def update(
     name: Annotated[str, typer.Argument(help="The endpoint to update (one peagle created).")],
     k: Annotated[str | None, typer.Option("--k", help="New speculative tokens per step.")] = None,
     mode: Annotated[str | None, typer.Option(help="New mode: p-eagle, eagle3 or off.")] = None,
-    instance_type: Annotated[str | None, typer.Option(help="New instance type (an ml.g7e type the spec supports).")] = None,
+    instance_type: Annotated[str | None, typer.Option(
+        help="New instance type (an ml.g7e type the spec supports), or several in priority order: instance pools.")] = None,
     instance_count: Annotated[int | None, typer.Option(help="New number of instances.")] = None,
     allow_any_instance: Annotated[bool, typer.Option(help="Allow instance types outside ml.g7e.")] = False,
     accept_eula: Annotated[bool, typer.Option(help="Accept the licence of a gated drafter newly turned on.")] = False,
@@ -56,9 +57,13 @@ def update(
         if autoscale is not None or target_concurrency is not None or target_invocations is not None:
             policy, _ = parse_autoscale(autoscale, target_concurrency=target_concurrency,
                                         target_invocations=target_invocations, instance_count=instance_count)
+        from ..pools import parse_instance_types
+
+        types = parse_instance_types(instance_type)
         request = UpdateRequest(
             name=name, region=resolve_region(region), mode=parse_mode(mode) if mode is not None else None, k=k,
-            instance_type=instance_type, instance_count=instance_count, allow_any_instance=allow_any_instance,
+            instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
+            instance_count=instance_count, allow_any_instance=allow_any_instance,
             accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # durations.BOUNDS: 0s to 1h
             rollback_alarms=list(rollback_alarm or []), autoscale=policy)
         check_request(request)
@@ -131,7 +136,13 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
 
     with SignalGuard("nothing was changed"):
         session.check_credentials()
-        plan = prepare(session, request, sleep=clock.sleep)
+        facts = None
+        if request.instance_pools:  # each pool held to its Service Quotas value, as deploy does
+            from ..lifecycle.capacity import QuotaReader
+            from ..plan import FactSource
+
+            facts = FactSource(profile=session.profile, quota_lookup=QuotaReader(session))
+        plan = prepare(session, request, sleep=clock.sleep, facts=facts)
     from ..output import register_secret_env
 
     # the live container's HF_TOKEN & co. (deploy --env): masked in every output, as deploy masks them
@@ -200,6 +211,7 @@ def render_update(console, plan, *, title: str = "peagle update --dry-run: nothi
         ("deployment", f"blue/green, all at once, {plan.bake_s}s baking period"
                        + (f", rollback on {', '.join(plan.rollback_alarms)}" if plan.rollback_alarms else "")),
         ("price", f"{price}; both fleets run until the baking period ends"),
+        *(("pool" if pool.kept else "left out", pool.line()) for pool in plan.verify_plan.pools),
     ]
     print_key_values(console, rows, title=title)
     console.print("\n[bold]AWS writes, in order[/bold]")
@@ -214,6 +226,8 @@ def render_update(console, plan, *, title: str = "peagle update --dry-run: nothi
     from .render_plan import tags_once
 
     for title_, body in tags_once(console, [("CreateModel", plan.create_model),
+                                            *((f"CreateModel {m['ModelName']} (instance pool)", m)
+                                              for m in plan.create_pool_models),
                                             ("CreateEndpointConfig", plan.create_endpoint_config),
                                             ("UpdateEndpoint", plan.update_endpoint)]):
         if body is not None:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..pools import tag_value
 from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
 from ..plan import VARIANT_NAME
 from ..served_config import Served, read_served
@@ -183,7 +184,8 @@ def _labels(served: Served, intended: Any) -> dict[str, str]:
     if served.problem is not None or served.mode is None:
         values = PeagleTags()
     else:
-        values = PeagleTags(mode=served.mode, k=served.k, instance_type=served.instance_type,
+        values = PeagleTags(mode=served.mode, k=served.k, instance_type=served.instance_type
+                            or tag_value(served.instance_pools) or None,
                             instance_count=served.instance_count)
     values.autoscale = intended
     return values.to_aws()

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..autoscale import AutoscalePolicy, resource_id
 from ..errors import PeagleError, UsageError
 from ..plan import TP_ENV, VARIANT_NAME, DeploymentPlan, FactSource, PlanRequest, build_plan
+from ..pools import POOL_SEPARATOR, CapacityReservation, configured_pools, tag_value
 from ..pricing import Price
 from ..served_config import spec_of_environment
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k
@@ -52,6 +53,8 @@ _VARIANT_KEYS = ("VariantName", "ModelName", "InitialInstanceCount", "InstanceTy
                  "AcceleratorType", "CoreDumpConfig", "ServerlessConfig", "VolumeSizeInGB",
                  "ModelDataDownloadTimeoutInSeconds", "ContainerStartupHealthCheckTimeoutInSeconds",
                  "EnableSSMAccess", "ManagedInstanceScaling", "RoutingConfig", "InferenceAmiVersion")
+_CAPACITY_KEYS = ("InstanceType", "InstancePools", "VariantInstanceProvisionTimeoutInSeconds",
+                  "CapacityReservationConfig")
 _CONFIG_KEYS = ("DataCaptureConfig", "KmsKeyId", "AsyncInferenceConfig", "ExecutionRoleArn", "VpcConfig",
                 "EnableNetworkIsolation")
 
@@ -66,6 +69,7 @@ class UpdateRequest(BaseModel):
     mode: Mode | None = None
     k: int | str | None = None
     instance_type: str | None = None
+    instance_pools: list[str] = Field(default_factory=list, description="--instance-type A,B: instance pools")
     instance_count: int | None = None
     allow_any_instance: bool = False
     accept_eula: bool = False
@@ -81,7 +85,7 @@ class Serving(BaseModel):
     model: str
     mode: str | None
     k: int | None
-    instance_type: str | None
+    instance_type: str | None = Field(description="with instance pools, their types by priority joined by ','")
     instance_count: int | None
 
     def label(self, *, with_instances: bool = False) -> str:
@@ -113,6 +117,7 @@ class UpdatePlan(BaseModel):
     bake_s: int
     rollback_alarms: list[str]
     create_model: dict[str, Any] | None = Field(description="None: the container does not change, the model is kept")
+    create_pool_models: list[dict[str, Any]] = Field(default_factory=list, description="instance pools' own models")
     create_endpoint_config: dict[str, Any]
     update_endpoint: dict[str, Any]
     endpoint_tags: dict[str, str] = Field(description="AddTags on the endpoint after success")
@@ -138,6 +143,7 @@ class UpdatePlan(BaseModel):
         calls = [f"AddTags {self.endpoint_name} (the update's intent, for peagle recover: {intent})"]
         if self.create_model is not None:
             calls.append(f"CreateModel {self.create_model['ModelName']}")
+        calls.extend(f"CreateModel {body['ModelName']} (an instance pool's)" for body in self.create_pool_models)
         calls.append(f"CreateEndpointConfig {self.create_endpoint_config['EndpointConfigName']}")
         target_id = resource_id(self.endpoint_name, VARIANT_NAME)
         if self.deregister_first:
@@ -161,7 +167,7 @@ def check_request(request: UpdateRequest) -> None:
     from ..plan import check_family
 
     validate_name(request.name)
-    if (request.mode is None and request.k is None and request.instance_type is None
+    if (request.mode is None and request.k is None and request.instance_type is None and not request.instance_pools
             and request.instance_count is None and request.autoscale is None):
         raise UsageError("nothing to update", "pass --k, --mode, --instance-type, --instance-count or --autoscale")
     if request.k is not None:
@@ -170,8 +176,8 @@ def check_request(request: UpdateRequest) -> None:
             raise UsageError("--k has no effect with --mode off", "drop --k, or choose --mode p-eagle or eagle3")
     if request.instance_count is not None:
         parse_instance_count(request.instance_count)
-    if request.instance_type is not None:
-        check_family(request.instance_type, request.allow_any_instance)
+    for instance_type in [request.instance_type] if request.instance_type is not None else request.instance_pools:
+        check_family(instance_type, request.allow_any_instance)
     if len(request.rollback_alarms) > ALARMS_MAX:
         raise UsageError(f"{len(request.rollback_alarms)} --rollback-alarm options; SageMaker allows {ALARMS_MAX}",
                          f"pass at most {ALARMS_MAX} alarms")
@@ -238,8 +244,24 @@ def serving(config: dict[str, Any], model: dict[str, Any], tags: PeagleTags) -> 
     spec = spec_of_environment((model.get("PrimaryContainer") or {}).get("Environment"))
     mode, k = (spec.mode, spec.k) if spec.problem is None else (tags.mode, tags.k)
     return Serving(endpoint_config=config["EndpointConfigName"], model=variant["ModelName"], mode=mode,
-                   k=k, instance_type=variant.get("InstanceType"),
-                   instance_count=variant.get("InitialInstanceCount"))
+                   k=k, instance_type=variant.get("InstanceType") or POOL_SEPARATOR.join(configured_pools(variant))
+                   or None, instance_count=variant.get("InitialInstanceCount"))
+
+
+def _instances(value: str | None, live_variant: dict[str, Any]) -> dict[str, Any]:
+    """A deploy request's instance fields for `value` (one type, or pools joined by ','): with pools, the live
+    variant's provision timeout; and the live variant's capacity reservation either way (update has no flag for
+    them: they are kept)."""
+    pools = [t for t in (value or "").split(POOL_SEPARATOR) if t] if value and POOL_SEPARATOR in value else []
+    fields: dict[str, Any] = {"instance_type": None if pools else value, "instance_pools": pools}
+    timeout = live_variant.get("VariantInstanceProvisionTimeoutInSeconds")
+    if pools and timeout:
+        fields["provision_timeout_s"] = int(timeout)
+    reservation = live_variant.get("CapacityReservationConfig") or {}
+    if reservation.get("MlReservationArn"):
+        fields["capacity_reservation"] = CapacityReservation(
+            arn=reservation["MlReservationArn"], preference=reservation.get("CapacityReservationPreference"))
+    return fields
 
 
 def range_note(count: int, policy: AutoscalePolicy, *, runs: str) -> str | None:
@@ -306,9 +328,10 @@ def _target_request(live: Live, request: UpdateRequest, current: Serving, name: 
 
         check_count_within(request.instance_count, live.peagle.autoscale, where="the endpoint's autoscaling")
     container = live.model.get("PrimaryContainer", {})
+    wanted = POOL_SEPARATOR.join(request.instance_pools) or request.instance_type or current.instance_type
     return PlanRequest(
         model=live.peagle.model, model_id=live.peagle.model_id, mode=mode, k=k, name=name,
-        instance_type=request.instance_type or current.instance_type,
+        **_instances(wanted, live.config["ProductionVariants"][0]),
         instance_count=request.instance_count or current.instance_count or 1,
         allow_any_instance=request.allow_any_instance, region=request.region,
         role=live.model.get("ExecutionRoleArn"), accept_eula=request.accept_eula or _accepted_eula(container))
@@ -323,7 +346,8 @@ def _current_plan(live: Live, current: Serving, request: UpdateRequest, facts: F
         mode = Mode(current.mode or Mode.P_EAGLE.value)
         return build_plan(PlanRequest(
             model=live.peagle.model, model_id=live.peagle.model_id, mode=mode,
-            k=None if mode is Mode.OFF else current.k, name=request.name, instance_type=current.instance_type,
+            k=None if mode is Mode.OFF else current.k, name=request.name,
+            **_instances(current.instance_type, live.config["ProductionVariants"][0]),
             instance_count=current.instance_count or 1, allow_any_instance=True, region=request.region,
             role=live.model.get("ExecutionRoleArn"), accept_eula=True), facts=facts, now=now)
     except (PeagleError, ValueError):
@@ -387,8 +411,31 @@ def _variant(live: Live, before: DeploymentPlan | None, after: DeploymentPlan, m
     if before is not None:
         variant = _carry(variant, _pick(before.create_endpoint_config["ProductionVariants"][0], _VARIANT_KEYS),
                          _pick(after.create_endpoint_config["ProductionVariants"][0], _VARIANT_KEYS))
-    variant.update(ModelName=model_name, InstanceType=after.instance_type, InitialInstanceCount=after.instance_count)
+    variant.update(ModelName=model_name, InitialInstanceCount=after.instance_count)
+    planned = after.create_endpoint_config["ProductionVariants"][0]
+    for key in _CAPACITY_KEYS:  # one type or instance pools, their timeout and reservation: the new plan's
+        variant.pop(key, None)
+        if key in planned:
+            variant[key] = copy.deepcopy(planned[key])
     return variant
+
+
+def _pool_container(container: dict[str, Any], after: DeploymentPlan, pool_model: dict[str, Any]) -> dict[str, Any]:
+    """An instance pool's own container: the update's container (the user's settings carried) with what the new
+    plan sets otherwise for that pool (its TP degree, its image)."""
+    main, pool = after.create_model["PrimaryContainer"], pool_model["PrimaryContainer"]
+    shaped = copy.deepcopy(container)
+    for key, value in pool.items():
+        if key != "Environment" and main.get(key) != value:
+            shaped[key] = copy.deepcopy(value)
+    env, main_env, pool_env = shaped.setdefault("Environment", {}), main.get("Environment") or {}, pool.get("Environment") or {}
+    for key in set(main_env) | set(pool_env):
+        if main_env.get(key) != pool_env.get(key):
+            if key in pool_env:
+                env[key] = pool_env[key]
+            else:
+                env.pop(key, None)
+    return shaped
 
 
 def _resource_tags(live: Live, after: DeploymentPlan, name: str) -> list[dict[str, str]]:
@@ -435,18 +482,23 @@ def plan_update(live: Live, request: UpdateRequest, *, now: datetime | None = No
     config = {"EndpointConfigName": name, "ProductionVariants": [_variant(live, before, after, model_name)],
               **config_keys, "Tags": tag_list}
     target = Serving(endpoint_config=name, model=model_name, mode=after.mode.value, k=after.k,
-                     instance_type=after.instance_type, instance_count=after.instance_count)
+                     instance_type=POOL_SEPARATOR.join(after.pool_types) or after.instance_type,
+                     instance_count=after.instance_count)
+    pool_models = [{**body, "PrimaryContainer": _pool_container(container, after, body), "Tags": tag_list}
+                   for body in after.create_pool_models]
     if target.model_dump(exclude={"endpoint_config", "model"}) == current.model_dump(
             exclude={"endpoint_config", "model"}) and not new_model:
         raise UsageError(f"endpoint {request.name!r} already serves {current.label(with_instances=True)}",
                          "nothing to update; pass another --k, --mode, --instance-type or --instance-count")
     autoscale_after = request.autoscale or tags.autoscale
-    deregister_first = tags.autoscale is not None and after.instance_type != current.instance_type
+    deregister_first = tags.autoscale is not None and target.instance_type != current.instance_type
     if request.autoscale is not None and (deregister_first or request.autoscale != tags.autoscale):
         notes += [n for n in [range_note(after.instance_count, request.autoscale, runs="the new fleet has")] if n]
     deletes = [{"kind": "endpoint_config", "name": current.endpoint_config}]
     if new_model:
         deletes.append({"kind": "model", "name": current.model})
+    deletes += [{"kind": "model", "name": p["ModelNameOverride"]}  # the old pools' own models go with their config
+                for p in live.config["ProductionVariants"][0].get("InstancePools") or [] if p.get("ModelNameOverride")]
     verify_plan = after.model_copy(update={
         "endpoint_name": request.name,
         "create_model": create_model or {"ModelName": model_name, "PrimaryContainer": container},
@@ -455,10 +507,12 @@ def plan_update(live: Live, request: UpdateRequest, *, now: datetime | None = No
         endpoint_name=request.name, endpoint_arn=live.endpoint["EndpointArn"], region=request.region,
         created_at=now, current=current, target=target, speculative_config=after.speculative_config,
         price_per_hour_usd=after.price_per_hour_usd, price=after.price, bake_s=int(request.bake.total_seconds()),
-        rollback_alarms=list(request.rollback_alarms), create_model=create_model, create_endpoint_config=config,
+        rollback_alarms=list(request.rollback_alarms), create_model=create_model, create_pool_models=pool_models,
+        create_endpoint_config=config,
         update_endpoint={"EndpointName": request.name, "EndpointConfigName": name,
                          "DeploymentConfig": _deployment(request)},
-        endpoint_tags=PeagleTags(mode=after.mode.value, k=after.k, instance_type=after.instance_type,
+        endpoint_tags=PeagleTags(mode=after.mode.value, k=after.k,
+                                 instance_type=tag_value(after.pool_types) if after.pools else after.instance_type,
                                  instance_count=after.instance_count, version=after.tags.get("peagle:version"),
                                  autoscale=autoscale_after).to_aws(),
         delete_after_success=deletes, autoscale_before=tags.autoscale, autoscale_after=autoscale_after,

@@ -160,6 +160,7 @@ class _Run:
         self.read: Read = lambda call: read_retrying(call, sleep=sleep)
         self.recover = recover_command(plan.endpoint_name, plan.region)
         self.attempted: list[str] = []  # the creates sent (answered or not): "model", "endpoint_config"
+        self.pool_models: list[str] = []  # instance pools' own models sent (answered or not)
         self.deregistered = self.intent_written = False
 
     def write_new_config(self, guard: SignalGuard) -> None:
@@ -174,6 +175,12 @@ class _Run:
             steps = ([("model", "create_model", "CreateModel")] if plan.create_model is not None else []) + [
                 ("endpoint_config", "create_endpoint_config", "CreateEndpointConfig")]
             for kind, method, call in steps:
+                if kind == "endpoint_config":  # the instance pools' own models, before the config names them
+                    for body in plan.create_pool_models:
+                        with guard.critical("CreateModel"):
+                            self.pool_models.append(body["ModelName"])
+                            self.sm.create_model(**body)
+                        self.note(f"created model {body['ModelName']} (instance pool)")
                 with guard.critical(call):
                     self.attempted.append(kind)
                     getattr(self.sm, method)(**getattr(plan, method))
@@ -297,11 +304,12 @@ class _Run:
         if not isinstance(error, EndpointChanged):
             _add_hint(error, f"the endpoint still serves the old configuration ({plan.current.label()})")
         left = False
-        if self.attempted:
+        if self.attempted or self.pool_models:
             try:
                 outcomes = teardown(self.sm, wait=False, created_at=plan.created_at,
                                     configs=[plan.target.endpoint_config] if "endpoint_config" in self.attempted
-                                    else [], models=[plan.target.model] if "model" in self.attempted else [])
+                                    else [], models=([plan.target.model] if "model" in self.attempted else [])
+                                    + self.pool_models)
             except BaseException:  # noqa: BLE001 - the removal itself failed or was interrupted: name the command
                 outcomes, left = [], True
             gone = [o for o in outcomes if o.result == "deleted"]

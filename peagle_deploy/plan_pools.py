@@ -41,7 +41,8 @@ def check_pool_request(request: Any) -> None:
     if request.provision_timeout_s is not None:
         if not types:
             raise UsageError("--provision-timeout applies to instance pools",
-                             "list two or more types in priority order: --instance-type ml.g7e.2xlarge,ml.g7e.4xlarge")
+                             "drop --provision-timeout, or give --instance-type two or more types in priority order "
+                             "(ml.g7e.2xlarge,ml.g7e.4xlarge)")
         check_provision_timeout(request.provision_timeout_s)
 
 

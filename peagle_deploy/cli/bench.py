@@ -130,7 +130,7 @@ def bench_run(
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
         if instance_type and "," in instance_type:  # the price of a URL target is one type's
             raise UsageError(f"--instance-type {instance_type}: bench prices one instance type",
-                             "pass the type the server runs on")
+                             "pass the type the server runs on, e.g. --instance-type ml.g7e.2xlarge")
         from ..runtime.target_ref import parse_target
 
         parse_target(target, transport=None if transport == "both" else transport)  # bad input: exit 2 first

@@ -161,7 +161,8 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
         raise UsageError("nothing to sweep", "pass --modes off,eagle3,p-eagle")
     if instance_type and "," in instance_type:  # instance pools would let each configuration land on another type
         raise UsageError(f"--instance-type {instance_type}: a sweep runs every configuration on one instance type, "
-                         "so its rows compare like with like", "pass one --instance-type (docs/capacity.md#sweeps)")
+                         "so its rows compare like with like", "pass one type, e.g. --instance-type ml.g7e.2xlarge "
+                         "(docs/capacity.md#sweeps)")
     if url:  # the servers decide what is measured: a --modes or --k that says otherwise is refused, not ignored
         from .common import given_flags
 

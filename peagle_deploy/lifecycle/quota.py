@@ -49,7 +49,7 @@ def instances_in_use_by_type(sm: Any, scaling: Any = None) -> dict[str, int]:
     used: dict[str, int] = {}
 
     def add(instance_type: str | None, count: int) -> None:
-        if instance_type:
+        if instance_type and count:
             used[instance_type] = used.get(instance_type, 0) + count
 
     for page in sm.get_paginator("list_endpoints").paginate():

@@ -190,8 +190,10 @@ COMMANDS: dict[str, list[Permission]] = {
         _IDENTITY,
         _SPEC,
         _PRICE,
-        _p("servicequotas:ListServiceQuotas", "check the instance quota before creating anything"),
-        _p("sagemaker:CreateModel", "create the model (container, model data, drafter channel)"),
+        _p("servicequotas:ListServiceQuotas", "check the instance quota (each instance pool's, with --instance-type "
+                                              "A,B) before creating anything"),
+        _p("sagemaker:CreateModel", "create the model (container, model data, drafter channel; an instance "
+                                    "pool's own model)"),
         _p("sagemaker:CreateEndpointConfig", "create the endpoint configuration"),
         _p("sagemaker:CreateEndpoint", "create the endpoint"),
         _p("sagemaker:AddTags", "tag what it creates (peagle:managed, TTL, K, ...)",
@@ -291,6 +293,7 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:CreateModel", "the new model (when the container's environment changes)"),
         _p("sagemaker:CreateEndpointConfig", "the new endpoint configuration"),
         _p("sagemaker:UpdateEndpoint", "switch the endpoint over (blue/green, baking period, rollback alarms)"),
+        _p("servicequotas:ListServiceQuotas", "--instance-type A,B: each instance pool's quota, as deploy reads it"),
         _p("sagemaker:AddTags", "the update's intent on the endpoint before its first write (for peagle recover); "
                                 "tag the new config and model as the live ones; retag the endpoint with its new K, "
                                 "mode and instances", scopes=("TagOnCreate", "RetagManaged")),

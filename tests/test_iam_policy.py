@@ -68,6 +68,7 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("metrics", ["metrics", NAME, "--since", "15m"], "reads"),
         ("logs", ["logs", NAME, "--since", "1h"], "reads"),
         ("update", ["update", NAME, "--k", "7", "--yes"], None),
+        ("update", ["update", NAME, "--instance-type", "ml.g7e.2xlarge,ml.g7e.4xlarge", "--yes"], None),
         ("update", ["update", NAME, "--k", "5", "--yes"], "update-fails"),
         ("recover", ["recover", NAME], "interrupted"),
         ("sweep", ["sweep", "qwen3-coder", "--modes", "off,p-eagle", "--k", "3", "--concurrency", "1",

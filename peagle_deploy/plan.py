@@ -210,6 +210,13 @@ class FactSource:
                                                    offline=offline)
         return self._prices[key]
 
+    def without_quota(self) -> FactSource:
+        """The same specs and prices, no quota: a plan of what already runs (an update's current fleet holds the
+        quota it would be held to)."""
+        facts = FactSource(resolver=self._resolver, price_lookup=self._price_lookup, profile=self._profile)
+        facts._specs, facts._prices = self._specs, self._prices
+        return facts
+
     def quota(self, instance_type: str, region: str) -> Quota | None:
         """The endpoint-usage quota of the type and the instances in use (None: no quota lookup, e.g. offline)."""
         if self._quota_lookup is None:

@@ -33,6 +33,9 @@ NAME_MAX = 63  # SageMaker's model names
 def check_pool_request(request: Any) -> None:
     """The pool list and its timeout, before any AWS call."""
     types = request.instance_pools
+    if types and request.instance_type:
+        raise UsageError("a request names both instance_type and instance_pools",
+                         "give one type as instance_type, or two or more as instance_pools")
     for instance_type in types:
         check_family(instance_type, request.allow_any_instance)
     if len(types) > MAX_POOLS or len(set(types)) != len(types):

@@ -134,7 +134,8 @@ def test_provision_timeout_and_pools_are_checked_before_any_fact():
     for kwargs, words in (({"instance_type": G2, "provision_timeout_s": 600}, "applies to instance pools"),
                           ({"instance_pools": [G2, G4], "provision_timeout_s": 299}, "outside SageMaker's 300-3600"),
                           ({"instance_pools": [G2, G2]}, "each once"),
-                          ({"instance_pools": [G2, "ml.m5.large"]}, "not an ml.g7e instance")):
+                          ({"instance_pools": [G2, "ml.m5.large"]}, "not an ml.g7e instance"),
+                          ({"instance_type": G2, "instance_pools": [G2, G4]}, "both instance_type and instance_pools")):
         with pytest.raises(UsageError, match=words):
             build_plan(PlanRequest(model="qwen3-coder", **kwargs), facts=facts, now=NOW)
 

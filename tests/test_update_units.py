@@ -425,3 +425,31 @@ def test_an_autoscaling_minimum_above_the_fleet_is_said_in_the_plan(emu_in_proce
     within = AutoscalePolicy(min_capacity=1, max_capacity=4, metric="concurrency", target=8)
     assert prepare_rescale(session, UpdateRequest(name="prod", region=emu.region, autoscale=within),
                            sleep=NO_SLEEP).notes == []
+
+
+def test_the_quota_the_current_fleet_holds_does_not_change_the_update(emu_in_process):
+    """The plan of what serves now is not held to Service Quotas (its fleet holds the quota already): an update
+    planned with the quota read is the update planned without it, even where the live pools are at their quota."""
+    from peagle_deploy.lifecycle.capacity import QuotaReader
+    from peagle_deploy.plan import FactSource
+
+    emu = emu_in_process
+    emu.set_capacity("ml.g7e.2xlarge", 0)
+    deploy(emu, instance_pools=["ml.g7e.2xlarge", "ml.g7e.4xlarge"])
+    assert emu.serving("prod") == {"AllTraffic": {"ml.g7e.4xlarge": {"instances": 1, "model": "prod"}}}
+    emu.set_quota("ml.g7e.2xlarge", 0)
+    emu.set_quota("ml.g7e.4xlarge", 1)  # the one instance of the live fleet
+    session = AwsSession(emu.region)
+    now = datetime.now(UTC).replace(microsecond=0)
+    request = UpdateRequest(name="prod", region=emu.region, instance_type="ml.g7e.12xlarge")
+    with_quota = prepare(session, request, sleep=NO_SLEEP, now=now,
+                         facts=FactSource(quota_lookup=QuotaReader(session)))
+    without = prepare(session, request, sleep=NO_SLEEP, now=now)
+    def named(plan):  # what the update sends and says (new names end in four random hex digits)
+        dumped = plan.model_dump(mode="json", include={"create_model", "create_pool_models", "create_endpoint_config",
+                                                       "update_endpoint", "endpoint_tags", "target", "notes",
+                                                       "price_per_hour_usd", "delete_after_success"})
+        return json.loads(json.dumps(dumped).replace(plan.target.endpoint_config, "NEW"))
+    assert named(with_quota) == named(without)
+    # the plan of what serves now was made: the TP degree is the new plan's, not the no-plan fallback's
+    assert "SM_VLLM_TENSOR_PARALLEL_SIZE set to 2 for ml.g7e.12xlarge" not in with_quota.notes

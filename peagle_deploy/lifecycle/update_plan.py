@@ -349,7 +349,7 @@ def _current_plan(live: Live, current: Serving, request: UpdateRequest, facts: F
             k=None if mode is Mode.OFF else current.k, name=request.name,
             **_instances(current.instance_type, live.config["ProductionVariants"][0]),
             instance_count=current.instance_count or 1, allow_any_instance=True, region=request.region,
-            role=live.model.get("ExecutionRoleArn"), accept_eula=True), facts=facts, now=now)
+            role=live.model.get("ExecutionRoleArn"), accept_eula=True), facts=facts.without_quota(), now=now)
     except (PeagleError, ValueError):
         return None
 

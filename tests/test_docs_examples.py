@@ -122,14 +122,16 @@ def test_examples_are_found():
 
 
 def _peagle_endpoint(emulator, name: str) -> None:
+    off = "-off-" in name  # peagle's name for an endpoint without speculation (bench agree's baseline)
     tags = [{"Key": "peagle:managed", "Value": "true"}, {"Key": "peagle:model", "Value": "qwen3-coder"},
-            {"Key": "peagle:mode", "Value": "p-eagle"}, {"Key": "peagle:k", "Value": "3"},
+            {"Key": "peagle:mode", "Value": "off" if off else "p-eagle"}, {"Key": "peagle:k", "Value": "3"},
             {"Key": "peagle:instance-type", "Value": "ml.g7e.2xlarge"}, {"Key": "peagle:instance-count", "Value": "1"},
             {"Key": "peagle:created-at", "Value": (datetime.now(UTC) - timedelta(minutes=5)).isoformat()}]
     from peagle_deploy.speculative import ENV_VAR, Mode, settings_for
 
     served = settings_for(Mode.P_EAGLE, 3, default_k=3).render()  # what the tags say is what it serves
-    emulator.create_endpoint_stack(name, tags=tags, environment={ENV_VAR: served})
+    emulator.create_endpoint_stack(name, tags=[t for t in tags if not (off and t["Key"] == "peagle:k")],
+                                   environment=None if off else {ENV_VAR: served})
     logs = emulator.client("logs")
     group = f"/aws/sagemaker/Endpoints/{name}"
     logs.create_log_group(logGroupName=group)

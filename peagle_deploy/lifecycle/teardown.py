@@ -15,18 +15,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ..aws import is_not_found, translate_error
+from ..describe import DESCRIBE, Kind, describe
 from ..errors import PeagleError, UsageError
 from ..tags import PeagleTags
 from .tags import list_tags_if_present, read_tags
 
 from .outcome import Outcome, OutcomeKind  # noqa: F401 - teardown's answer, imported from here by callers
-
-Kind = Literal["endpoint", "endpoint_config", "model"]
 
 
 class Skipped(BaseModel):
@@ -50,31 +49,9 @@ class CleanupReport(BaseModel):
         return [o for o in self.outcomes if o.result in ("left", "failed")]
 
 
-_DESCRIBE = {"endpoint": ("describe_endpoint", "EndpointName", "EndpointArn"),
-             "endpoint_config": ("describe_endpoint_config", "EndpointConfigName", "EndpointConfigArn"),
-             "model": ("describe_model", "ModelName", "ModelArn")}
 _DELETE = {"endpoint": "delete_endpoint", "endpoint_config": "delete_endpoint_config", "model": "delete_model"}
 _LABEL = {"endpoint": "endpoint", "endpoint_config": "endpoint config", "model": "model",
           "scalable_target": "scalable target", "scaling_policy": "scaling policy"}
-
-
-def describe(sm: Any, kind: Kind, name: str) -> dict[str, Any] | None:
-    method, key, _ = _DESCRIBE[kind]
-    try:
-        return getattr(sm, method)(**{key: name})
-    except Exception as exc:
-        if is_not_found(exc):
-            return None
-        raise
-
-
-def described_with_tags(sm: Any, name: str, read: Callable[[Callable[[], Any]], Any]) -> tuple[dict[str, Any],
-                                                                                             dict[str, str]] | None:
-    """Endpoint `name`'s description and tags (each through `read`), or None when it is gone: also when it was
-    deleted between the two reads (another cleanup, a sweep's teardown)."""
-    described = read(lambda: describe(sm, "endpoint", name))
-    tags = read(lambda: list_tags_if_present(sm, described["EndpointArn"])) if described is not None else None
-    return (described, tags) if tags is not None else None
 
 
 def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
@@ -89,7 +66,7 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
         return Outcome(kind=kind, name=name, result="already gone")
     tags = PeagleTags()
     if require_managed or created_at is not None:
-        raw = list_tags_if_present(sm, described[_DESCRIBE[kind][2]])
+        raw = list_tags_if_present(sm, described[DESCRIBE[kind][2]])
         if raw is None:  # deleted between the describe and now
             return Outcome(kind=kind, name=name, result="already gone")
         tags = PeagleTags.from_aws(raw)
@@ -107,7 +84,7 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
         if extra is not None:
             extra.extend(removed)
     try:
-        getattr(sm, _DELETE[kind])(**{_DESCRIBE[kind][1]: name})
+        getattr(sm, _DELETE[kind])(**{DESCRIBE[kind][1]: name})
     except Exception as exc:
         if is_not_found(exc):
             return Outcome(kind=kind, name=name, result="already gone")

@@ -38,6 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..autoscale import AutoscalePolicy, resource_id
+from ..describe import describe
 from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
 from ..plan import TP_ENV, VARIANT_NAME, DeploymentPlan, PlanRequest, build_plan
 from ..pricing import Price
@@ -47,7 +48,7 @@ from ..served_config import spec_of_environment
 from .apply import _add_hint, _as_peagle_error
 from .intent import UpdateIntent, clear_update_intent, read_update_intent, recover_command, write_update_intent
 from .signals import SignalGuard
-from .teardown import Outcome, describe, teardown
+from .teardown import Outcome, teardown
 from .verify import Check, require, verify
 from .wait import Progress, read_retrying, wait_in_service
 

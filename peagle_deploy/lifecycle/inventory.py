@@ -257,8 +257,7 @@ def leftovers(session: Any, name: str | None = None, *, sleep: Any = None, sm: A
     """peagle-made configs and models no endpoint uses (of endpoint `name`, or all), each with its command."""
     import time
 
-    from .leftovers import find_leftovers
-    from .teardown import References
+    from .leftovers import References, find_leftovers
 
     sm = sm or session.client("sagemaker")
     read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731

@@ -13,7 +13,6 @@ endpoint peagle does not manage is left alone, and so are its scaling targets.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +22,7 @@ from ..aws import is_not_found, translate_error
 from ..describe import DESCRIBE, Kind, describe
 from ..errors import PeagleError, UsageError
 from ..tags import PeagleTags
+from .leftovers import References, owned_by
 from .tags import list_tags_if_present, read_tags
 
 from .outcome import Outcome, OutcomeKind  # noqa: F401 - teardown's answer, imported from here by callers
@@ -109,51 +109,6 @@ def _gone_after_all(sm: Any, kind: Kind, name: str, exc: BaseException) -> bool:
         return False
 
 
-@dataclass
-class References:
-    """Who uses what, read from SageMaker before anything is deleted. An endpoint that is updating uses the
-    config it moves to (PendingDeploymentSummary) as much as the one it serves: neither may go."""
-
-    endpoint_config: dict[str, str] = field(default_factory=dict)  # endpoint -> its config
-    config_models: dict[str, list[str]] = field(default_factory=dict)  # config -> its models
-    pending: dict[str, str] = field(default_factory=dict)  # endpoint -> the config an update moves it to
-    config_arns: dict[str, str] = field(default_factory=dict)
-    endpoint_arns: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def read(cls, sm: Any) -> References:
-        refs = cls()
-        for page in sm.get_paginator("list_endpoints").paginate():
-            for summary in page.get("Endpoints", []):
-                described = describe(sm, "endpoint", summary["EndpointName"])
-                if described is not None:
-                    refs.endpoint_config[summary["EndpointName"]] = described.get("EndpointConfigName", "")
-                    refs.endpoint_arns[summary["EndpointName"]] = described.get("EndpointArn", "")
-                    target = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
-                    if target:
-                        refs.pending[summary["EndpointName"]] = target
-        for page in sm.get_paginator("list_endpoint_configs").paginate():
-            for summary in page.get("EndpointConfigs", []):
-                refs.config_arns[summary["EndpointConfigName"]] = summary.get("EndpointConfigArn", "")
-                refs.config_models[summary["EndpointConfigName"]] = _models_of(
-                    describe(sm, "endpoint_config", summary["EndpointConfigName"]))
-        return refs
-
-    def users(self, config: str, *, besides: set[str] = frozenset()) -> list[str]:
-        """Endpoints (not in `besides`) that serve `config` or are updating to it."""
-        return sorted({ep for ep, c in self.endpoint_config.items() if c == config and ep not in besides}
-                      | {ep for ep, c in self.pending.items() if c == config and ep not in besides})
-
-    def configs_in_use(self) -> set[str]:
-        return set(self.endpoint_config.values()) | set(self.pending.values())
-
-
-def _models_of(config: dict[str, Any] | None) -> list[str]:
-    if config is None:
-        return []
-    return [v["ModelName"] for v in config.get("ProductionVariants", []) if v.get("ModelName")]
-
-
 def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), models: list[str] = (),
              wait: bool = True, require_managed: bool = True, created_at: datetime | None = None,
              scaling: Any = None, refs: References | None = None) -> list[Outcome]:
@@ -208,8 +163,6 @@ def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool
     SageMaker, not assumed), and every other config and model peagle made for `name` (found by their
     `peagle:endpoint` tag: an update's, or what an interrupted deploy, update or cleanup left), except what an
     endpoint still uses. `before_delete(name, arn)` runs just before DeleteEndpoint (cleanup records its intent)."""
-    from .leftovers import owned_by
-
     refs = References.read(sm)
     configs, models = owned_by(sm, refs, name)
     if name in refs.endpoint_config:

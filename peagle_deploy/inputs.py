@@ -58,12 +58,13 @@ def validate_name(name: str, *, flag: str = "NAME") -> str:
 def partition_of(region: str) -> str | None:
     """The AWS partition of a region (aws, aws-cn, aws-us-gov, ...), from botocore's own endpoint data;
     None for a region botocore does not know (the region check names that problem)."""
-    import botocore.exceptions
     import botocore.session
+
+    from .aws import botocore_exceptions
 
     try:
         return botocore.session.get_session().get_partition_for_region(region)
-    except botocore.exceptions.UnknownRegionError:
+    except botocore_exceptions().UnknownRegionError:
         return None
 
 

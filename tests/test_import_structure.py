@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #   lifecycle/                   deploy, verify, update, status, cleanup, recover
 #   plan.py                      the deployment plan
 #   runtime/, pricing.py, ...    one request to a target; prices; what an endpoint serves; JumpStart specs;
-#                                one SageMaker resource described
+#                                one SageMaker resource described; validated input (a region's partition is
+#                                botocore's, its error through aws.py)
 #   aws.py                       the AWS session and the translation of AWS errors
 FLOORS: list[tuple[str, ...]] = [
     ("cli",),
@@ -35,7 +36,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("local",),
     ("lifecycle",),
     ("plan",),
-    ("runtime", "pricing", "served_config", "jumpstart", "describe"),
+    ("runtime", "pricing", "served_config", "jumpstart", "describe", "inputs"),
     ("aws",),
 ]
 BOTTOM = len(FLOORS)
@@ -157,6 +158,20 @@ def test_no_import_runs_up_a_floor(graph):
 def test_no_import_circle(graph):
     found = [" <-> ".join(sorted(c)) for c in circles(graph) if c not in ALLOWED_CIRCLES]
     assert not found, "modules that import each other (directly or round a longer loop):\n" + "\n".join(found)
+
+
+def test_botocore_exceptions_are_imported_by_aws_py_alone():
+    """Everything else catches them through `aws.botocore_exceptions()`, the one lazy door (aws.py's docstring)."""
+    importers = set()
+    for name, (path, _) in modules(ROOT / "peagle_deploy").items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import) and any(a.name == "botocore.exceptions" for a in node.names):
+                importers.add(name)
+            elif isinstance(node, ast.ImportFrom) and not node.level and (
+                    node.module == "botocore.exceptions"
+                    or (node.module == "botocore" and any(a.name == "exceptions" for a in node.names))):
+                importers.add(name)
+    assert importers == {"peagle_deploy.aws"}
 
 
 def test_the_graph_sees_lazy_relative_and_package_imports(graph):

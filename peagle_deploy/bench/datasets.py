@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import UsageError
 from ..resources import templates_dir
+from .benchmark_sets import SHIPPED
 
-BUILTIN = ("humaneval-like", "code", "chat")  # shipped look-alikes (templates/datasets/README.md)
+BUILTIN = SHIPPED  # the look-alikes peagle ships (templates/datasets/README.md)
 DATASET_HELP = ("humaneval or mt-bench (the real sets, fetched on first use: peagle datasets), the look-alikes "
                 "humaneval-like, code, chat, or a JSONL file of {\"prompt\"} / {\"messages\"} lines.")
 

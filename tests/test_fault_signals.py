@@ -117,6 +117,41 @@ def test_a_lost_answer_is_reconciled_by_name_and_tag(emu):
     assert emu.resource_names() == EMPTY
 
 
+def _threads_taking(pid: int, signum: int) -> list[int]:
+    """The process's threads other than the main one that do not block `signum` (/proc/PID/task/TID/status)."""
+    found = []
+    for tid in map(int, os.listdir(f"/proc/{pid}/task")):
+        with open(f"/proc/{pid}/task/{tid}/status") as handle:
+            blocked = int(next(line for line in handle if line.startswith("SigBlk:")).split()[1], 16)
+        if tid != pid and not blocked & (1 << (signum - 1)):
+            found.append(tid)
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux: a signal handed to one thread")
+def test_a_signal_another_thread_takes_is_acknowledged_while_the_answer_is_held(emu):
+    """Issue 38 item 7, the cause of the flaky test above: the kernel may hand a process signal to any thread that
+    does not block it, and numpy's OpenBLAS workers (started by sagemaker-core's import) are such threads. There
+    Python's C handler only sets a flag; the main thread, waiting for the held answer, never ran the handler, and
+    `letting CreateEndpointConfig finish` did not come. `os.kill(TID)` on Linux hands the signal to that thread
+    first: the acknowledgment must come while the answer is still held (SignalGuard's watcher)."""
+    gate = emu.gate("CreateEndpointConfig", when="after")
+    run = PeagleProcess(["deploy", "qwen3-coder", "--name", NAME, "--role", emu.role_arn, "--yes"],
+                        {**emu.env, "OPENBLAS_NUM_THREADS": "2"})  # one worker thread however many cores
+    gate.wait_entered()
+    try:
+        others = _threads_taking(run.proc.pid, signal.SIGINT)
+        assert others, "no thread besides the main one takes SIGINT: nothing to show"
+        os.kill(others[0], signal.SIGINT)
+        run.wait_for_stderr("letting CreateEndpointConfig finish")  # the answer is still held
+    finally:
+        gate.release()
+    code = run.finish()
+    assert code == 130, run.stderr
+    assert "rolled back: endpoint config, model deleted" in run.stderr.strip().splitlines()[-1]
+    assert emu.resource_names() == EMPTY
+
+
 def test_a_name_taken_between_the_check_and_create_endpoint_rolls_back_peagles_own(emu):
     """Item 7: someone creates an endpoint of the same name while CreateEndpoint is on its way. SageMaker
     refuses ours ('Cannot create already existing endpoint'); peagle removes its model and config, leaves

@@ -74,26 +74,30 @@ class HeldCall:
         signal.pthread_kill(threading.get_ident(), signum)
 
 
-def test_a_signal_taken_by_another_thread_is_acknowledged_while_the_answer_is_held(capfd):
+def held_call_signalled(script, what: str = "rolling back") -> list[list[str]]:
+    """Run a held call in this (the main) thread while the helper runs `script`; the guard must stop it with
+    Signalled. Returns what the helper recorded while the answer was still held."""
     call = HeldCall()
+    with pytest.raises(Signalled), SignalGuard(what) as guard:
+        helper = call.helper(guard, script)
+        call.wait_in_critical(guard)
+    helper.join(BOUND_S)
+    assert call.failure is None, call.failure
+    return call.seen_while_held
 
+
+def test_a_signal_taken_by_another_thread_is_acknowledged_while_the_answer_is_held(capfd):
     def script(call, guard):
         call.signal_here()
         _until(lambda: guard.received, "the main thread's handler took the signal")
         call.seen_while_held.append(list(guard.received))
 
-    with pytest.raises(Signalled), SignalGuard("rolling back what this deploy created") as guard:
-        helper = call.helper(guard, script)
-        call.wait_in_critical(guard)
-    helper.join(BOUND_S)
-    assert call.failure is None, call.failure
-    assert call.seen_while_held == [["SIGINT"]]  # acknowledged before the answer came, and deferred until it did
+    seen = held_call_signalled(script, "rolling back what this deploy created")
+    assert seen == [["SIGINT"]]  # acknowledged before the answer came, and deferred until it did
     assert "peagle: received SIGINT: letting CreateEndpointConfig finish, then rolling back" in capfd.readouterr().err
 
 
 def test_a_second_signal_taken_elsewhere_stops_the_held_call_at_once():
-    call = HeldCall()
-
     def script(call, guard):
         call.signal_here()
         _until(lambda: guard.received == ["SIGINT"], "the first signal was taken")
@@ -101,19 +105,12 @@ def test_a_second_signal_taken_elsewhere_stops_the_held_call_at_once():
         _until(lambda: len(guard.received) == 2, "the second signal was taken")
         call.seen_while_held.append(list(guard.received))
 
-    with pytest.raises(Signalled), SignalGuard("rolling back") as guard:
-        helper = call.helper(guard, script)
-        call.wait_in_critical(guard)
-    helper.join(BOUND_S)
-    assert call.failure is None, call.failure
-    assert call.seen_while_held == [["SIGINT", "SIGINT"]]
+    assert held_call_signalled(script) == [["SIGINT", "SIGINT"]]
 
 
 def test_two_signals_python_merges_into_one_handler_call_are_two():
     """Both taken at C level before the main thread runs its handler: Python calls it once; peagle counts two
     (the second stops the held call) instead of acknowledging one."""
-    call = HeldCall()
-
     def script(call, guard):
         _until(lambda: _asleep_in_poll(call.main_tid), "the main thread waits for the answer")
         signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
@@ -121,12 +118,7 @@ def test_two_signals_python_merges_into_one_handler_call_are_two():
         _until(lambda: len(guard.received) == 2, "both signals were taken")
         call.seen_while_held.append(list(guard.received))
 
-    with pytest.raises(Signalled), SignalGuard("rolling back") as guard:
-        helper = call.helper(guard, script)
-        call.wait_in_critical(guard)
-    helper.join(BOUND_S)
-    assert call.failure is None, call.failure
-    assert call.seen_while_held == [["SIGTERM", "SIGTERM"]]
+    assert held_call_signalled(script) == [["SIGTERM", "SIGTERM"]]
 
 
 def test_the_guard_leaves_no_thread_handler_or_wakeup_fd_behind():

@@ -70,6 +70,18 @@ def _own_price_cache(monkeypatch, tmp_path_factory):
     monkeypatch.setattr(pricing, "_clients", {})
 
 
+@pytest.fixture(autouse=True)
+def _no_peagle_left_running():
+    """A `peagle` child (tests/peagle_process.py) still running when its test ends (the test failed before it
+    finished) is killed: left alone it would go on and reach the next test's emulator gates."""
+    yield
+    import sys
+
+    module = sys.modules.get(f"{__package__}.peagle_process")
+    for child in list(module.RUNNING) if module else []:
+        child.kill()
+
+
 @pytest.fixture
 def emu_server():
     """A SageMaker emulator in server mode (for subprocesses: `emu.env`), with no endpoints."""
@@ -148,5 +160,4 @@ def emu(emulator_server):
     emu.script_endpoints(creating_polls=0)
     emu.hosting_prices = dict(EMULATED_HOSTING_USD)
     yield emu
-    for gate in list(emu._gates):
-        gate.release()
+    emu.release_gates()

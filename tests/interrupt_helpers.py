@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Any
 
+from peagle_deploy.testing.emulator import HANG_GUARD_S
+
 from .conftest import PEAGLE
 
 POLL_ENV = {"PEAGLE_POLL_INTERVAL_S": "0", "COLUMNS": "200", "NO_COLOR": "1"}
@@ -113,7 +115,7 @@ class _Child:
     def signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
 
-    def wait_for_stderr(self, text: str, timeout: float = 60.0) -> str:
+    def wait_for_stderr(self, text: str, timeout: float = HANG_GUARD_S) -> str:
         for line in self.stderr_lines:
             if text in line:
                 return line

@@ -12,10 +12,11 @@ the main thread, between two bytecodes, and a signal can be taken at C level whe
 thread: by another thread (numpy's OpenBLAS workers, started by sagemaker-core's import, take a process signal
 like any thread), or in the few instructions between Python's last check and the `poll()` of a socket read. The
 answer ends the wait, but an answer that never comes (a held call, a stalled network) would hold the
-acknowledgment for the read timeout, and a second Ctrl-C meanwhile merges with the first. So the guard also
-watches: every signal Python takes is written to a wakeup pipe (`signal.set_wakeup_fd`); a watcher thread counts
-them and, while the main thread's handler has not taken them all, interrupts the main thread with SIGURG (its
-default is to ignore) until it has; SIGURG's handler takes what is left. Counted signals are never merged.
+acknowledgment for the read timeout, and a second Ctrl-C meanwhile merges with the first. So every signal Python
+takes is also written, one byte each, to a wakeup pipe (`signal.set_wakeup_fd`) that only the main thread's
+handler reads: each byte is one signal, never merged. A watcher thread interrupts the main thread with SIGURG
+(ignored by default; here it runs the same handler) whenever a byte waits unread, until none does. No lock:
+a handler may run inside another in the main thread, which then leaves the pipe to the outer one.
 """
 
 from __future__ import annotations
@@ -49,22 +50,23 @@ class SignalGuard:
         self._previous: dict[int, Any] = {}
         self._critical: str | None = None
         self._pending: int | None = None
-        self._counts = _Counts()
-        self._watcher: _Watcher | None = None
+        self._pipe: _WakeupPipe | None = None
+        self._unread: list[int] = []  # signals read from the pipe, not taken yet (one raised before them)
+        self._reading = False  # a handler is reading the pipe: one that runs inside it leaves the pipe to it
 
     def __enter__(self) -> SignalGuard:
         if self.enabled:
             for signum in SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)
             if NUDGE is not None and hasattr(signal, "pthread_kill"):  # POSIX; elsewhere the handlers alone
-                self._previous[NUDGE] = signal.signal(NUDGE, self._catch_up)
-                self._watcher = _Watcher(self._counts)
+                self._previous[NUDGE] = signal.signal(NUDGE, self._handle)
+                self._pipe = _WakeupPipe(lambda: bool(self._unread))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._watcher is not None:
-            self._watcher.stop()
-            self._watcher = None
+        if self._pipe is not None:
+            self._pipe.close()
+            self._pipe = None
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous.clear()
@@ -74,17 +76,23 @@ class SignalGuard:
         return bool(self.received)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        self._counts.take_one(signum, forced=True)  # the watcher may not have counted it yet
-        self._take(signum)
-        self._catch_up(0, None)  # Python merges two signals into one call: the watcher counted both
-
-    def _catch_up(self, _signum: int, _frame: FrameType | None) -> None:
-        """Take, one by one, the signals the watcher counted that no handler call has taken yet (SIGURG's
-        handler). One that raises leaves the rest counted: the watcher interrupts again, so the next is taken
-        where the first led (a second Ctrl-C during the rollback stops the rollback)."""
-        for signum in SIGNALS:
-            while self._counts.take_one(signum):
+        if self._pipe is None:  # no wakeup pipe (or closed): this call's signal, as Python reports it
+            if signum in SIGNALS:  # a late SIGURG from the watcher says nothing
                 self._take(signum)
+            return
+        if self._reading:  # inside the handler that is reading the pipe: it reads this signal's byte too
+            return
+        self._reading = True
+        try:
+            while self._unread or self._read_pipe():
+                self._take(self._unread.pop(0))  # one that raises leaves the rest for the next call
+        finally:
+            self._reading = False
+
+    def _read_pipe(self) -> bool:
+        assert self._pipe is not None
+        self._unread += [s for s in self._pipe.read() if s in SIGNALS]  # SIGURG's own bytes say nothing
+        return bool(self._unread)
 
     def _take(self, signum: int) -> None:
         name = signal.Signals(signum).name
@@ -118,67 +126,54 @@ def _say(text: str) -> None:
         pass
 
 
-class _Counts:
-    """Signals seen at C level (by the watcher, one pipe byte each) and taken by the main thread's handler."""
+class _WakeupPipe:
+    """The pipe Python writes each signal's number to, and the thread that interrupts the main thread (SIGURG)
+    while a byte waits unread in it (or `unread()`: read, not taken yet)."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.seen = dict.fromkeys(SIGNALS, 0)
-        self.taken = dict.fromkeys(SIGNALS, 0)
-
-    def take_one(self, signum: int, *, forced: bool = False) -> bool:
-        """Mark one signal of `signum` taken: one the watcher counted, or (forced) the one a handler call was made
-        for before the watcher read its byte (it then finds it taken)."""
-        with self.lock:
-            if forced or self.seen[signum] > self.taken[signum]:
-                self.taken[signum] += 1
-                return True
-            return False
-
-    def add(self, data: bytes) -> None:
-        with self.lock:
-            for signum in data:
-                if signum in self.seen:
-                    self.seen[signum] += 1
-
-    def behind(self) -> bool:
-        with self.lock:
-            return any(self.seen[s] > self.taken[s] for s in SIGNALS)
-
-
-class _Watcher:
-    """The thread that makes sure the main thread takes every signal promptly (see the module docstring)."""
-
-    def __init__(self, counts: _Counts):
-        self.counts = counts
+    def __init__(self, unread: Any):
+        self.unread = unread
         self.main = threading.main_thread().ident
         self.read_fd, self.write_fd = os.pipe()
         self.stop_read, self.stop_write = os.pipe()
+        for fd in (self.read_fd, self.write_fd):
+            os.set_blocking(fd, False)
         self.stopping = threading.Event()
-        os.set_blocking(self.write_fd, False)
         self.old_wakeup_fd = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
-        self.thread = threading.Thread(target=self._run, name="peagle-signal-watcher", daemon=True)
+        self.thread = threading.Thread(target=self._watch, name="peagle-signal-watcher", daemon=True)
         self.thread.start()
 
-    def _run(self) -> None:
+    def read(self) -> bytes:
+        """Everything waiting (the main thread's handler only)."""
+        data = b""
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 512)
+            except BlockingIOError:
+                return data
+            if not chunk:
+                return data
+            data += chunk
+
+    def _waiting(self) -> bool:
+        return bool(select.select([self.read_fd], [], [], 0)[0]) or self.unread()
+
+    def _watch(self) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # never this thread: the kernel may pick any that allows
         while True:
             ready, _, _ = select.select([self.read_fd, self.stop_read], [], [])
             if self.stop_read in ready:
                 return
-            self.counts.add(os.read(self.read_fd, 512))
-            while self.counts.behind() and not self.stopping.wait(NUDGE_AFTER_S):
-                if self.counts.behind():
-                    try:
-                        signal.pthread_kill(self.main, NUDGE)
-                    except (OSError, ValueError):  # the main thread is gone: nobody left to tell
-                        return
+            # a signal came: the main thread's handler normally reads it at once; interrupt it until it has
+            while not self.stopping.wait(NUDGE_AFTER_S) and self._waiting():
+                try:
+                    signal.pthread_kill(self.main, NUDGE)
+                except (OSError, ValueError):  # the main thread is gone: nobody left to tell
+                    return
 
-    def stop(self) -> None:
+    def close(self) -> None:
         self.stopping.set()
         os.write(self.stop_write, b"x")
         self.thread.join(5)
         signal.set_wakeup_fd(self.old_wakeup_fd)
         for fd in (self.read_fd, self.write_fd, self.stop_read, self.stop_write):
             os.close(fd)
-

@@ -201,7 +201,7 @@ _ROUTE_TOKEN = _p("sagemaker:CallWithBearerToken", "SageMaker's OpenAI route: a 
 _ALARMS = "Application Auto Scaling manages the target tracking alarms with the caller's permissions; " \
           "the emulator makes no CloudWatch call"
 # the registration's tags (the scalable target's peagle:managed): AWS requires TagResource for tags given there
-_TAG_ON_REGISTER = _p("application-autoscaling:TagResource", "--autoscale: the registration tags the scalable target "
+_TAG_ON_REGISTER = _p("application-autoscaling:TagResource", "the registration tags the scalable target "
                                                              f"{MANAGED}=true (what the autoscaling writes require)",
                       unobserved="the tag travels inside RegisterScalableTarget; AWS requires TagResource for tags "
                                  "given there, which no separate API call shows")
@@ -233,7 +233,7 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:ListEndpoints", "roll back: keep a config another endpoint uses"),
         _p("sagemaker:ListEndpointConfigs", "roll back: keep a model another config uses"),
         _p("application-autoscaling:RegisterScalableTarget", "--autoscale: register the variant after InService"),
-        _TAG_ON_REGISTER,
+        _TAG_ON_REGISTER.model_copy(update={"why": "--autoscale: " + _TAG_ON_REGISTER.why}),
         _p("application-autoscaling:PutScalingPolicy", "--autoscale: attach the target tracking policy"),
         *[p.model_copy(update={"why": "--autoscale: roll back a registration (" + p.why + ")"})
           for p in [*_AAS_READ, _AAS_REMOVE[1]]],
@@ -375,7 +375,7 @@ COMMANDS["recover"] = [
     _AAS_READ[1].model_copy(update={"unobserved": "read only while a target is registered; the test's scenario "
                                                   "recovers an endpoint whose target an update removed"}),
     _p("application-autoscaling:RegisterScalableTarget", "register the intended autoscaling again"),
-    _TAG_ON_REGISTER.model_copy(update={"why": "the registration tags the scalable target peagle:managed=true"}),
+    _TAG_ON_REGISTER,
     _p("application-autoscaling:PutScalingPolicy", "its target tracking policy"),
     *[p.model_copy(update={"why": "finish an interrupted cleanup: " + p.why, "unobserved": _RECOVER_ONLY_AFTER_CLEANUP})
       for p in _AAS_REMOVE],

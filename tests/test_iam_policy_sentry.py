@@ -163,6 +163,9 @@ def test_kms_grants_pass_role_and_alarms_are_conditioned():
         [alarms] = _statements_of(doc, action)  # Application Auto Scaling's names for peagle's one variant's alarms
         assert alarms["Resource"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*/variant/AllTraffic-"
                                       "Alarm*")
+    from peagle_deploy.plan import VARIANT_NAME
+
+    assert iam_policy.ALARM_SUFFIX == f"/variant/{VARIANT_NAME}-Alarm*"  # the one variant peagle deploys
     prefixed = iam_policy.policy_document(name_prefix="peagle-")
     [alarms] = _statements_of(prefixed, "cloudwatch:DeleteAlarms")
     assert alarms["Resource"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/peagle-*/variant/AllTraffic-"

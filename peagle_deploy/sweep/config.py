@@ -178,8 +178,8 @@ def _split_credentials(url: str) -> tuple[str, str | None, str | None]:
 
 
 def _name_password_envs(configs: list[Configuration]) -> list[Configuration]:
-    secrets_ = {c.label: _split_credentials(c.url)[2] for c in configs if c.url}
-    given = {label: secret for label, secret in secrets_.items() if secret}
+    found = {c.label: _split_credentials(c.url)[2] for c in configs if c.url}
+    given = {label: secret for label, secret in found.items() if secret}
     shared = len(set(given.values())) == 1
     named = []
     for config in configs:
@@ -200,10 +200,10 @@ def restore_url_credentials(request: SweepRequest, measured: set[str], given: li
     again = {c.label: c for c in parse_url_specs(given)} if given else {}
     stored = {c.label: c for c in request.configurations}
     for label, config in again.items():
-        if label not in stored or not stored[label].url or _split_credentials(config.url)[0] != stored[label].url:
-            theirs = stored.get(label)
-            raise UsageError(f"--url {config.spec} on --resume is not the "
-                             f"sweep's server for {label}" + (f" ({theirs.url})" if theirs and theirs.url else ""),
+        theirs = stored.get(label)
+        if not theirs or not theirs.url or _split_credentials(config.url)[0] != _split_credentials(theirs.url)[0]:
+            raise UsageError(f"--url {config.spec} on --resume is not the sweep's server for {label}"
+                             + (f" ({_split_credentials(theirs.url)[0]})" if theirs and theirs.url else ""),
                              "pass the sweep's own URL with its credentials, or resume without --url")
     restored = []
     for config in request.configurations:

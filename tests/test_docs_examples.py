@@ -64,6 +64,9 @@ NOT_RUN = {
         "refused (exit 2, docs/cli.md); tests/test_local_cli.py runs start then stop",
     'peagle invoke https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/my-endpoint/openai/v1 "hi"':
         "sends to AWS's own host; tests/test_openai_route.py invokes the emulator's route URL the same way",
+    "peagle sweep --resume my-servers/sweep-state.json --url p-eagle:3=http://user:PASSWORD@gpu-box:8000/v1":
+        "gives back a password the docs' sweep (servers without one) never had, so it is refused as not the "
+        "sweep's URL; tests/test_sweep_url_password.py resumes a sweep whose --url had one, both ways",
 }
 
 

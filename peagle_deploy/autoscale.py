@@ -73,10 +73,13 @@ class AutoscalePolicy(BaseModel):
                    target=float(match[4]))
 
     def register_request(self, endpoint_name: str, variant: str) -> dict:
-        """RegisterScalableTarget's body."""
+        """RegisterScalableTarget's body. The target is tagged peagle:managed=true: `peagle iam-policy` allows the
+        autoscaling writes only on targets so tagged (AWS applies the tags when the registration creates it)."""
+        from .tags import MANAGED
+
         return {"ServiceNamespace": NAMESPACE, "ResourceId": resource_id(endpoint_name, variant),
                 "ScalableDimension": SCALABLE_DIMENSION, "MinCapacity": self.min_capacity,
-                "MaxCapacity": self.max_capacity}
+                "MaxCapacity": self.max_capacity, "Tags": {MANAGED: "true"}}
 
     def policy_request(self, endpoint_name: str, variant: str) -> dict:
         """PutScalingPolicy's body (target tracking; cooldowns are AWS's defaults for SageMaker variants)."""

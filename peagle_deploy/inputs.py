@@ -77,13 +77,32 @@ def check_instance_type(value: str | None, flag: str = "--instance-type") -> str
     return value
 
 
+def parse_instance_types(value: str | None, flag: str = "--instance-type") -> list[str]:
+    """`--instance-type` as a priority list: one type, or types separated by commas (at most 5, none twice)."""
+    from .pools import MAX_POOLS, POOL_SEPARATOR
+
+    if value is None:
+        return []
+    types = [part.strip() for part in value.split(POOL_SEPARATOR)]
+    if any(not t for t in types):
+        raise UsageError(f"{flag} {value!r} has an empty entry", f"pass {flag} ml.g7e.2xlarge,ml.g7e.4xlarge "
+                         "(types in priority order, separated by commas)")
+    if len(types) > MAX_POOLS:
+        raise UsageError(f"{flag} lists {len(types)} instance types; SageMaker takes at most {MAX_POOLS} pools",
+                         f"pass at most {MAX_POOLS} types")
+    for t in types:
+        check_instance_type(t, flag)
+    twice = sorted({t for t in types if types.count(t) > 1})
+    if twice:
+        raise UsageError(f"{flag} lists {twice[0]} twice", "list each instance type once, in priority order")
+    return types
+
+
 def check_instance_types(value: str | None, flag: str = "--instance-type") -> str | None:
     """One instance type as `check_instance_type` checks it, or a comma-separated priority list of them (instance
-    pools, `pools.parse_instance_types`; a command that takes one type refuses a list itself)."""
+    pools, `parse_instance_types`; a command that takes one type refuses a list itself)."""
     if value is None or "," not in value:
         return check_instance_type(value, flag)
-    from .pools import parse_instance_types
-
     parse_instance_types(value, flag)
     return value
 
@@ -95,12 +114,13 @@ TEXT_CHECKS = {"instance_type": check_instance_types}
 def partition_of(region: str) -> str | None:
     """The AWS partition of a region (aws, aws-cn, aws-us-gov, ...), from botocore's own endpoint data;
     None for a region botocore does not know (the region check names that problem)."""
-    import botocore.exceptions
     import botocore.session
+
+    from .aws import botocore_exceptions
 
     try:
         return botocore.session.get_session().get_partition_for_region(region)
-    except botocore.exceptions.UnknownRegionError:
+    except botocore_exceptions().UnknownRegionError:
         return None
 
 

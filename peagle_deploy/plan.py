@@ -19,7 +19,7 @@ silently override the user's mode and K (the SDK's override trap).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 from . import __version__
 from .autoscale import AutoscalePolicy
 from .catalog import ModelEntry, get_model
-from .errors import UsageError
+from .errors import PeagleError, UsageError
 from .inputs import (
     PRICE_GUARD_USD_PER_HOUR,
     check_env_count,
@@ -42,7 +42,18 @@ from .inputs import (
     validate_role_arn,
 )
 from .instances import G7E_PREFIX, InstanceInfo, instance_info, instance_table
-from .pools import CapacityReservation, Pool, Quota
+from .plan_pools import (
+    NO_IMAGE,
+    capacity_variant,
+    check_pool_request,
+    judge,
+    keep,
+    new_pool,
+    nothing_left,
+    pool_notes,
+    pools_price,
+)
+from .pools import CapacityReservation, Pool, Quota, tag_value
 from .pricing import Price
 from .spec import ResolvedSpec
 from .tags import MANAGED as MANAGED_TAG  # noqa: F401 - re-exported for older imports
@@ -277,12 +288,10 @@ def _choose(request: PlanRequest, now: datetime) -> _Choice:
                          f"pass --instance-count between {policy.min_capacity} and {policy.max_capacity}")
     vpc_config = parse_vpc_config(request.subnets, request.security_groups)
     kms_key_id = validate_kms_key(request.kms_key, request.region) if request.kms_key is not None else None
-    if request.instance_type:
-        check_family(request.instance_type, request.allow_any_instance)  # before any AWS call
     if request.instance_pools or request.provision_timeout_s is not None:
-        from .plan_pools import check_pool_request
-
         check_pool_request(request)
+    for instance_type in request.instance_pools or [t for t in [request.instance_type] if t]:
+        check_family(instance_type, request.allow_any_instance)  # before any AWS call
     return _Choice(request=request, entry=entry, settings=settings, name=name, role=role, image=image,
                    vpc_config=vpc_config, kms_key_id=kms_key_id, created_at=now,
                    expires_at=now + request.ttl if request.ttl else None)
@@ -435,9 +444,7 @@ def _plan_endpoint_config(p: _Params) -> Part:
     }
     capacity: Part = {}
     if p.pools or p.request.capacity_reservation is not None:  # InstancePools, CapacityReservationConfig
-        from .plan_pools import capacity_variant
-
-        variant, capacity = capacity_variant(variant, p)
+        variant, capacity = capacity_variant(variant, p.request, p.pools)
     config: dict[str, Any] = {"EndpointConfigName": choice.name, "ProductionVariants": [variant]}
     unverified = {}
     if choice.kms_key_id is not None:
@@ -516,6 +523,55 @@ def _plan_resources(p: _Params) -> Part:
     return _merge([common, *(plan(p) for plan in _RESOURCES[p.request.hosting])])
 
 
+def _plan_pool(choice: _Choice, facts: FactSource, instance_type: str) -> tuple[Pool, _Params | None,
+                                                                                 PeagleError | None]:
+    """One listed type planned as a deploy of that type alone, then judged on its fit, price and quota (params:
+    None where the request cannot be planned for it; the error when the request refused it)."""
+    request = choice.request.model_copy(update={"instance_type": instance_type, "instance_pools": []})
+    pool = new_pool(instance_type)
+    try:
+        spec = facts.spec(choice.model_id, region=request.region, instance_type=instance_type,
+                          version=request.model_version, offline=request.offline)
+        if instance_type not in spec.supported_instance_types:
+            pool.left_out = NO_IMAGE
+            return pool, None, None
+        params = _params(replace(choice, request=request), spec)
+    except UsageError as exc:  # the spec cannot be planned for this type (or for any: said once if all refuse)
+        pool.left_out = exc.one_line()
+        return pool, None, exc
+    price = facts.price(instance_type, request.region, request.instance_count, offline=request.offline)
+    judge(pool, spec, tensor_parallel=params.env.get(TP_ENV), price=price,
+          quota=facts.quota(instance_type, request.region), request=request)
+    return pool, params, None
+
+
+def _plan_pools(choice: _Choice, facts: FactSource) -> tuple[_Params, Part, Price]:
+    """The main params (the first type that can serve, with every kept pool), the plan's pool fields and the
+    price the plan is held to (plan_pools.py decides; the pools' own models are planned here)."""
+    types = list(choice.request.instance_pools)
+    evaluated = [_plan_pool(choice, facts, t) for t in types]
+    pools = [pool for pool, _, _ in evaluated]
+    kept = [(pool, params) for pool, params, _ in evaluated if pool.left_out is None and params is not None]
+    if not kept:
+        raise nothing_left(types, pools, [error for _, _, error in evaluated])
+    main = kept[0][1]
+    main_container = _container(main)[0]
+    models = []
+    for priority, (pool, params) in enumerate(kept, start=1):
+        keep(pool, priority, choice.name, main_container, _container(params)[0])
+        if pool.own_model:
+            models.append({**_plan_model(params)["create_model"], "ModelName": pool.model_name})
+    kept_pools = [pool for pool, _ in kept]
+    tags = {**main.tags, **PeagleTags(instance_type=tag_value([p.instance_type for p in kept_pools])).to_aws()}
+    main = replace(main, tags=tags, pools=tuple(kept_pools))
+    for model in models:
+        model["Tags"] = main.tag_list
+    top, price_notes = pools_price(kept_pools)
+    part: Part = {"pools": pools, "create_pool_models": models,
+                  "notes": pool_notes(pools, choice.request) + price_notes}
+    return main, part, top
+
+
 def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: datetime | None = None,
                price_lookup: PriceLookup | None = None, profile: str | None = None,
                facts: FactSource | None = None) -> DeploymentPlan:
@@ -524,9 +580,7 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: d
     facts = facts or FactSource(resolver=resolver, price_lookup=price_lookup, profile=profile)
     choice = _choose(request, (now or datetime.now(UTC)).replace(microsecond=0))
     if request.instance_pools:  # each pool planned from its own spec, price and quota (plan_pools.py)
-        from .plan_pools import plan_pools
-
-        params, pooled, priced = plan_pools(choice, facts)
+        params, pooled, priced = _plan_pools(choice, facts)
         return DeploymentPlan(**_merge([_plan_resources(params), _plan_price(request, priced), pooled]))
     spec = facts.spec(choice.model_id, region=request.region, instance_type=request.instance_type,
                       version=request.model_version, offline=request.offline)

@@ -1,13 +1,14 @@
-"""Instance pools through the one plan builder: every listed instance type planned from its own facts.
+"""Instance pools through the one plan builder: what is decided about each listed instance type, from its facts.
 
-`plan.build_plan` hands a request with two or more instance types here. Each type is planned as a deploy of
-that type alone would be (`plan._params`: the JumpStart spec for that type, its per-instance environment, the
-tensor-parallel degree for its GPUs, the checks against the spec), then priced (`FactSource.price`) and held
-against its Service Quotas value (`FactSource.quota`). A type that cannot serve is kept in the plan, marked and
-left out of the variant with the reason: the spec has no image for it, its quota has no room, its price is over
-an explicit --max-price-per-hour. The first type left is the main model's; a later pool whose container differs
-(another TP degree, another image) gets a model of its own through `ModelNameOverride`, the others share the main
-model. The variant lists the kept types as `InstancePools`, Priority 1 first (`capacity_variant`).
+`plan.build_plan` plans a request with two or more instance types type by type (`plan._plan_pools`), each as a
+deploy of that type alone would be (`plan._params`: the JumpStart spec for that type, its per-instance environment,
+the tensor-parallel degree for its GPUs, the checks against the spec), priced (`FactSource.price`) and held
+against its Service Quotas value (`FactSource.quota`). This module makes the decisions on those facts and imports
+nothing of the builder: a type that cannot serve is kept in the plan, marked and left out of the variant with the
+reason (`judge`: the spec has no image for it, its quota has no room, its price is over an explicit
+--max-price-per-hour). The first type left is the main model's; a later pool whose container differs (another TP
+degree, another image) gets a model of its own through `ModelNameOverride`, the others share the main model
+(`keep`). The variant lists the kept types as `InstancePools`, Priority 1 first (`capacity_variant`).
 
 Fit: peagle knows no reliable size of a model's weights (the catalog's summaries are estimates), so a type
 "fits" only where it has at least the GPU memory of the instance type JumpStart's spec deploys the model on by
@@ -16,28 +17,24 @@ default; anything else is "not checked", never guessed (docs/capacity.md).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from .errors import PeagleError, QuotaError, UsageError
 from .instances import instance_info
-from .plan import TP_ENV, FactSource, Part, _Choice, _container, _params, _Params, _plan_model, check_family
-from .pools import MAX_POOLS, Pool, check_provision_timeout, tag_value
+from .pools import MAX_POOLS, Pool, Quota, check_provision_timeout
 from .pricing import Price
 from .spec import ResolvedSpec
-from .tags import PeagleTags
 
 NAME_MAX = 63  # SageMaker's model names
+NO_IMAGE = "the JumpStart spec has no image for it (not among its supported instance types)"
 
 
 def check_pool_request(request: Any) -> None:
-    """The pool list and its timeout, before any AWS call."""
+    """The pool list and its timeout, before any AWS call (each type's family: `plan._choose`)."""
     types = request.instance_pools
     if types and request.instance_type:
         raise UsageError("a request names both instance_type and instance_pools",
                          "give one type as instance_type, or two or more as instance_pools")
-    for instance_type in types:
-        check_family(instance_type, request.allow_any_instance)
     if len(types) > MAX_POOLS or len(set(types)) != len(types):
         raise UsageError(f"instance pools {', '.join(types)}: SageMaker takes at most {MAX_POOLS} types, each once",
                          "list each instance type once, at most 5")
@@ -79,46 +76,35 @@ def quota_reason(limit: float, used: int, count: int, region: str) -> str:
     return text
 
 
-def _price_for_guard(price: Price, request: Any) -> Price:
-    policy = request.autoscale
-    return price.for_count(policy.max_capacity) if policy is not None else price
-
-
-def _evaluate(choice: _Choice, facts: FactSource, instance_type: str) -> tuple[Pool, _Params | None,
-                                                                                PeagleError | None]:
-    """One type planned alone: its params (None when the request cannot be planned for it) and its facts."""
-    request = choice.request.model_copy(update={"instance_type": instance_type, "instance_pools": []})
+def new_pool(instance_type: str) -> Pool:
+    """A listed type before its facts: not kept until it is judged and given a priority."""
     info = instance_info(instance_type)
-    pool = Pool(instance_type=instance_type, priority=None, kept=False, gpus=info.gpus if info else None,
+    return Pool(instance_type=instance_type, priority=None, kept=False, gpus=info.gpus if info else None,
                 gpu_memory_gb=info.gpu_memory_gb if info else None)
-    try:
-        spec = facts.spec(choice.model_id, region=request.region, instance_type=instance_type,
-                          version=request.model_version, offline=request.offline)
-        if instance_type not in spec.supported_instance_types:
-            pool.left_out = "the JumpStart spec has no image for it (not among its supported instance types)"
-            return pool, None, None
-        params = _params(replace(choice, request=request), spec)
-    except UsageError as exc:  # the spec cannot be planned for this type (or for any: said once if all refuse)
-        pool.left_out = exc.one_line()
-        return pool, None, exc
-    pool.tensor_parallel = params.env.get(TP_ENV)
-    pool.fit, pool.fit_detail = fit(instance_type, spec)
-    pool.price = facts.price(instance_type, request.region, request.instance_count, offline=request.offline)
-    pool.quota = facts.quota(instance_type, request.region)
-    quota, limit = pool.quota, request.max_price_per_hour_usd
+
+
+def judge(pool: Pool, spec: ResolvedSpec, *, tensor_parallel: str | None, price: Price, quota: Quota | None,
+          request: Any) -> None:
+    """A type the request can be planned for, given its facts: its fit, price and quota, and why it is left out
+    (its quota has no room, its price is over an explicit --max-price-per-hour)."""
+    pool.tensor_parallel = tensor_parallel
+    pool.fit, pool.fit_detail = fit(pool.instance_type, spec)
+    pool.price, pool.quota = price, quota
+    limit = request.max_price_per_hour_usd
     if quota is not None and quota.limit is not None and (quota.used or 0) + request.instance_count > quota.limit:
         pool.left_out = quota_reason(quota.limit, quota.used or 0, request.instance_count, request.region)
     elif limit is not None:
-        guarded = _price_for_guard(pool.price, request)
-        at = " at the autoscaling maximum" if request.autoscale else ""
+        policy = request.autoscale
+        guarded = price.for_count(policy.max_capacity) if policy is not None else price
+        at = " at the autoscaling maximum" if policy is not None else ""
         if guarded.usd_per_hour is None:
             pool.left_out = f"its price is unknown, so --max-price-per-hour {limit:g} cannot be checked"
         elif guarded.usd_per_hour > limit:
             pool.left_out = f"${guarded.usd_per_hour:,.2f}/h{at} is over --max-price-per-hour {limit:g}"
-    return pool, params, None
 
 
-def _nothing_left(types: list[str], pools: list[Pool], errors: list[PeagleError | None]) -> PeagleError:
+def nothing_left(types: list[str], pools: list[Pool], errors: list[PeagleError | None]) -> PeagleError:
+    """The refusal when no listed type can serve: the request's own where every type refused it alike."""
     refusals = {e.one_line() for e in errors if e is not None}
     if len(refusals) == 1 and all(e is not None for e in errors):
         return errors[0]  # the request itself cannot be planned (a licence, a drafter): said as deploy says it
@@ -143,67 +129,63 @@ def _difference(main: dict[str, Any], other: dict[str, Any]) -> str:
     return ", ".join(said)
 
 
-def plan_pools(choice: _Choice, facts: FactSource) -> tuple[_Params, Part, Price]:
-    """The main params (the first type that can serve, with every kept pool), the plan's pool fields and the
-    price the plan is held to (the most expensive pool: which one serves is SageMaker's choice)."""
-    request = choice.request
-    types = list(request.instance_pools)
-    evaluated = [_evaluate(choice, facts, t) for t in types]
-    pools = [pool for pool, _, _ in evaluated]
-    kept = [(pool, params) for pool, params, _ in evaluated if pool.left_out is None and params is not None]
-    if not kept:
-        raise _nothing_left(types, pools, [error for _, _, error in evaluated])
-    main = kept[0][1]
-    main_container = _container(main)[0]
-    names, models, sharing, own = [pool.instance_type for pool, _ in kept], [], [], []
-    for priority, (pool, params) in enumerate(kept, start=1):
-        pool.kept, pool.priority = True, priority
-        container = _container(params)[0]
-        if priority == 1 or container == main_container:
-            pool.model_name = choice.name
-            sharing.append(pool.instance_type)
-            continue
-        pool.own_model, pool.model_name = True, pool_model_name(choice.name, priority)
+def keep(pool: Pool, priority: int, name: str, main_container: dict[str, Any], container: dict[str, Any]) -> None:
+    """The pool at `priority` in the variant: on the main model `name` where its container is the main model's,
+    else on a model of its own (ModelNameOverride)."""
+    pool.kept, pool.priority = True, priority
+    if priority == 1 or container == main_container:
+        pool.model_name = name
+    else:
+        pool.own_model, pool.model_name = True, pool_model_name(name, priority)
         pool.differs = _difference(main_container, container)
-        body = _plan_model(params)["create_model"]
-        models.append({**body, "ModelName": pool.model_name, "Tags": None})
-        own.append(f"{pool.instance_type} runs its own model {pool.model_name} ({pool.differs})")
-    tags = {**main.tags, **PeagleTags(instance_type=tag_value(names)).to_aws()}
-    main = replace(main, tags=tags, pools=tuple(pool for pool, _ in kept))
-    for model in models:
-        model["Tags"] = main.tag_list
+
+
+def pool_notes(pools: list[Pool], request: Any) -> list[str]:
+    """What the plan says of its pools: each type left out and why, which pools share the main model, the timeout."""
+    kept = [pool for pool in pools if pool.kept]
+    names = [pool.instance_type for pool in kept]
+    sharing = [pool.instance_type for pool in kept if not pool.own_model]
     notes = [f"{pool.instance_type}: {pool.left_out}; deploying with {', '.join(names)}"
              for pool in pools if not pool.kept]
     notes.append(f"instance pools in priority order: {', '.join(names)}; "
                  + (f"{', '.join(sharing)} share the main model" if len(sharing) > 1 else
                     f"{sharing[0]} runs the main model")
-                 + "".join(f"; {text}" for text in own))
+                 + "".join(f"; {pool.instance_type} runs its own model {pool.model_name} ({pool.differs})"
+                           for pool in kept if pool.own_model))
     if request.provision_timeout_s is None:
         notes.append("no --provision-timeout: SageMaker's own limit decides how long it tries the pools")
-    priced = [pool.price for pool, _ in kept if pool.price is not None]
+    return notes
+
+
+def pools_price(kept: list[Pool]) -> tuple[Price, list[str]]:
+    """The price the plan is held to: the most expensive pool's (which one serves is SageMaker's choice), or an
+    unknown one; and the note when the pools' prices differ."""
+    priced = [pool.price for pool in kept if pool.price is not None]
     unknown = next((p for p in priced if p.usd_per_hour is None), None)
     top = unknown or max(priced, key=lambda p: p.usd_per_hour or 0.0)
     known = sorted({p.usd_per_hour for p in priced if p.usd_per_hour is not None})
+    notes = []
     if len(known) > 1 or unknown is not None and known:
         notes.append(f"the price depends on the pool that serves ({', '.join(f'${v:,.2f}/h' for v in known)}"
                      f"{', one unknown' if unknown else ''}): the plan is priced at the most expensive")
-    part: Part = {"pools": pools, "create_pool_models": models, "notes": notes}
-    return main, part, top
+    return top, notes
 
 
-def capacity_variant(variant: dict[str, Any], p: _Params) -> tuple[dict[str, Any], Part]:
+def capacity_variant(variant: dict[str, Any], request: Any, pools: tuple[Pool, ...]) -> tuple[dict[str, Any],
+                                                                                             dict[str, Any]]:
     """The production variant with its InstancePools in place of InstanceType (Priority 1 first, a
-    ModelNameOverride where the pool's model differs), the provision timeout and CapacityReservationConfig."""
-    request, part = p.request, {}
+    ModelNameOverride where the pool's model differs), the provision timeout and CapacityReservationConfig; and
+    the plan's fields for them."""
+    part: dict[str, Any] = {}
     shaped: dict[str, Any] = {}
     for key, value in variant.items():
-        if key == "InstanceType" and p.pools:
+        if key == "InstanceType" and pools:
             shaped["InstancePools"] = [{"InstanceType": pool.instance_type, "Priority": pool.priority,
                                         **({"ModelNameOverride": pool.model_name} if pool.own_model else {})}
-                                       for pool in p.pools]
+                                       for pool in pools]
         else:
             shaped[key] = value
-    if p.pools and request.provision_timeout_s is not None:
+    if pools and request.provision_timeout_s is not None:
         shaped["VariantInstanceProvisionTimeoutInSeconds"] = request.provision_timeout_s
         part["provision_timeout_s"] = request.provision_timeout_s
     reservation = request.capacity_reservation

@@ -33,27 +33,6 @@ CAPACITY_REASON_PREFIX = "Unable to provision requested ML compute capacity"
 _QUOTA_REFUSAL = re.compile(r"service limit '(?P<type>ml\.[a-z0-9.-]+) for endpoint usage' is (?P<limit>[0-9.]+)")
 
 
-def parse_instance_types(value: str | None, flag: str = "--instance-type") -> list[str]:
-    """`--instance-type` as a priority list: one type, or types separated by commas (at most 5, none twice)."""
-    from .inputs import check_instance_type
-
-    if value is None:
-        return []
-    types = [part.strip() for part in value.split(POOL_SEPARATOR)]
-    if any(not t for t in types):
-        raise UsageError(f"{flag} {value!r} has an empty entry", f"pass {flag} ml.g7e.2xlarge,ml.g7e.4xlarge "
-                         "(types in priority order, separated by commas)")
-    if len(types) > MAX_POOLS:
-        raise UsageError(f"{flag} lists {len(types)} instance types; SageMaker takes at most {MAX_POOLS} pools",
-                         f"pass at most {MAX_POOLS} types")
-    for t in types:
-        check_instance_type(t, flag)
-    twice = sorted({t for t in types if types.count(t) > 1})
-    if twice:
-        raise UsageError(f"{flag} lists {twice[0]} twice", "list each instance type once, in priority order")
-    return types
-
-
 def check_provision_timeout(seconds: int | None) -> int | None:
     low, high = PROVISION_TIMEOUT_RANGE
     if seconds is not None and not low <= seconds <= high:

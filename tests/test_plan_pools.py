@@ -11,7 +11,8 @@ import pytest
 
 from peagle_deploy.errors import ExitCode, QuotaError, UsageError
 from peagle_deploy.plan import FactSource, PlanRequest, build_plan
-from peagle_deploy.pools import CapacityReservation, Quota, parse_capacity_reservation, parse_instance_types
+from peagle_deploy.inputs import parse_instance_types
+from peagle_deploy.pools import CapacityReservation, Quota, parse_capacity_reservation
 
 from .aws_shapes import assert_valid_request
 from .test_plan import NOW, listed_price

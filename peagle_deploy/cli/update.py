@@ -57,7 +57,7 @@ def update(
         if autoscale is not None or target_concurrency is not None or target_invocations is not None:
             policy, _ = parse_autoscale(autoscale, target_concurrency=target_concurrency,
                                         target_invocations=target_invocations, instance_count=instance_count)
-        from ..pools import parse_instance_types
+        from ..inputs import parse_instance_types
 
         types = parse_instance_types(instance_type)
         request = UpdateRequest(

@@ -85,7 +85,7 @@ class QuotaReader:
 
 def _left_behind(session: Any, plan: DeploymentPlan) -> list[str]:
     """What of this plan's resources still exists after a rolled-back attempt (a retry needs their names free)."""
-    from .teardown import describe
+    from ..describe import describe
 
     sm = session.client("sagemaker")
     names = [("endpoint", plan.endpoint_name), ("endpoint_config", plan.endpoint_name), ("model", plan.endpoint_name)]

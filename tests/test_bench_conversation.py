@@ -9,7 +9,8 @@ import time
 
 from peagle_deploy.bench.conversation import Conversation, FollowUp, answer_text
 from peagle_deploy.bench.http_sender import HttpChatSender
-from peagle_deploy.bench.loadgen import RequestRecord, run_level
+from peagle_deploy.bench.loadgen import run_level
+from peagle_deploy.bench.records import RequestRecord
 from peagle_deploy.testing.streaming import chat_sse
 
 PROMPTS = [[{"role": "user", "content": f"q{i}"}] for i in range(5)]

@@ -15,7 +15,7 @@ from ..runtime.failures import TargetHttpError, error_text
 from ..runtime.payload import ChatRequest
 from ..runtime.sse import ChunkTally
 from .conversation import FollowUp
-from .loadgen import Messages, RequestRecord
+from .records import Messages, RequestRecord
 
 
 class HttpChatSender:

@@ -21,7 +21,8 @@ from ..runtime.target_ref import TargetRef, parse_target
 from .acceptance import Acceptance, SpecCounters
 from ..pricing import Price, instance_price, usd_per_million_tokens
 from .datasets import Dataset
-from .loadgen import LAG_SAMPLE_S, LevelMeasurement, LevelProgress, LevelStopped, run_level
+from .loadgen import LAG_SAMPLE_S, LevelProgress, LevelStopped, run_level
+from .records import LevelMeasurement
 from .results import BenchResult, LevelResult, Settings, TargetInfo, write_result
 
 VLLM_LOG_INTERVAL_S = 10.0  # vLLM logs its SpecDecoding line about every 10 s

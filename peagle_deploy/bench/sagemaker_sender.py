@@ -19,7 +19,7 @@ from ..runtime.failures import TargetHttpError, error_text
 from ..runtime.payload import MAX_BODY_BYTES, ChatRequest
 from ..runtime.sse import ChunkTally, StreamError
 from .conversation import FollowUp
-from .loadgen import Messages, RequestRecord
+from .records import Messages, RequestRecord
 
 
 class SageMakerCallError(Exception):

@@ -128,13 +128,14 @@ def bench_run(
         mode_ = parse_mode(mode, flag="--mode").value if mode is not None else None
         if k is not None and mode is None:
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
-        from ..runtime.target_ref import parse_target
+        from ..runtime.target_ref import TRANSPORTS, parse_target
 
-        parse_target(target, transport=None if transport == "both" else transport)  # bad input: exit 2 first
+        # bad input: exit 2 first; --transport both benches each of an endpoint's transports (a URL is refused)
+        ref = parse_target(target, transport=TRANSPORTS[0] if transport == "both" else transport)
         with out.status(f"reading --dataset {dataset}") as show:
             data = load_dataset(dataset, progress=show)
         plan = BenchPlan(
-            target=target,
+            target=ref,
             dataset=data,
             concurrency=parse_concurrency(concurrency),
             max_tokens=max_tokens,
@@ -152,7 +153,6 @@ def bench_run(
             timeout=timeout,
             logs_wait=logs_wait,
             chart=not no_chart,
-            transport=None if transport == "both" else transport,
             save_requests=save_requests,
         )
         if transport == "both":

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("no_aws")  # no credentials: no Pricing API
 
 def start_server(*args: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "peagle_deploy.bench.paced_server", "--port", "0", *args],
+        [sys.executable, "-m", "peagle_deploy.testing.paced_server", "--port", "0", *args],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -132,7 +132,7 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
     with SignalGuard("nothing was changed"):
         session.check_credentials()
         plan = prepare(session, request, sleep=clock.sleep)
-    from ..output import register_secret_env
+    from ..redaction import register_secret_env
 
     # the live container's HF_TOKEN & co. (deploy --env): masked in every output, as deploy masks them
     register_secret_env(plan.verify_plan.create_model["PrimaryContainer"].get("Environment", {}))

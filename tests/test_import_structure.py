@@ -42,7 +42,6 @@ FLOORS: list[tuple[str, ...]] = [
 BOTTOM = len(FLOORS)
 
 
-
 def modules(package_dir: Path) -> dict[str, tuple[Path, list[str]]]:
     """Dotted module name -> (its file, the package its relative imports start from)."""
     found = {}

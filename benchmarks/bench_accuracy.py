@@ -1,6 +1,6 @@
 """How close `peagle bench` comes to a server's own schedule (a calibration, not a test: it depends on load).
 
-The paced server (peagle_deploy.bench.paced_server, its own process) sends TTFT 0.5 s, 50 tokens/s per
+The paced server (peagle_deploy.testing.paced_server, its own process) sends TTFT 0.5 s, 50 tokens/s per
 stream, 40-80 tokens per response. At concurrency 1, 8 and 128 the load generator must report output
 tokens/s within 3% of what the server's own counter says it wrote over the same window, and TTFT,
 ITL and TPOT within 3% of the schedule, with >= 98% of the concurrency held.
@@ -26,7 +26,7 @@ TTFT_S, TOKENS_PER_S, TOLERANCE = 0.5, 50.0, 0.03
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "peagle_deploy.bench.paced_server", "--port", "0", "--ttft",
+    proc = subprocess.Popen([sys.executable, "-m", "peagle_deploy.testing.paced_server", "--port", "0", "--ttft",
                              str(TTFT_S), "--tokens-per-s", str(TOKENS_PER_S), "--tokens", "80", "--min-tokens", "40"],
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
     line = proc.stdout.readline() if proc.stdout else ""

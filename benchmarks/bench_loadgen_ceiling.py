@@ -1,6 +1,6 @@
 """The load generator's own ceiling: how many output tokens/s `peagle bench` measures accurately.
 
-A fast local server (peagle_deploy.bench.paced_server: TTFT 0, thousands of tokens/s per stream,
+A fast local server (peagle_deploy.testing.paced_server: TTFT 0, thousands of tokens/s per stream,
 vLLM-shaped chunks) runs in its own process pinned to CPU 0; this process (the client) is pinned to
 CPU 1. In the same
 run, at the same concurrency, it measures:
@@ -61,11 +61,11 @@ def pin(cpu: int) -> None:
 
 
 def start_server(tokens_per_s: float, n_tokens: int, max_batch: int) -> tuple[subprocess.Popen, int]:
-    """The paced server (peagle_deploy.bench.paced_server) in its own process, pinned to CPU 0."""
+    """The paced server (peagle_deploy.testing.paced_server) in its own process, pinned to CPU 0."""
     code = (
         "import os, sys\n"
         "if hasattr(os, 'sched_setaffinity') and (os.cpu_count() or 1) > 1: os.sched_setaffinity(0, {0})\n"
-        "from peagle_deploy.bench.paced_server import main\n"
+        "from peagle_deploy.testing.paced_server import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
     args = [

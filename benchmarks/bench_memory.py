@@ -1,6 +1,6 @@
 """Memory per request of `peagle bench`: RSS over a long run of short answers.
 
-A fast local server (peagle_deploy.bench.paced_server, as fast as it can, 16 tokens per answer) in its
+A fast local server (peagle_deploy.testing.paced_server, as fast as it can, 16 tokens per answer) in its
 own process; `peagle bench URL --concurrency 128 --duration 45 --max-tokens 16 --warmup 0 --mode off
 --no-chart --json` in another; this script samples the bench process's RSS from /proc every 0.5 s and
 reports the mean RSS over seconds 10-15 and over the last 5 s, the peak, the slope of a least-squares
@@ -31,7 +31,7 @@ PEAGLE = "import sys; from peagle_deploy.cli.app import main; main(sys.argv[1:])
 
 
 def start_server(tokens: int) -> tuple[subprocess.Popen, int]:
-    args = [sys.executable, "-m", "peagle_deploy.bench.paced_server", "--port", "0", "--ttft", "0",
+    args = [sys.executable, "-m", "peagle_deploy.testing.paced_server", "--port", "0", "--ttft", "0",
             "--tokens-per-s", "0", "--tokens", str(tokens)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -6,7 +6,7 @@ Everything else asks an `AwsSession` for clients, catches botocore's exceptions 
 adaptive retry mode (throttling and transient errors back off and retry; AWS_MAX_ATTEMPTS overrides
 the attempt count) and honour AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_<SERVICE>, which is how tests and
 users' CI point peagle at a local emulator. Every credential the session resolves is registered with
-`output.register_secret`, so no output can print it, whatever its source (env, profile, SSO, ...).
+`redaction.register_secret`, so no output can print it, whatever its source (env, profile, SSO, ...).
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def _register_credentials(credentials: Any) -> None:
     """Whatever the chain found (env, profile file, SSO, role) is a secret for every output."""
     if credentials is None:
         return
-    from .output import register_secret
+    from .redaction import register_secret
 
     try:
         frozen = credentials.get_frozen_credentials()

@@ -251,7 +251,7 @@ def parse_tags(pairs: list[str]) -> dict[str, str]:
     return tags
 
 
-# private networking and encryption (issue 15 item 4) -----------------------------------------------------
+# private networking and encryption ----------------------------------------------------------------------
 SUBNET_RE = re.compile(r"^subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})\Z")
 SECURITY_GROUP_RE = re.compile(r"^sg-(?:[0-9a-f]{8}|[0-9a-f]{17})\Z")
 SUBNETS_MAX, SECURITY_GROUPS_MAX = 16, 5  # SageMaker's VpcConfig limits

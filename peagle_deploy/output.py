@@ -20,16 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-# the one redaction (peagle_deploy/redaction.py); re-exported here, where the commands have always found it
-from .redaction import (  # noqa: F401
-    MASK,
-    looks_secret,
-    mask_plan_env,
-    redact,
-    register_secret,
-    register_secret_env,
-    revealing,
-)
+from .redaction import redact, revealing  # the one redaction: every output goes through it
 
 if TYPE_CHECKING:  # Rich is imported lazily: --json paths and tests need little of it
     from rich.console import Console

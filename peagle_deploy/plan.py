@@ -56,8 +56,6 @@ from .plan_pools import (
 from .pools import CapacityReservation, Pool, Quota, tag_value
 from .pricing import Price
 from .spec import ResolvedSpec
-from .tags import MANAGED as MANAGED_TAG  # noqa: F401 - re-exported for older imports
-from .tags import PREFIX as TAG_PREFIX  # noqa: F401
 from .tags import INTENT_KEYS, PeagleTags
 from .speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, SpeculativeSettings, parse_k, settings_for
 from .vllm_runner import p_eagle_runner_note
@@ -72,7 +70,7 @@ QuotaLookup = Callable[[str, str], Quota]
 
 class Hosting(StrEnum):
     """How SageMaker hosts the model. `endpoint`: an endpoint config whose one production variant runs the model
-    on whole instances. (Inference components, issue 35, will be a second shape of the same plan.)"""
+    on whole instances. (Inference components will be a second shape of the same plan.)"""
 
     ENDPOINT = "endpoint"
 
@@ -100,12 +98,12 @@ class PlanRequest(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     offline: bool = False
     autoscale: AutoscalePolicy | None = None
-    # private networking and encryption (issue 15 item 4)
+    # private networking and encryption
     subnets: list[str] = Field(default_factory=list)
     security_groups: list[str] = Field(default_factory=list)
     kms_key: str | None = None
     hosting: Hosting = Hosting.ENDPOINT
-    # instance pools and capacity (issue 36, plan_pools.py): two or more types in priority order
+    # instance pools and capacity (plan_pools.py): two or more types in priority order
     instance_pools: list[str] = Field(default_factory=list, description="[]: one type, a plain InstanceType")
     provision_timeout_s: int | None = None
     capacity_reservation: CapacityReservation | None = None
@@ -155,7 +153,7 @@ class DeploymentPlan(BaseModel):
     register_scalable_target: dict[str, Any] | None = Field(
         default=None, description="Application Auto Scaling, sent after the endpoint is InService and verified")
     put_scaling_policy: dict[str, Any] | None = None
-    # private networking and encryption (issue 15 item 4): also inside create_model / create_endpoint_config
+    # private networking and encryption: also inside create_model / create_endpoint_config
     vpc_config: dict[str, list[str]] | None = Field(None, description="CreateModel's VpcConfig (--subnet, "
                                                                          "--security-group)")
     kms_key_id: str | None = Field(None, description="CreateEndpointConfig's KmsKeyId for the ML storage volume")

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .autoscale import AutoscalePolicy
-from .tag_keys import MANAGED, PREFIX  # noqa: F401 - PREFIX: every peagle tag key starts with it
+from .tag_keys import MANAGED
 
 _KEYS = {
     "managed": MANAGED, "model": "peagle:model", "model_id": "peagle:model-id", "mode": "peagle:mode",

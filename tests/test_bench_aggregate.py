@@ -13,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from peagle_deploy.bench.aggregate import LevelAggregate
-from peagle_deploy.bench.loadgen import RequestRecord, run_level
+from peagle_deploy.bench.loadgen import run_level
+from peagle_deploy.bench.records import RequestRecord
 from peagle_deploy.bench.stats import LatencyHistogram, LatencySamples, summarize, time_weighted_mean
 
 PROMPTS = [[{"role": "user", "content": f"p{i}"}] for i in range(3)]

@@ -7,9 +7,12 @@ import asyncio
 import json
 import time
 
+import pytest
+
 from peagle_deploy.bench.conversation import Conversation, FollowUp, answer_text
 from peagle_deploy.bench.http_sender import HttpChatSender
-from peagle_deploy.bench.loadgen import RequestRecord, run_level
+from peagle_deploy.bench.loadgen import run_level
+from peagle_deploy.bench.records import RequestRecord
 from peagle_deploy.testing.streaming import chat_sse
 
 PROMPTS = [[{"role": "user", "content": f"q{i}"}] for i in range(5)]
@@ -81,4 +84,22 @@ def test_follow_up_bodies_are_never_cached_by_id():
     body = sender.body(first)
     second = FollowUp([{"role": "user", "content": "b"}])
     assert json.loads(sender.body(second))["messages"][0]["content"] == "b" and body != sender.body(second)
-    assert sender._bodies == {}
+    assert len(sender.body) == 0  # nothing kept
+
+
+def test_both_senders_keep_one_body_per_prompt_and_only_an_endpoint_has_a_limit():
+    from peagle_deploy.bench.sagemaker_sender import SageMakerChatSender
+    from peagle_deploy.errors import UsageError
+
+    http = HttpChatSender("http://127.0.0.1:9/invocations", model="m", max_tokens=7)
+    endpoint = SageMakerChatSender(None, "ep", max_tokens=7)
+    for sender in (http, endpoint):
+        body = sender.body(PROMPTS[0])
+        assert sender.body(PROMPTS[0]) is body and len(sender.body) == 1  # encoded once, kept by the prompt
+        doc = json.loads(body)
+        assert (doc["messages"], doc["max_tokens"], doc["stream"]) == (PROMPTS[0], 7, True)
+    assert json.loads(http.body(PROMPTS[0]))["model"] == "m" and "model" not in json.loads(endpoint.body(PROMPTS[0]))
+    huge = [{"role": "user", "content": "x" * 7_000_000}]
+    assert len(http.body(huge)) > 7_000_000  # a server URL has no body limit of SageMaker's
+    with pytest.raises(UsageError, match="6 MB"):
+        endpoint.body(huge)

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from peagle_deploy.bench.loadgen import RequestRecord, run_level
+from peagle_deploy.bench.loadgen import run_level
+from peagle_deploy.bench.records import RequestRecord
 from peagle_deploy.runtime.sse import ChunkTally, StreamIncomplete
 
 PROMPTS = [[{"role": "user", "content": f"p{i}"}] for i in range(3)]

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("no_aws")  # no credentials: no Pricing API
 
 def start_server(*args: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "peagle_deploy.bench.paced_server", "--port", "0", *args],
+        [sys.executable, "-m", "peagle_deploy.testing.paced_server", "--port", "0", *args],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -101,3 +101,25 @@ def test_save_requests_streams_one_json_line_per_finished_request(tmp_path):
     assert all(d["chunks"] == 6 and d["usage_tokens"] == 6 and d["error"] is None for d in measured)
     assert levels[1]["completed"] == len(measured) and str(detail) in json.loads(res.stdout)["files"]
     assert detail.stat().st_mode & 0o777 == 0o600 and not list(tmp_path.glob(".requests.jsonl.*"))
+
+
+def test_run_bench_benches_the_target_the_plan_carries(tmp_path):
+    """The plan carries the parsed target and the runner uses it as parsed: a `/v1` URL read as a container
+    (what `--target-kind container` decides elsewhere) is sent to `/invocations`, not guessed again as OpenAI."""
+    import io
+
+    from peagle_deploy.bench.datasets import load_dataset
+    from peagle_deploy.bench.runner import BenchPlan, run_bench
+    from peagle_deploy.output import Output
+    from peagle_deploy.runtime.target_ref import parse_target
+
+    proc, url = start_server("--ttft", "0", "--tokens-per-s", "0", "--tokens", "4")
+    try:
+        plan = BenchPlan(target=parse_target(url + "/v1", kind="container"), dataset=load_dataset("chat"),
+                         concurrency=[1], num_prompts=2, warmup=0, chart=False)
+        run = run_bench(plan, Output(True, stdout=io.StringIO(), stderr=io.StringIO()))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert run.failure is None and run.result.target.kind == "container"
+    assert run.result.levels[0].completed == 2

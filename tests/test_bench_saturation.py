@@ -43,7 +43,7 @@ BUSY_LOOP = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile 
 
 @contextmanager
 def paced_server(*args: str):
-    proc = subprocess.Popen([sys.executable, "-m", "peagle_deploy.bench.paced_server", "--port", "0", "--ttft", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "peagle_deploy.testing.paced_server", "--port", "0", "--ttft", "0",
                              *args], stdout=subprocess.PIPE, text=True,
                             preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}))
     try:

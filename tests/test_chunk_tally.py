@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from peagle_deploy.bench.loadgen import RequestRecord
+from peagle_deploy.bench.records import RequestRecord
 from peagle_deploy.runtime import sse
 from peagle_deploy.runtime.sse import DONE, ChunkTally, SseDecoder, StreamError, delta_kind
 

@@ -88,7 +88,7 @@ def test_reasoning_tool_call_and_content_chunks_count_alike_in_invoke_and_bench(
 def test_ttft_is_taken_at_the_first_token_chunk_and_first_content_at_the_first_content_chunk():
     """invoke's client and bench's tally, with timestamps that count instead of telling time: TTFT is the
     reasoning chunk's, time to first content the content chunk's, whatever the machine's load."""
-    from peagle_deploy.bench.loadgen import RequestRecord
+    from peagle_deploy.bench.records import RequestRecord
     from peagle_deploy.runtime import PeagleClient, build_request
     from peagle_deploy.runtime.sse import ChunkTally
 

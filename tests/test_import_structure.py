@@ -41,12 +41,6 @@ FLOORS: list[tuple[str, ...]] = [
 ]
 BOTTOM = len(FLOORS)
 
-# Circles still being taken apart elsewhere; each is allowed by its exact members until then (remove when fixed):
-#   bench/aggregate <-> bench/loadgen: the load generator's record types move beside the aggregate (issue 39, later)
-ALLOWED_CIRCLES = {
-    frozenset({"peagle_deploy.bench.aggregate", "peagle_deploy.bench.loadgen"}),
-}
-
 
 def modules(package_dir: Path) -> dict[str, tuple[Path, list[str]]]:
     """Dotted module name -> (its file, the package its relative imports start from)."""
@@ -154,7 +148,7 @@ def test_no_import_runs_up_a_floor(graph):
 
 
 def test_no_import_circle(graph):
-    found = [" <-> ".join(sorted(c)) for c in circles(graph) if c not in ALLOWED_CIRCLES]
+    found = [" <-> ".join(sorted(c)) for c in circles(graph)]
     assert not found, "modules that import each other (directly or round a longer loop):\n" + "\n".join(found)
 
 

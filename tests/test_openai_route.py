@@ -387,7 +387,8 @@ def test_the_token_never_reaches_invoke_or_bench_output_files_or_errors(monkeypa
 def test_reveal_lets_one_value_through_one_result_only():
     import io
 
-    from peagle_deploy.output import Output, register_secret
+    from peagle_deploy.output import Output
+    from peagle_deploy.redaction import register_secret
 
     secret = "sagemaker-api-key-" + base64.b64encode(b"x" * 60).decode()
     register_secret(secret)

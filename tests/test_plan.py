@@ -4,8 +4,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from peagle_deploy.errors import UsageError
-from peagle_deploy.plan import MANAGED_TAG, PlanRequest, build_plan
+from peagle_deploy.plan import PlanRequest, build_plan
 from peagle_deploy.speculative import Mode
+from peagle_deploy.tag_keys import MANAGED as MANAGED_TAG
 
 from .plan_inputs import resolver_for
 

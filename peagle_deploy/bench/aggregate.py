@@ -16,12 +16,8 @@ bound, then an HDR histogram). The figures are the ones the level always had (do
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from .records import LevelMeasurement, RequestRecord
 from .stats import LatencyHistogram, LatencySamples
-
-if TYPE_CHECKING:
-    from .loadgen import LevelMeasurement, RequestRecord
 
 ERROR_KINDS_KEPT = 64  # distinct error kinds counted one by one; the rest are counted as "other"
 
@@ -104,8 +100,6 @@ class LevelAggregate:
 
     def measurement(self, t_close: float, wall_open: float, wall_close: float) -> LevelMeasurement:
         """The level's figures for a window that closed at `t_close` (requests still running were cut)."""
-        from .loadgen import LevelMeasurement
-
         t_open = self.t_open if self.t_open is not None else t_close
         for late in self._late:
             if late[1] <= t_close:

@@ -1,6 +1,6 @@
 """The load generator's transport for container and OpenAI URLs: aiohttp, one session, the shared SSE tally.
 
-Bodies come from runtime.payload.ChatRequest (encoded once per prompt), chunks are counted by
+Bodies come from bench.request_bodies (runtime.payload.ChatRequest, encoded once per prompt), chunks are counted by
 runtime.sse.ChunkTally (the chunk rule of `peagle invoke`), non-200 answers carry the server's own
 error text (runtime.failures). docs/performance.md ("Load generator ceiling") has what it sustains.
 """
@@ -12,10 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..runtime.failures import TargetHttpError, error_text
-from ..runtime.payload import ChatRequest
 from ..runtime.sse import ChunkTally
-from .conversation import FollowUp
-from .loadgen import Messages, RequestRecord
+from .records import Messages, RequestRecord
+from .request_bodies import RequestBodies
 
 
 class HttpChatSender:
@@ -26,21 +25,12 @@ class HttpChatSender:
                  timeout: float = 600.0, headers: dict[str, str] | None = None,
                  auth: Callable[[], dict[str, str]] | None = None):
         self.url = url
-        self.request = {"max_tokens": max_tokens, "temperature": temperature, **({"model": model} if model else {})}
+        self.body = RequestBodies({"max_tokens": max_tokens, "temperature": temperature,
+                                   **({"model": model} if model else {})})
         self.timeout = timeout
         self.headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **(headers or {})}
         self._auth = auth  # per-request headers: a bearer token renewed before it expires (SageMaker's OpenAI route)
-        self._bodies: dict[int, bytes] = {}
         self._session: Any = None
-
-    def body(self, messages: Messages) -> bytes:
-        if isinstance(messages, FollowUp):  # built for this request only: its id() is reused later
-            return ChatRequest(messages=messages, **self.request).body(stream=True)
-        key = id(messages)
-        body = self._bodies.get(key)
-        if body is None:
-            body = self._bodies[key] = ChatRequest(messages=messages, **self.request).body(stream=True)
-        return body
 
     async def __aenter__(self) -> HttpChatSender:
         import aiohttp

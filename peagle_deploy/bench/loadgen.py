@@ -30,48 +30,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from array import array
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .aggregate import LevelAggregate
 from .conversation import Conversation, answer_text
+from .records import LevelMeasurement, Messages, RequestRecord
 from .stats import LatencySamples
 
-Messages = list[dict[str, str]]
 LAG_SAMPLE_S = 0.25  # the ticker's period: progress, stall checks and one event-loop lag sample per tick
-
-
-class RequestRecord:
-    __slots__ = ("index", "warmup", "start", "end", "chunks", "first", "first_content", "last", "gaps",
-                 "usage_tokens", "error", "error_text", "cut", "at_open", "at_close")
-
-    def __init__(self, index: int, warmup: bool, start: float = 0.0, end: float = 0.0):
-        self.index, self.warmup, self.start, self.end = index, warmup, start, end
-        self.chunks = 0
-        self.first: float | None = None
-        self.first_content: float | None = None
-        self.last = 0.0
-        self.gaps: array | None = array("f")  # one gap per read; chunks of the same read are 0 apart
-        self.usage_tokens: int | None = None
-        self.error: str | None = None
-        self.error_text: str | None = None
-        self.cut = False
-        self.at_open = -1  # chunks received when the window opened (-1: started after it opened)
-        self.at_close = -1  # chunks received when the window closed (-1: not yet)
-
-    def add(self, n: int, now: float, content: bool = True) -> None:
-        """`n` chunks with output tokens arrived at `now` (one network read)."""
-        if self.chunks:
-            self.gaps.append(now - self.last)  # type: ignore[union-attr]
-        else:
-            self.first = now
-        if content and self.first_content is None:
-            self.first_content = now
-        self.chunks += n
-        self.last = now
-
 
 Sender = Callable[[Messages, RequestRecord], Awaitable[None]]
 ErrorClassifier = Callable[[BaseException], str]
@@ -97,35 +65,6 @@ class LevelProgress:
     errors: int
     phase: str  # "warmup" or "measuring"
     window_elapsed_s: float = 0.0
-
-
-@dataclass
-class LevelMeasurement:
-    concurrency: int
-    window_s: float
-    completed: int
-    cut_at_end: int
-    warmup_requests: int
-    errors: int
-    error_kinds: dict[str, int]
-    error_examples: dict[str, str]
-    output_tokens: int
-    output_tokens_per_s: float
-    requests_per_s: float
-    mean_in_flight: float
-    concurrency_held: float
-    tokens_per_chunk: float | None
-    ttft_ms: Any
-    ttfc_ms: Any
-    itl_ms: Any
-    tpot_ms: Any
-    e2e_ms: Any
-    wall_start: float  # time.time() of the window edges, for log queries
-    wall_end: float
-    client_cpu: float | None = None  # CPU time of this process over the window / window
-    loop_lag_ms: Any = None
-    window_open: float = 0.0  # perf_counter() of the window edges
-    window_close: float = 0.0
 
 
 def default_classifier(exc: BaseException) -> str:
@@ -172,203 +111,305 @@ async def run_level(
         raise ValueError("concurrency must be >= 1")
     if duration is None and num_prompts is None:
         raise ValueError("give a duration or a number of prompts")
-    dead_after = dead_after if dead_after is not None else max(2 * concurrency, 8)
-    clock = time.perf_counter
-    total = None if num_prompts is None else warmup + num_prompts
-    agg = LevelAggregate(concurrency, warmup, duration)
-    state = {"next": 0, "records": 0, "in_flight": 0, "warm_done": 0, "done": 0, "errors": 0, "ok": 0,
-             "chunks_done": 0}
-    active: set[RequestRecord] = set()
-    window_open = asyncio.Event()
-    stopped: list[LevelStopped] = []
-    stop = False
-    t_start = clock()
-    marks: dict[str, float] = {"t0": t_start, "wall0": time.time(), "cpu0": time.process_time()}
-    lags = LatencySamples()
-    itl = agg.itl
-    opening: list[asyncio.Future[None]] = []
+    level = _Level(send, prompts, concurrency, follow_ups=follow_ups, warmup=warmup, duration=duration,
+                   num_prompts=num_prompts, on_progress=on_progress, progress_interval=progress_interval,
+                   classify=classify, on_window=on_window, idle_limit=idle_limit,
+                   dead_after=dead_after if dead_after is not None else max(2 * concurrency, 8),
+                   backoff_base=backoff_base, backoff_max=backoff_max, sleep=sleep, on_request=on_request)
+    return await level.run()
 
-    def open_now(at: float) -> None:
-        marks["t0"], marks["wall0"], marks["cpu0"] = at, time.time(), time.process_time()
-        agg.open(at)
-        for r in active:
+
+class _Level:
+    """One level in progress: `concurrency` workers and a ticker share the counts below; `run` waits for the
+    window to close and returns its measurement. The settings are run_level's arguments."""
+
+    __slots__ = {
+        # settings
+        "send": "the transport: sends one request and fills its record",
+        "prompts": "the first user turns, sent in turn",
+        "follow_ups": "per prompt, the later user turns of its multi-turn record (or None)",
+        "concurrency": "requests in flight",
+        "warmup": "requests sent before the measured window opens",
+        "duration": "the window's length in seconds (or None: it closes when the last request ends)",
+        "total": "warm-up plus measured requests, with a number of prompts (None with a duration)",
+        "on_progress": "called once per tick with a LevelProgress",
+        "progress_interval": "the ticker's period in seconds",
+        "classify": "an exception -> its error kind",
+        "on_window": 'called with "open" and "close" at the window\'s edges',
+        "idle_limit": "seconds without a byte before the level stops as stalled",
+        "dead_after": "failures without a success before the level stops as dead",
+        "backoff_base": "a worker's first wait after a failure, doubled per failure in a row",
+        "backoff_max": "the longest wait after a failure",
+        "sleep": "the backoff's sleep",
+        "on_request": "called with each finished request's record",
+        # shared state
+        "agg": "the level's running figures (bench.aggregate): each request is folded in as it ends",
+        "next_index": "the index of the next request any worker sends (warm-up requests first)",
+        "next_record": "the next multi-turn record a worker starts (with follow_ups)",
+        "in_flight": "requests sent and not yet ended",
+        "warm_done": "warm-up requests that ended (the window opens when the last does)",
+        "done": "requests that ended without being cut",
+        "errors": "requests that failed",
+        "ok": "requests that succeeded",
+        "chunks_done": "chunks of the requests that ended",
+        "active": "the records of the requests in flight",
+        "window_open": "set when the measured window opens; measured requests wait for it",
+        "stopped": "why the level stopped early (the first reason), or None",
+        "stop": "set when no worker may send another request",
+        "t_start": "perf_counter() when the level began",
+        "t_open": "perf_counter() when the window opened (t_start until then)",
+        "wall_open": "time.time() when the window opened",
+        "cpu_open": "process_time() when the window opened",
+        "lags": "the event loop's lag, one sample per tick while the window is open",
+        "opening": "the window's opening, waiting for on_window's reading",
+        "workers": "the worker tasks",
+    }
+
+    def __init__(self, send: Sender, prompts: Sequence[Messages], concurrency: int, *,
+                 follow_ups: Sequence[Sequence[str]] | None, warmup: int, duration: float | None,
+                 num_prompts: int | None, on_progress: Callable[[LevelProgress], None] | None,
+                 progress_interval: float, classify: ErrorClassifier,
+                 on_window: Callable[[str], Awaitable[Any] | None] | None, idle_limit: float, dead_after: int,
+                 backoff_base: float, backoff_max: float, sleep: Callable[[float], Awaitable[Any]],
+                 on_request: Callable[[RequestRecord], None] | None):
+        self.send, self.prompts, self.follow_ups, self.concurrency = send, prompts, follow_ups, concurrency
+        self.warmup, self.duration = warmup, duration
+        self.total = None if num_prompts is None else warmup + num_prompts
+        self.on_progress, self.progress_interval, self.classify = on_progress, progress_interval, classify
+        self.on_window, self.idle_limit, self.dead_after = on_window, idle_limit, dead_after
+        self.backoff_base, self.backoff_max, self.sleep, self.on_request = backoff_base, backoff_max, sleep, on_request
+        self.agg = LevelAggregate(concurrency, warmup, duration)
+        self.next_index = self.next_record = self.in_flight = self.warm_done = 0
+        self.done = self.errors = self.ok = self.chunks_done = 0
+        self.active: set[RequestRecord] = set()
+        self.window_open = asyncio.Event()
+        self.stopped: LevelStopped | None = None
+        self.stop = False
+        self.t_start = self.t_open = time.perf_counter()
+        self.wall_open, self.cpu_open = time.time(), time.process_time()
+        self.lags = LatencySamples()
+        self.opening: list[asyncio.Future[None]] = []
+        self.workers: list[asyncio.Task[None]] = []
+
+    # the measured window's opening ------------------------------------------------------------------------------
+
+    def _open_now(self, at: float) -> None:
+        self.t_open, self.wall_open, self.cpu_open = at, time.time(), time.process_time()
+        self.agg.open(at)
+        for r in self.active:
             r.at_open = r.chunks
-        window_open.set()
+        self.window_open.set()
 
-    async def open_after(reading: Awaitable[Any]) -> None:
+    async def _open_after(self, reading: Awaitable[Any]) -> None:
         try:
             await reading  # its failure is the caller's to report (it awaits the same reading later)
         except Exception:  # noqa: BLE001, S110
             pass
         finally:
-            open_now(clock())
+            self._open_now(time.perf_counter())
 
-    def open_window(at: float) -> None:
+    def _open_window(self, at: float) -> None:
         """Open the measured window. When `on_window("open")` returns an awaitable (a scrape of the server's
         counters), measured requests start only once it is done: a reading still in flight while they run
         would count some of their work as before the window."""
-        reading = on_window("open") if on_window is not None else None
+        reading = self.on_window("open") if self.on_window is not None else None
         if inspect.isawaitable(reading):
-            opening.append(asyncio.ensure_future(open_after(reading)))
+            self.opening.append(asyncio.ensure_future(self._open_after(reading)))
         else:
-            open_now(at)
+            self._open_now(at)
 
-    if warmup == 0:
-        open_window(t_start)
+    def _stop_with(self, stopped: LevelStopped) -> None:
+        if self.stopped is None:  # the first reason is the one reported
+            self.stopped = stopped
 
-    async def worker() -> None:
-        nonlocal stop
-        n_prompts = len(prompts)
+    # a worker: one request after another ------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
         failures_in_a_row = 0
         talk: Conversation | None = None  # this worker's multi-turn record in progress
-        while not stop:
-            i = state["next"]
-            if total is not None and i >= total:
+        while not self.stop:
+            i = self.next_index
+            if self.total is not None and i >= self.total:
                 return
-            state["next"] = i + 1
-            if talk is not None and talk.ready:
-                messages = talk.take()
-            elif follow_ups:
-                j = state["records"]
-                state["records"] = j + 1
-                talk = Conversation(prompts[j % n_prompts], follow_ups[j % n_prompts])
-                messages = prompts[j % n_prompts]
-            else:
-                messages = prompts[i % n_prompts]
-            answer = bytearray() if talk is not None and talk.wants_answer else None
-            if i >= warmup and not window_open.is_set():
-                await window_open.wait()  # measured requests start once warm-up is over: no overlap
-                if stop:
+            self.next_index = i + 1
+            messages, talk = self._messages(i, talk)
+            if i >= self.warmup and not self.window_open.is_set():
+                await self.window_open.wait()  # measured requests start once warm-up is over: no overlap
+                if self.stop:
                     return
-            rec = RequestRecord(index=i, warmup=i < warmup)
-            agg.started += 1
-            active.add(rec)
-            state["in_flight"] += 1
-            rec.start = clock()
-            try:
-                await (send(messages, rec) if answer is None else send(messages, rec, answer=answer))
-                if answer is not None and talk is not None:
-                    talk.answered(answer_text(answer))
-            except asyncio.CancelledError:
-                rec.cut = True
-                raise
-            except Exception as exc:  # noqa: BLE001 - every failure is counted by kind, the run goes on
-                rec.error = classify(exc)
-                rec.error_text = _error_text(exc)
-                state["errors"] += 1
-                talk = None  # no answer to follow up: the next request starts a new record
-            finally:
-                rec.end = clock()
-                state["in_flight"] -= 1
-                active.discard(rec)
-                state["chunks_done"] += rec.chunks
-                if not window_open.is_set():
-                    rec.at_open = rec.chunks
-                if rec.at_close < 0:
-                    rec.at_close = rec.chunks
-                if not rec.cut:
-                    state["done"] += 1
-                    if rec.error is None and not rec.warmup and rec.gaps is not None:
-                        itl.add_gaps(rec.gaps, rec.chunks - 1 - len(rec.gaps))
-                if on_request is not None:
-                    on_request(rec)
-                rec.gaps = None  # memory stays independent of the number of tokens
-                agg.fold(rec)  # and of the number of requests: nothing of `rec` is kept
-                if rec.warmup and not rec.cut:
-                    state["warm_done"] += 1
-                    if state["warm_done"] == warmup:
-                        open_window(rec.end)
+            rec = await self._request(i, messages, talk)
             if rec.error is None:
-                state["ok"] += 1
+                self.ok += 1
                 failures_in_a_row = 0
                 continue
-            if state["ok"] == 0 and state["errors"] >= dead_after:
-                stopped.append(LevelStopped("dead", f"{state['errors']} requests failed and none succeeded; "
-                                                    f"the last: {rec.error_text}"))
-                stop = True
+            talk = None  # no answer to follow up: the next request starts a new record
+            if self.ok == 0 and self.errors >= self.dead_after:
+                self._stop_with(LevelStopped("dead", f"{self.errors} requests failed and none succeeded; "
+                                                     f"the last: {rec.error_text}"))
+                self.stop = True
                 return
             failures_in_a_row += 1
-            await sleep(min(backoff_max, backoff_base * 2 ** (failures_in_a_row - 1)))
+            await self.sleep(min(self.backoff_max, self.backoff_base * 2 ** (failures_in_a_row - 1)))
 
-    async def ticker() -> None:
+    def _messages(self, i: int, talk: Conversation | None) -> tuple[Messages, Conversation | None]:
+        """Request `i`'s messages: the next turn of the worker's record when its answer is in, else the next
+        prompt (the first turn of a new record, with follow_ups)."""
+        if talk is not None and talk.ready:
+            return talk.take(), talk
+        prompts = self.prompts
+        if self.follow_ups:
+            j = self.next_record
+            self.next_record = j + 1
+            return prompts[j % len(prompts)], Conversation(prompts[j % len(prompts)], self.follow_ups[j % len(prompts)])
+        return prompts[i % len(prompts)], None
+
+    async def _request(self, i: int, messages: Messages, talk: Conversation | None) -> RequestRecord:
+        """Send request `i` and fold it into the level as it ends; a failure is counted in its record."""
+        answer = bytearray() if talk is not None and talk.wants_answer else None
+        rec = RequestRecord(index=i, warmup=i < self.warmup)
+        self.agg.started += 1
+        self.active.add(rec)
+        self.in_flight += 1
+        rec.start = time.perf_counter()
+        try:
+            await (self.send(messages, rec) if answer is None else self.send(messages, rec, answer=answer))
+            if answer is not None and talk is not None:
+                talk.answered(answer_text(answer))
+        except asyncio.CancelledError:
+            rec.cut = True
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure is counted by kind, the run goes on
+            rec.error = self.classify(exc)
+            rec.error_text = _error_text(exc)
+            self.errors += 1
+        finally:
+            self._ended(rec)
+        return rec
+
+    def _ended(self, rec: RequestRecord) -> None:
+        rec.end = time.perf_counter()
+        self.in_flight -= 1
+        self.active.discard(rec)
+        self.chunks_done += rec.chunks
+        if not self.window_open.is_set():
+            rec.at_open = rec.chunks
+        if rec.at_close < 0:
+            rec.at_close = rec.chunks
+        if not rec.cut:
+            self.done += 1
+            if rec.error is None and not rec.warmup and rec.gaps is not None:
+                self.agg.itl.add_gaps(rec.gaps, rec.chunks - 1 - len(rec.gaps))
+        if self.on_request is not None:
+            self.on_request(rec)
+        rec.gaps = None  # memory stays independent of the number of tokens
+        self.agg.fold(rec)  # and of the number of requests: nothing of `rec` is kept
+        if rec.warmup and not rec.cut:
+            self.warm_done += 1
+            if self.warm_done == self.warmup:
+                self._open_window(rec.end)
+
+    # the ticker: progress, the event loop's lag, a stalled target -----------------------------------------------
+
+    async def _ticker(self) -> None:
+        clock, interval = time.perf_counter, self.progress_interval
         last_progress = (clock(), -1)
         while True:
             before = clock()
-            await asyncio.sleep(progress_interval)
+            await asyncio.sleep(interval)
             now = clock()
-            if window_open.is_set():
-                lags.add(max(0.0, now - before - progress_interval))
-            live = sum(r.chunks for r in active)
-            seen = state["chunks_done"] + live + state["done"]
+            if self.window_open.is_set():
+                self.lags.add(max(0.0, now - before - interval))
+            live = sum(r.chunks for r in self.active)
+            seen = self.chunks_done + live + self.done
             if seen != last_progress[1]:
                 last_progress = (now, seen)
-            elif now - last_progress[0] > idle_limit and not stop:
-                stopped.append(LevelStopped("stalled", f"nothing arrived for {idle_limit:g}s with "
-                                                       f"{state['in_flight']} requests in flight"))
-                for task in workers:
+            elif now - last_progress[0] > self.idle_limit and not self.stop:
+                self._stop_with(LevelStopped("stalled", f"nothing arrived for {self.idle_limit:g}s with "
+                                                        f"{self.in_flight} requests in flight"))
+                for task in self.workers:
                     task.cancel()
                 return
-            if on_progress is not None:
-                on_progress(LevelProgress(
-                    concurrency=concurrency, elapsed_s=now - t_start, completed=state["done"], target=total,
-                    in_flight=state["in_flight"], tokens=state["chunks_done"] + live, errors=state["errors"],
-                    phase="measuring" if window_open.is_set() else "warmup",
-                    window_elapsed_s=now - marks["t0"] if window_open.is_set() else 0.0))
+            if self.on_progress is not None:
+                self.on_progress(self._progress(now, live))
 
-    workers = [asyncio.create_task(worker()) for _ in range(concurrency)]
-    tick = asyncio.create_task(ticker())
-    try:
-        if duration is not None:
-            opened = asyncio.create_task(window_open.wait())
-            await asyncio.wait([opened, *workers], return_when=asyncio.FIRST_COMPLETED)
-            opened.cancel()
-            if stopped:
-                raise stopped[0]
-            for task in workers:  # a worker only ends early on a bug, a dead target or when every prompt was sent
-                if task.done() and not task.cancelled() and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
-            if not window_open.is_set():
-                await asyncio.wait([asyncio.create_task(window_open.wait()), *workers],
-                                   return_when=asyncio.FIRST_COMPLETED)
-            if stopped:
-                raise stopped[0]
-            remaining = marks["t0"] + duration - clock()
-            _done, pending = await asyncio.wait(workers, timeout=max(remaining, 0.0))
-            if stopped:
-                raise stopped[0]
-            stop = True
-            t1, wall1, cpu1 = marks["t0"] + duration, time.time(), time.process_time()
-            for r in active:
-                r.at_close = r.chunks
-            if on_window is not None:
-                on_window("close")
-            for task in pending:
+    def _progress(self, now: float, live: int) -> LevelProgress:
+        measuring = self.window_open.is_set()
+        return LevelProgress(
+            concurrency=self.concurrency, elapsed_s=now - self.t_start, completed=self.done, target=self.total,
+            in_flight=self.in_flight, tokens=self.chunks_done + live, errors=self.errors,
+            phase="measuring" if measuring else "warmup", window_elapsed_s=now - self.t_open if measuring else 0.0)
+
+    # the level as a whole ---------------------------------------------------------------------------------------
+
+    async def run(self) -> LevelMeasurement:
+        if self.warmup == 0:
+            self._open_window(self.t_start)
+        self.workers = [asyncio.create_task(self._worker()) for _ in range(self.concurrency)]
+        tick = asyncio.create_task(self._ticker())
+        try:
+            if self.duration is not None:
+                t1, wall1, cpu1 = await self._until_duration(self.duration)
+            else:
+                t1, wall1, cpu1 = await self._until_last_request()
+        finally:
+            self.stop = True
+            for task in self.workers:
                 task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            if not pending:  # every prompt finished before the duration: the window ends at the last one
-                t1 = agg.last_end if agg.last_end is not None else t1
-                wall1 = time.time() - (clock() - t1)
-        else:
-            await asyncio.gather(*workers, return_exceptions=True)
-            if stopped:
-                raise stopped[0]
-            for task in workers:
-                if not task.cancelled() and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
-            t1 = agg.last_end if agg.last_end is not None else clock()
-            wall1, cpu1 = time.time() - (clock() - t1), time.process_time()
-            if on_window is not None:
-                on_window("close")
-    finally:
-        stop = True
-        for task in workers:
-            task.cancel()
-        tick.cancel()
-        await asyncio.gather(*workers, tick, *opening, return_exceptions=True)
-    m = agg.measurement(t1, marks["wall0"], wall1)
-    if m.window_s > 0:
-        m.client_cpu = (cpu1 - marks["cpu0"]) / m.window_s
-    m.loop_lag_ms = lags.summary(1000)
-    m.window_open, m.window_close = marks["t0"], t1
-    return m
+            tick.cancel()
+            await asyncio.gather(*self.workers, tick, *self.opening, return_exceptions=True)
+        m = self.agg.measurement(t1, self.wall_open, wall1)
+        if m.window_s > 0:
+            m.client_cpu = (cpu1 - self.cpu_open) / m.window_s
+        m.loop_lag_ms = self.lags.summary(1000)
+        m.window_open, m.window_close = self.t_open, t1
+        return m
 
+    def _raise_if_stopped(self) -> None:
+        if self.stopped is not None:
+            raise self.stopped
+
+    async def _until_duration(self, duration: float) -> tuple[float, float, float]:
+        """Wait for the window to open, then `duration` seconds; cut what still runs. The window's close:
+        (perf_counter, time.time, process_time)."""
+        clock, workers = time.perf_counter, self.workers
+        opened = asyncio.create_task(self.window_open.wait())
+        await asyncio.wait([opened, *workers], return_when=asyncio.FIRST_COMPLETED)
+        opened.cancel()
+        self._raise_if_stopped()
+        for task in workers:  # a worker only ends early on a bug, a dead target or when every prompt was sent
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        if not self.window_open.is_set():
+            await asyncio.wait([asyncio.create_task(self.window_open.wait()), *workers],
+                               return_when=asyncio.FIRST_COMPLETED)
+        self._raise_if_stopped()
+        remaining = self.t_open + duration - clock()
+        _done, pending = await asyncio.wait(workers, timeout=max(remaining, 0.0))
+        self._raise_if_stopped()
+        self.stop = True
+        t1, wall1, cpu1 = self.t_open + duration, time.time(), time.process_time()
+        for r in self.active:
+            r.at_close = r.chunks
+        if self.on_window is not None:
+            self.on_window("close")
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        if not pending:  # every prompt finished before the duration: the window ends at the last one
+            t1 = self.agg.last_end if self.agg.last_end is not None else t1
+            wall1 = time.time() - (clock() - t1)
+        return t1, wall1, cpu1
+
+    async def _until_last_request(self) -> tuple[float, float, float]:
+        """Wait for every request (a number of prompts); the window closes as the last one ends."""
+        clock = time.perf_counter
+        await asyncio.gather(*self.workers, return_exceptions=True)
+        self._raise_if_stopped()
+        for task in self.workers:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        t1 = self.agg.last_end if self.agg.last_end is not None else clock()
+        wall1, cpu1 = time.time() - (clock() - t1), time.process_time()
+        if self.on_window is not None:
+            self.on_window("close")
+        return t1, wall1, cpu1

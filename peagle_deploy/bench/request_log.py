@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..redaction import redact
-from .loadgen import RequestRecord
+from .records import RequestRecord
 
 
 class RequestLog:

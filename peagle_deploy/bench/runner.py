@@ -1,8 +1,9 @@
 """One `peagle bench` run: check what can be checked first, run the levels, and keep what was measured.
 
-Orchestration only: the target comes from runtime.target_ref, the load from loadgen, acceptance from
-prometheus.py / cloudwatch.py, the schema from results.py. A run that stops (a dead or stalled target,
-Ctrl-C) still returns and writes the levels it measured, with `complete: false` and the reason.
+Orchestration only: the target arrives parsed in the plan (runtime.target_ref), the load from loadgen,
+acceptance from prometheus.py / cloudwatch.py, the schema from results.py. A run that stops (a dead or
+stalled target, Ctrl-C) still returns and writes the levels it measured, with `complete: false` and the
+reason.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from typing import Any
 from .. import __version__
 from ..errors import EndpointFailed, Interrupted, PeagleError, UsageError, WaitTimeout
 from ..output import Output
-from ..runtime.target_ref import TargetRef, parse_target
+from ..runtime.target_ref import TargetRef
 from .acceptance import Acceptance, SpecCounters
 from ..pricing import Price, instance_price, usd_per_million_tokens
 from .datasets import Dataset
-from .loadgen import LAG_SAMPLE_S, LevelMeasurement, LevelProgress, LevelStopped, run_level
+from .loadgen import LAG_SAMPLE_S, LevelProgress, LevelStopped, run_level
+from .records import LevelMeasurement
 from .results import BenchResult, LevelResult, Settings, TargetInfo, write_result
 
 VLLM_LOG_INTERVAL_S = 10.0  # vLLM logs its SpecDecoding line about every 10 s
@@ -40,7 +42,7 @@ MIN_VERDICT_WINDOW_S = 2.0
 
 @dataclass
 class BenchPlan:
-    target: str
+    target: TargetRef  # parsed once, where the user's text was read (the CLI, a sweep); its transport included
     dataset: Dataset
     concurrency: list[int]
     max_tokens: int = 256
@@ -61,7 +63,6 @@ class BenchPlan:
     timeout: float = 600.0
     logs_wait: float = 60.0
     chart: bool = True
-    transport: str | None = None  # a SageMaker endpoint's: invoke-endpoint (default) or openai-route
     save_requests: Path | None = None  # every finished request, one JSON line each (streamed, not kept)
 
 
@@ -489,7 +490,7 @@ def _stopped_failure(exc: LevelStopped, ref: TargetRef) -> PeagleError:
 
 def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
     started = datetime.now(timezone.utc)
-    ref = parse_target(plan.target, transport=plan.transport)
+    ref = plan.target
     if plan.out_dir is not None:
         check_out_dir(plan.out_dir)
     info, session = resolve_target(plan, ref, out)

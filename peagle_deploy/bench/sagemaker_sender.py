@@ -16,10 +16,10 @@ from typing import Any
 
 from ..runtime.eventstream import StreamFailure, payload_parts
 from ..runtime.failures import TargetHttpError, error_text
-from ..runtime.payload import MAX_BODY_BYTES, ChatRequest
+from ..runtime.payload import MAX_BODY_BYTES
 from ..runtime.sse import ChunkTally, StreamError
-from .conversation import FollowUp
-from .loadgen import Messages, RequestRecord
+from .records import Messages, RequestRecord
+from .request_bodies import RequestBodies
 
 
 class SageMakerCallError(Exception):
@@ -36,22 +36,11 @@ class SageMakerChatSender:
                  timeout: float = 600.0, max_in_flight: int = 128):
         self.session = session
         self.endpoint = endpoint
-        self.request = {"max_tokens": max_tokens, "temperature": temperature}
+        self.body = RequestBodies({"max_tokens": max_tokens, "temperature": temperature}, limit=MAX_BODY_BYTES)
         self.timeout = timeout
         self.max_in_flight = max_in_flight
-        self._bodies: dict[int, bytes] = {}
         self._client: Any = None
         self._pool: ThreadPoolExecutor | None = None
-
-    def body(self, messages: Messages) -> bytes:
-        if isinstance(messages, FollowUp):  # built for this request only: its id() is reused later
-            return ChatRequest(messages=messages, **self.request).body(stream=True, limit=MAX_BODY_BYTES)
-        key = id(messages)
-        body = self._bodies.get(key)
-        if body is None:
-            body = self._bodies[key] = ChatRequest(messages=messages, **self.request).body(stream=True,
-                                                                                           limit=MAX_BODY_BYTES)
-        return body
 
     async def __aenter__(self) -> SageMakerChatSender:
         self._client = self.session.client(

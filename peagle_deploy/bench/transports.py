@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from ..errors import Interrupted, PeagleError, UsageError
 from ..output import Output
-from ..runtime.target_ref import TRANSPORTS, parse_target
+from ..runtime.target_ref import TRANSPORTS
 from .loadgen import LevelStopped
 from .results import BenchResult, LevelResult
 from .runner import (BenchPlan, _Measured, _run_levels, _stopped_failure, build_result, check_out_dir,
@@ -91,7 +91,7 @@ def ratios(rows: list[TransportLevel]) -> list[TransportRatio]:
 
 def run_side_by_side(plan: BenchPlan, out: Output) -> tuple[TransportComparison, PeagleError | None]:
     started = datetime.now(timezone.utc)
-    refs = {t: parse_target(plan.target, transport=t) for t in TRANSPORTS}
+    refs = {t: plan.target.model_copy(update={"transport": t}) for t in TRANSPORTS}
     if refs[BASELINE].kind != "sagemaker":
         raise UsageError("--transport both compares a SageMaker endpoint's two transports",
                          "pass an endpoint name (or its OpenAI route URL)")

@@ -131,13 +131,14 @@ def bench_run(
         if instance_type and "," in instance_type:  # the price of a URL target is one type's
             raise UsageError(f"--instance-type {instance_type}: bench prices one instance type",
                              "pass the type the server runs on, e.g. --instance-type ml.g7e.2xlarge")
-        from ..runtime.target_ref import parse_target
+        from ..runtime.target_ref import TRANSPORTS, parse_target
 
-        parse_target(target, transport=None if transport == "both" else transport)  # bad input: exit 2 first
+        # bad input: exit 2 first; --transport both benches each of an endpoint's transports (a URL is refused)
+        ref = parse_target(target, transport=TRANSPORTS[0] if transport == "both" else transport)
         with out.status(f"reading --dataset {dataset}") as show:
             data = load_dataset(dataset, progress=show)
         plan = BenchPlan(
-            target=target,
+            target=ref,
             dataset=data,
             concurrency=parse_concurrency(concurrency),
             max_tokens=max_tokens,
@@ -155,7 +156,6 @@ def bench_run(
             timeout=timeout,
             logs_wait=logs_wait,
             chart=not no_chart,
-            transport=None if transport == "both" else transport,
             save_requests=save_requests,
         )
         if transport == "both":

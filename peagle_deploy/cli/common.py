@@ -10,7 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import ExitCode, Interrupted, PeagleError
-from ..output import Output, redact
+from ..output import Output
+from ..redaction import redact
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (progress goes to stderr).")]
 RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (default: AWS_REGION, then us-east-1).")]

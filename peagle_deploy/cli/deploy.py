@@ -85,7 +85,7 @@ def deploy(
                                         wait=wait or dry_run)
         user_env = parse_env(env or [])
         if not show_secrets:
-            from ..output import register_secret_env
+            from ..redaction import register_secret_env
 
             register_secret_env(user_env)
         types = parse_instance_types(instance_type)  # two or more: instance pools, in priority order
@@ -118,7 +118,7 @@ def deploy(
             plan = build_plan(request, facts=facts)
         shown = plan
         if not show_secrets:  # masked in every output of this process, human and --json
-            from ..output import mask_plan_env
+            from ..redaction import mask_plan_env
 
             register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
             shown = mask_plan_env(plan)

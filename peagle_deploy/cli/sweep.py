@@ -85,8 +85,8 @@ def sweep(
     run(json_output, body)
 
 
-# options a --resume takes from the state file; --budget and --profile may change (issue 27: --resume --budget), and
-# --url may come again with the credentials the state file does not keep (sweep/config.restore_url_credentials)
+# options a --resume takes from the state file; --budget and --profile may change, and --url may come again with
+# the credentials the state file does not keep (sweep/config.restore_url_credentials)
 _FROM_STATE = ("modes", "k", "concurrency", "dataset", "duration", "num_prompts", "warmup", "max_tokens", "parallel",
                "instance_type", "role", "accept_eula", "ttl", "provision_estimate", "logs_wait", "timeout",
                "agreement_prompts", "trust_labels", "dry_run", "state", "out_dir", "region")

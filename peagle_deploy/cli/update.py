@@ -143,7 +143,7 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
 
             facts = FactSource(profile=session.profile, quota_lookup=QuotaReader(session))
         plan = prepare(session, request, sleep=clock.sleep, facts=facts)
-    from ..output import register_secret_env
+    from ..redaction import register_secret_env
 
     # the live container's HF_TOKEN & co. (deploy --env): masked in every output, as deploy masks them
     register_secret_env(plan.verify_plan.create_model["PrimaryContainer"].get("Environment", {}))

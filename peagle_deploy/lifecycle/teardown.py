@@ -23,9 +23,8 @@ from ..describe import DESCRIBE, Kind, describe
 from ..errors import PeagleError, UsageError
 from ..tags import PeagleTags
 from .leftovers import References, owned_by
+from .outcome import Outcome
 from .tags import list_tags_if_present, read_tags
-
-from .outcome import Outcome, OutcomeKind  # noqa: F401 - teardown's answer, imported from here by callers
 
 
 class Skipped(BaseModel):

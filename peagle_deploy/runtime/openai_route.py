@@ -10,7 +10,7 @@ holds the token acts as the caller until it expires, and needs `sagemaker:CallWi
 
 The base URL is botocore's own sagemaker-runtime endpoint for the session, so the region,
 AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME (the emulator) and FIPS settings apply exactly as
-they do to InvokeEndpoint. A token is registered with `output.register_secret` the moment it exists:
+they do to InvokeEndpoint. A token is registered with `redaction.register_secret` the moment it exists:
 only the one output that asks for it (`peagle openai`: `Output.result(..., reveal=...)`) ever shows it.
 """
 
@@ -80,7 +80,7 @@ def make_token(session: Any, lifetime: timedelta = ON_THE_FLY_LIFETIME) -> Beare
     from botocore.credentials import CredentialProvider
     from sagemaker.core.token_generator import generate_token
 
-    from ..output import register_secret
+    from ..redaction import register_secret
 
     class SessionCredentials(CredentialProvider):  # the session's chain (profile, SSO, role), not the default one
         METHOD = "peagle-session"

@@ -155,6 +155,7 @@ class Sweep:
     def _bench(self, config: Configuration, target: str) -> None:
         from ..bench.datasets import load_dataset
         from ..bench.runner import BenchPlan, run_bench
+        from ..runtime.target_ref import parse_target
 
         label = config.label
         if config.url:
@@ -163,7 +164,7 @@ class Sweep:
             self._update(label, status="deployed", endpoint=redact_url(target), created_at=self.clock(),
                          deleted_at=None, price_per_hour_usd=self._row(label).price_per_hour_usd)
         r = self.request
-        plan = BenchPlan(target=target, dataset=load_dataset(r.dataset), concurrency=r.concurrency,
+        plan = BenchPlan(target=parse_target(target), dataset=load_dataset(r.dataset), concurrency=r.concurrency,
                          max_tokens=r.max_tokens, warmup=r.warmup, duration=r.duration_s if r.num_prompts is None
                          else None, num_prompts=r.num_prompts, out_dir=self.out_dir / "runs", mode=config.mode,
                          k=config.k, label_source="url-label" if config.url else "flags",

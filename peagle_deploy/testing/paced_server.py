@@ -11,10 +11,10 @@ tokens it has written, so a benchmark can read what was really sent over its win
 Raw asyncio with a large listen backlog (Python's default of 5... here 4096), so 128 connections
 opening at once are accepted, not dropped and retried.
 
-    python -m peagle_deploy.bench.paced_server --ttft 0 --tokens-per-s 4000 --tokens 2000 --port 0
+    python -m peagle_deploy.testing.paced_server --ttft 0 --tokens-per-s 4000 --tokens 2000 --port 0
 
-prints `PORT <n>` on its first line. The invoke tests' stand-in for vLLM is
-peagle_deploy.testing (fake vLLM); this one only exists to calibrate `peagle bench`.
+prints `PORT <n>` on its first line. The invoke tests' stand-in for vLLM is testing/fake_vllm.py; this
+one only exists to calibrate `peagle bench`.
 """
 
 from __future__ import annotations

@@ -23,10 +23,12 @@ _KEYS = {
     "created_at": "peagle:created-at", "expires_at": "peagle:expires-at", "version": "peagle:version",
     "sweep_id": "peagle:sweep-id", "autoscale": "peagle:autoscale", "endpoint": "peagle:endpoint",
 }
-# Intent tags: written on an endpoint before an update or a cleanup acts, cleared after it (lifecycle/intent.py).
+# Intent tags: written on an endpoint before an update or a cleanup acts, cleared after it (lifecycle/intent.py);
+# the lease: who works on a resource now, until when (lifecycle/lease.py). Never copied to another resource.
 UPDATE_FROM, UPDATE_TO, UPDATE_AUTOSCALE, DELETING = (
     "peagle:update-from", "peagle:update-to", "peagle:update-autoscale", "peagle:deleting")
-INTENT_KEYS = (UPDATE_FROM, UPDATE_TO, UPDATE_AUTOSCALE, DELETING)
+LEASE = "peagle:lease"
+INTENT_KEYS = (UPDATE_FROM, UPDATE_TO, UPDATE_AUTOSCALE, DELETING, LEASE)
 
 
 class PeagleTags(BaseModel):

@@ -315,7 +315,11 @@ class _Run:
             except BaseException:  # noqa: BLE001 - the removal itself failed or was interrupted: name the command
                 outcomes, left = [], True
             gone = [o for o in outcomes if o.result == "deleted"]
-            left = left or any(o.result in ("left", "failed") for o in outcomes)
+            # only what this update created can be left: the live model a new config shares (an instance type
+            # change makes no model) is kept on purpose
+            ours = {("endpoint_config", plan.target.endpoint_config)} | (
+                {("model", plan.target.model)} if "model" in self.attempted else set())
+            left = left or any(o.result in ("left", "failed") and (o.kind, o.name) in ours for o in outcomes)
             if gone:
                 _add_hint(error, "removed the new " + " and ".join(f"{_label(o.kind)} {o.name}" for o in gone))
         elif not self.deregistered:

@@ -131,3 +131,19 @@ def test_a_cleanup_whose_delete_fails_keeps_its_intent_and_releases_its_lease(em
     tags = tags_of(sm, sm.describe_endpoint(EndpointName="ep9")["EndpointArn"])
     assert "peagle:deleting" in tags and LEASE not in tags
     assert {"AddTags", "DeleteTags"} <= set(emu.calls)
+
+
+def test_what_a_teardown_deleted_is_no_longer_held(emu_in_process):
+    from peagle_deploy.lifecycle.outcome import Outcome
+
+    holder = LeaseHolder(None, "sweep")
+    arns = [f"arn:aws:sagemaker:us-east-1:123456789012:{part}/{name}" for part, name in (
+        ("endpoint", "peagle-sw1-off"), ("endpoint-config", "peagle-sw1-off"), ("model", "Peagle-SW1-off"),
+        ("endpoint", "peagle-sw1-p-eagle-k3"))]
+    for arn in arns:
+        holder.hold(arn)
+    holder.drop_deleted([Outcome(kind="endpoint", name="peagle-sw1-off", result="deleted"),
+                         Outcome(kind="endpoint_config", name="peagle-sw1-off", result="already gone"),
+                         Outcome(kind="model", name="peagle-sw1-off", result="deleted"),  # AWS lowercases ARNs
+                         Outcome(kind="endpoint", name="peagle-sw1-p-eagle-k3", result="failed")])
+    assert holder.held == [arns[3]]  # still there: its lease is released (a sweep's: expired) at the end

@@ -52,6 +52,7 @@ EXPIRY_S = 600.0
 _VALUE = re.compile(r"^(?P<operation>[a-z]+) host=(?P<host>\S+) pid=(?P<pid>\d+) id=(?P<run_id>[0-9a-f]+) "
                     r"since=(?P<since>\S+) until=(?P<until>\S+)$")
 _HOST_TEXT = re.compile(r"[^A-Za-z0-9._-]")
+_ARN_PART = {"endpoint": "endpoint", "endpoint_config": "endpoint-config", "model": "model"}  # ...:PART/NAME
 
 
 class Lease(BaseModel):
@@ -159,6 +160,14 @@ class LeaseHolder:
             if arn in self._arns:
                 self._arns.remove(arn)
 
+    def drop_deleted(self, outcomes: list[Any]) -> None:
+        """What a teardown deleted (its `Outcome`s): nothing more to refresh or release there."""
+        gone = {(_ARN_PART.get(o.kind), o.name.lower()) for o in outcomes if o.result in ("deleted", "already gone")}
+        for arn in self.held:
+            part, _, name = arn.rpartition(":")[2].partition("/")
+            if (part, name.lower()) in gone:
+                self.drop(arn)
+
     @property
     def held(self) -> list[str]:
         with self._lock:
@@ -185,7 +194,9 @@ class LeaseHolder:
                 else:
                     self.sm.delete_tags(ResourceArn=arn, TagKeys=[LEASE])
                 self.drop(arn)
-            except BaseException:  # noqa: BLE001 - the lease then expires on its own; the command's outcome stands
+            except Exception:  # noqa: BLE001 - that lease then expires on its own; the command's outcome stands
+                continue
+            except BaseException:  # noqa: BLE001 - a second signal: the rest expire on their own
                 break
 
     def _ours(self, arn: str) -> bool:

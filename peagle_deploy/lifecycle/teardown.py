@@ -294,25 +294,20 @@ def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expire
     from .lease import LeaseHolder
 
     sm = session.client("sagemaker")
-    marked: dict[str, str] = {}  # endpoint -> ARN: where the lease went
     with LeaseHolder(sm, "cleanup") as lease:  # released where an endpoint is left (its peagle:deleting stays)
-        report = _cleanup(session, sm, lease, marked, name, all_=all_, expired=expired, wait=wait, now=now,
+        report = _cleanup(session, sm, lease, name, all_=all_, expired=expired, wait=wait, now=now,
                           on_marked=on_marked)
-        for outcome in report.outcomes:
-            if outcome.kind == "endpoint" and outcome.result in ("deleted", "already gone"):
-                lease.drop(marked.get(outcome.name))
+        lease.drop_deleted(report.outcomes)
     return report
 
 
-def _cleanup(session: Any, sm: Any, lease: Any, marked: dict[str, str], name: str | None, *, all_: bool,
-             expired: bool, wait: bool, now: Callable[[], datetime],
-             on_marked: Callable[[str], None] | None) -> CleanupReport:
+def _cleanup(session: Any, sm: Any, lease: Any, name: str | None, *, all_: bool, expired: bool, wait: bool,
+             now: Callable[[], datetime], on_marked: Callable[[str], None] | None) -> CleanupReport:
     def mark(endpoint: str, arn: str) -> None:
         """Best effort: a deletion that cannot be recorded still goes ahead (stopping the billing comes first)."""
         if arn and read_tags(sm, arn).managed:
             if on_marked is not None:
                 on_marked(endpoint)
-            marked[endpoint] = arn
             mark_for_deletion(sm, arn, lease)
 
     scaling = session.client("application-autoscaling")

@@ -229,6 +229,8 @@ class Sweep:
             outcomes = []
             failure: PeagleError | None = TeardownFailed(error.message, exit_code=error.exit_code)
         else:
+            if self.lease is not None:
+                self.lease.drop_deleted(outcomes)
             bad = [o for o in outcomes if o.result in ("left", "failed")]
             failure = None
             if bad:

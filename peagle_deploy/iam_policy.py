@@ -49,16 +49,22 @@ MANAGED = "peagle:managed"
 _SM = "arn:aws:sagemaker:*:*:"
 ENDPOINTS, CONFIGS, MODELS = _SM + "endpoint/*", _SM + "endpoint-config/*", _SM + "model/*"
 SCALABLE_TARGETS = "arn:aws:application-autoscaling:*:*:scalable-target/*"
-# Application Auto Scaling names its target tracking alarms TargetTracking-<resource id>-AlarmHigh/Low-<uuid>,
-# the resource id of a SageMaker variant being endpoint/NAME/variant/VARIANT
+# Application Auto Scaling names its target tracking alarms TargetTracking-<resource id>-AlarmHigh/Low-<uuid>, the
+# resource id of a SageMaker variant being endpoint/NAME/variant/VARIANT (peagle's one variant: plan.VARIANT_NAME)
 ALARM_PREFIX = "TargetTracking-endpoint/"
-AUTOSCALING_ALARMS = f"arn:aws:cloudwatch:*:*:alarm:{ALARM_PREFIX}*"
+ALARM_SUFFIX = "/variant/AllTraffic-Alarm*"
+AUTOSCALING_ALARMS = f"arn:aws:cloudwatch:*:*:alarm:{ALARM_PREFIX}*{ALARM_SUFFIX}"
 _ON_MANAGED = {"StringEquals": {f"aws:ResourceTag/{MANAGED}": "true"}}
 _CREATES_MANAGED = {"StringEquals": {f"aws:RequestTag/{MANAGED}": "true"},
                     "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}}
-_SAGEMAKER_VARIANTS = {"StringEquals": {"application-autoscaling:service-namespace": "sagemaker",
-                                        "application-autoscaling:scalable-dimension":
-                                            "sagemaker:variant:DesiredInstanceCount"}}
+_SAGEMAKER_VARIANT = {"application-autoscaling:service-namespace": "sagemaker",
+                      "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+# What AWS's condition keys cannot narrow further, said once by `peagle iam-policy` and in docs/iam.md
+UNSCOPED = ("not narrower, and why: the target tracking alarms are made untagged by Application Auto Scaling, so only "
+            "their names narrow them (--name-prefix); a scalable target carries peagle:managed from its registration, "
+            "but no condition tells that tag from a later TagResource on another variant's target; iam:PassRole is on "
+            "any role (only to SageMaker) unless --role names it; sagemaker:CallWithBearerToken names no resource (the "
+            "token is made before any endpoint), so InvokeEndpoint's statement bounds what a token reaches")
 
 
 class Scope(BaseModel):
@@ -95,10 +101,19 @@ SCOPES: dict[str, Scope] = {
     "ManageEndpointConfigs": Scope(resources=(CONFIGS,), condition=_ON_MANAGED,
                                    means=f"only an endpoint config tagged {MANAGED}=true"),
     "ManageModels": Scope(resources=(MODELS,), condition=_ON_MANAGED, means=f"only a model tagged {MANAGED}=true"),
-    "ScaleSageMakerVariants": Scope(resources=(SCALABLE_TARGETS,), condition=_SAGEMAKER_VARIANTS,
-                                    means="only SageMaker variants' instance counts"),
-    "AutoscalingAlarms": Scope(resources=(AUTOSCALING_ALARMS,), means="only target tracking alarms of endpoints "
-                                                                      f"({ALARM_PREFIX}*)"),
+    "RegisterManagedScalableTargets": Scope(resources=(SCALABLE_TARGETS,), condition={
+        "StringEquals": {**_SAGEMAKER_VARIANT, f"aws:RequestTag/{MANAGED}": "true"},
+        "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}},
+        means=f"registering a SageMaker variant's instance count only tagged {MANAGED}=true"),
+    "TagScalableTargetsOnRegister": Scope(resources=(SCALABLE_TARGETS,), condition={
+        "StringEquals": {f"aws:RequestTag/{MANAGED}": "true"}, "ForAllValues:StringEquals": {"aws:TagKeys": [MANAGED]}},
+        means=f"only the {MANAGED}=true tag a registration gives"),
+    "ScaleManagedVariants": Scope(resources=(SCALABLE_TARGETS,), condition={
+        "StringEquals": {**_SAGEMAKER_VARIANT, f"aws:ResourceTag/{MANAGED}": "true"}},
+        means=f"only a SageMaker variant's scalable target tagged {MANAGED}=true"),
+    "AutoscalingAlarms": Scope(resources=(AUTOSCALING_ALARMS,), means="only the target tracking alarms of an endpoint's "
+                                                                      f"AllTraffic variant ({ALARM_PREFIX}*"
+                                                                      f"{ALARM_SUFFIX})"),
     "ReadAlarms": Scope(resources=("arn:aws:cloudwatch:*:*:alarm:*",), means="any alarm (read: --rollback-alarm)"),
     "KmsGrantsForSageMaker": Scope(resources=("arn:aws:kms:*:*:key/*",), condition={
         "Bool": {"kms:GrantIsForAWSResource": "true"}, "StringLike": {"kms:ViaService": "sagemaker.*.amazonaws.com"}},
@@ -143,10 +158,11 @@ ACTION_SCOPES: dict[str, tuple[str, ...]] = {
     "sagemaker:DeleteModel": ("ManageModels",),
     "application-autoscaling:DescribeScalableTargets": ("Anywhere",),
     "application-autoscaling:DescribeScalingPolicies": ("Anywhere",),
-    "application-autoscaling:RegisterScalableTarget": ("ScaleSageMakerVariants",),
-    "application-autoscaling:PutScalingPolicy": ("ScaleSageMakerVariants",),
-    "application-autoscaling:DeleteScalingPolicy": ("ScaleSageMakerVariants",),
-    "application-autoscaling:DeregisterScalableTarget": ("ScaleSageMakerVariants",),
+    "application-autoscaling:RegisterScalableTarget": ("RegisterManagedScalableTargets", "ScaleManagedVariants"),
+    "application-autoscaling:TagResource": ("TagScalableTargetsOnRegister",),
+    "application-autoscaling:PutScalingPolicy": ("ScaleManagedVariants",),
+    "application-autoscaling:DeleteScalingPolicy": ("ScaleManagedVariants",),
+    "application-autoscaling:DeregisterScalableTarget": ("ScaleManagedVariants",),
     "cloudwatch:PutMetricAlarm": ("AutoscalingAlarms",),
     "cloudwatch:DeleteAlarms": ("AutoscalingAlarms",),
     "cloudwatch:DescribeAlarms": ("ReadAlarms",),
@@ -184,6 +200,11 @@ _ROUTE_TOKEN = _p("sagemaker:CallWithBearerToken", "SageMaker's OpenAI route: a 
                                                     "CallWithBearerToken request, checked on every call")
 _ALARMS = "Application Auto Scaling manages the target tracking alarms with the caller's permissions; " \
           "the emulator makes no CloudWatch call"
+# the registration's tags (the scalable target's peagle:managed): AWS requires TagResource for tags given there
+_TAG_ON_REGISTER = _p("application-autoscaling:TagResource", "the registration tags the scalable target "
+                                                             f"{MANAGED}=true (what the autoscaling writes require)",
+                      unobserved="the tag travels inside RegisterScalableTarget; AWS requires TagResource for tags "
+                                 "given there, which no separate API call shows")
 
 COMMANDS: dict[str, list[Permission]] = {
     "deploy": [
@@ -216,6 +237,7 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:ListEndpoints", "roll back: keep a config another endpoint uses"),
         _p("sagemaker:ListEndpointConfigs", "roll back: keep a model another config uses"),
         _p("application-autoscaling:RegisterScalableTarget", "--autoscale: register the variant after InService"),
+        _TAG_ON_REGISTER.model_copy(update={"why": "--autoscale: " + _TAG_ON_REGISTER.why}),
         _p("application-autoscaling:PutScalingPolicy", "--autoscale: attach the target tracking policy"),
         *[p.model_copy(update={"why": "--autoscale: roll back a registration (" + p.why + ")"})
           for p in [*_AAS_READ, _AAS_REMOVE[1]]],
@@ -314,7 +336,7 @@ COMMANDS: dict[str, list[Permission]] = {
         *[p.model_copy(update={"why": "--autoscale or --instance-type on an autoscaled endpoint: " + p.why,
                                "unobserved": "a K-only update leaves autoscaling alone; tests/test_update_units.py "
                                              "covers the others"})
-          for p in [_p("application-autoscaling:RegisterScalableTarget", "register the variant again"),
+          for p in [_p("application-autoscaling:RegisterScalableTarget", "register the variant again"), _TAG_ON_REGISTER,
                     _p("application-autoscaling:PutScalingPolicy", "its target tracking policy"),
                     *_AAS_READ, *_AAS_REMOVE]],
     ],
@@ -362,6 +384,7 @@ COMMANDS["recover"] = [
     _AAS_READ[1].model_copy(update={"unobserved": "read only while a target is registered; the test's scenario "
                                                   "recovers an endpoint whose target an update removed"}),
     _p("application-autoscaling:RegisterScalableTarget", "register the intended autoscaling again"),
+    _TAG_ON_REGISTER,
     _p("application-autoscaling:PutScalingPolicy", "its target tracking policy"),
     *[p.model_copy(update={"why": "finish an interrupted cleanup: " + p.why, "unobserved": _RECOVER_ONLY_AFTER_CLEANUP})
       for p in _AAS_REMOVE],
@@ -479,8 +502,8 @@ def policy_document(commands: list[str] | None = None, *, role: str | None = Non
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+\Z")
 _NAME_PREFIX = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]{0,62}\Z")
 _ORDER = {sid: index for index, sid in enumerate(SCOPES)}
-_NAMED = (ENDPOINTS, CONFIGS, MODELS, AUTOSCALING_ALARMS)
-_WRITES = ("Create", "Manage", "TagOnCreate", "RetagManaged", "AutoscalingAlarms")  # reads must see every name
+_NAMED = (ENDPOINTS, CONFIGS, MODELS)
+_WRITES = ("Create", "Manage", "TagOnCreate", "RetagManaged")  # reads must see every name
 
 
 def _narrow(resource: str, sid: str, role: str | None, name_prefix: str | None) -> str:
@@ -488,6 +511,8 @@ def _narrow(resource: str, sid: str, role: str | None, name_prefix: str | None) 
         return role
     if name_prefix and resource in _NAMED and sid.startswith(_WRITES):
         return resource.removesuffix("*") + name_prefix + "*"
+    if name_prefix and resource == AUTOSCALING_ALARMS:
+        return AUTOSCALING_ALARMS.replace(f"{ALARM_PREFIX}*", f"{ALARM_PREFIX}{name_prefix}*")
     return resource
 
 

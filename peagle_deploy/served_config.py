@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .describe import describe
 from .speculative import ENV_VAR, Mode
 
 
@@ -180,8 +181,6 @@ def spec_of_environment(environment: dict[str, str] | None) -> SpeculativeSpec:
 
 def read_served(sm: Any, config_name: str, *, read: Callable[[Callable[[], Any]], Any]) -> Served:
     """DescribeEndpointConfig, then DescribeModel of its (single) variant's model."""
-    from .lifecycle.teardown import describe
-
     served = Served(endpoint_config=config_name)
     try:
         config = read(lambda: describe(sm, "endpoint_config", config_name))

@@ -161,24 +161,59 @@ def test_kms_grants_pass_role_and_alarms_are_conditioned():
     without = iam_policy.policy_document()
     assert _statements_of(without, "iam:PassRole")[0]["Resource"] == "arn:aws:iam::*:role/*"
     for action in ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"):
-        [alarms] = _statements_of(doc, action)
-        assert alarms["Resource"] == "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*"
+        [alarms] = _statements_of(doc, action)  # Application Auto Scaling's names for peagle's one variant's alarms
+        assert alarms["Resource"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*/variant/AllTraffic-"
+                                      "Alarm*")
+    from peagle_deploy.plan import VARIANT_NAME
+
+    assert iam_policy.ALARM_SUFFIX == f"/variant/{VARIANT_NAME}-Alarm*"  # the one variant peagle deploys
     prefixed = iam_policy.policy_document(name_prefix="peagle-")
     [alarms] = _statements_of(prefixed, "cloudwatch:DeleteAlarms")
-    assert alarms["Resource"] == "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/peagle-*"
+    assert alarms["Resource"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/peagle-*/variant/AllTraffic-"
+                                  "Alarm*")
     [delete] = _statements_of(prefixed, "sagemaker:DeleteEndpoint")
     assert delete["Resource"] == "arn:aws:sagemaker:*:*:endpoint/peagle-*"
     [read] = [s for s in _statements_of(prefixed, "sagemaker:ListTags") if s["Sid"] == "ReadEndpoints"]
     assert read["Resource"] == "arn:aws:sagemaker:*:*:endpoint/*"  # reads still see what is not peagle's
 
 
-def test_autoscaling_writes_only_on_sagemaker_variants():
-    doc = iam_policy.policy_document(["deploy"])
-    [scaling] = [s for s in doc["Statement"] if "application-autoscaling:RegisterScalableTarget" in s["Action"]]
-    assert scaling["Resource"] == "arn:aws:application-autoscaling:*:*:scalable-target/*"
-    assert scaling["Condition"]["StringEquals"] == {
-        "application-autoscaling:service-namespace": "sagemaker",
-        "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+VARIANT = {"application-autoscaling:service-namespace": "sagemaker",
+           "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+
+
+@pytest.mark.parametrize("command", ["deploy", "update", "recover"])
+def test_autoscaling_writes_only_on_peagles_own_sagemaker_variants(command):
+    """Issue 38: not every scalable target, only SageMaker variants' that peagle registered (tagged peagle:managed
+    on registration); registering only with that tag on the request, tagging only that tag."""
+    doc = iam_policy.policy_document([command])
+    writes = {"application-autoscaling:RegisterScalableTarget", "application-autoscaling:PutScalingPolicy",
+              "application-autoscaling:DeleteScalingPolicy", "application-autoscaling:DeregisterScalableTarget",
+              "application-autoscaling:TagResource"}
+    by_sid = {s["Sid"]: s for s in doc["Statement"] if writes & set(s["Action"])}
+    assert set(by_sid) == {"RegisterManagedScalableTargets", "ScaleManagedVariants", "TagScalableTargetsOnRegister"}
+    assert all(s["Resource"] == "arn:aws:application-autoscaling:*:*:scalable-target/*" for s in by_sid.values())
+    assert by_sid["ScaleManagedVariants"]["Condition"] == {"StringEquals": {
+        **VARIANT, f"aws:ResourceTag/{MANAGED}": "true"}}
+    assert by_sid["RegisterManagedScalableTargets"]["Action"] == ["application-autoscaling:RegisterScalableTarget"]
+    assert by_sid["RegisterManagedScalableTargets"]["Condition"] == {
+        "StringEquals": {**VARIANT, f"aws:RequestTag/{MANAGED}": "true"},
+        "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}}
+    assert by_sid["TagScalableTargetsOnRegister"]["Action"] == ["application-autoscaling:TagResource"]
+    assert by_sid["TagScalableTargetsOnRegister"]["Condition"] == {
+        "StringEquals": {f"aws:RequestTag/{MANAGED}": "true"}, "ForAllValues:StringEquals": {"aws:TagKeys": [MANAGED]}}
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["human", "json"])
+def test_the_policy_says_in_one_line_what_it_cannot_narrow(no_aws, json_flag):
+    result = run_cli("iam-policy", *json_flag)
+    assert result.code == 0, result.stderr
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("note: not narrower, and why:")]
+    for subject in ("alarms", "scalable target", "iam:PassRole", "sagemaker:CallWithBearerToken"):
+        assert subject in line
+    if json_flag:
+        assert set(json.loads(result.stdout)) == {"Version", "Statement"}  # still a policy IAM accepts
+    quiet = run_cli("iam-policy", "logs", *json_flag)  # none of those actions: nothing to say
+    assert "not narrower" not in quiet.stderr
 
 
 def test_the_execution_role_actions_exist_too():

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..aws import is_lost_answer, translate_error
+from ..describe import describe
 from ..errors import Interrupted, PeagleError, UsageError
 from ..plan import VARIANT_NAME, DeploymentPlan
 from .autoscaling import SERVICE as AUTOSCALING_SERVICE
@@ -27,7 +28,7 @@ from .autoscaling import Applied, apply_autoscaling
 from .lease import LeaseHolder, removed_meanwhile
 from .quota import check_quota
 from .signals import Signalled, SignalGuard
-from .teardown import Outcome, describe, teardown
+from .teardown import Outcome, teardown
 from .verify import Check, require, verify
 from .wait import Progress, read_retrying, wait_in_service
 

@@ -23,7 +23,8 @@ from pydantic import BaseModel
 
 from ..autoscale import AutoscalePolicy
 from ..inputs import TAG_KEY_MAX, TAG_VALUE_MAX, is_tag_text
-from ..tags import DELETING, LEASE, UPDATE_AUTOSCALE, UPDATE_FROM, UPDATE_TO
+from ..tag_keys import LEASE
+from ..tags import DELETING, UPDATE_AUTOSCALE, UPDATE_FROM, UPDATE_TO
 
 NO_AUTOSCALING = "none"
 

@@ -16,15 +16,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..describe import describe
 from ..errors import UsageError
 from ..inputs import validate_name
-from ..tags import PeagleTags
+from ..tag_keys import SWEEP_ID
+from ..tags import DELETING, PeagleTags
 from .autoscaling import SERVICE as AUTOSCALING_SERVICE
 from .autoscaling import AutoscalingStatus, read_autoscaling
 from .lease import Lease, read_lease
 from ..pricing import Price
 from .startup_log import StartupInfo
-from .tags import list_tags_if_present
+from .tags import described_with_tags, list_tags_if_present
 from .verify import Check
 from .wait import read_retrying
 
@@ -142,8 +144,8 @@ def _add_update(row: EndpointStatus, described: dict[str, Any], raw_tags: dict[s
                                       state="updating" if updating else "in progress" if working else "unfinished")
     if intent is not None and intent.autoscale_known and intent.autoscale is not None:
         row.autoscaling_intended = f"{intent.autoscale.describe()} (after the update)"
-    abandoned_sweep = raw_tags.get("peagle:sweep-id") and row.lease is not None  # it never outlives its sweep
-    if not working and (intent is not None or raw_tags.get("peagle:deleting") or abandoned_sweep):
+    abandoned_sweep = raw_tags.get(SWEEP_ID) and row.lease is not None  # it never outlives its sweep
+    if not working and (intent is not None or raw_tags.get(DELETING) or abandoned_sweep):
         row.recover_command = recover_command(row.name, region)
 
 
@@ -190,8 +192,6 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
     sm = sm or session.client("sagemaker")
     now = now or clock.now()
     read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
-    from .teardown import describe, described_with_tags
-
     if name:
         validate_name(name)
         found = described_with_tags(sm, name, read)
@@ -268,8 +268,7 @@ def leftovers(session: Any, name: str | None = None, *, sleep: Any = None, sm: A
     """peagle-made configs and models no endpoint uses (of endpoint `name`, or all), each with its command."""
     import time
 
-    from .leftovers import find_leftovers
-    from .teardown import References
+    from .leftovers import References, find_leftovers
 
     sm = sm or session.client("sagemaker")
     read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731

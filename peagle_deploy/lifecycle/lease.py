@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field
 
 from .. import clock
 from ..errors import PeagleError
-from ..tags import LEASE
+from ..tag_keys import LEASE
 
 PERIOD_S = 60.0
 EXPIRY_S = 600.0
@@ -236,7 +236,7 @@ def removed_meanwhile(sm: Any, exc: BaseException, made: list[tuple[str, str]], 
     someone removed it meanwhile (a `peagle recover --force` or `peagle cleanup` elsewhere). That, in one line,
     instead of SageMaker's "Could not find"; None when it is not so (or cannot be told)."""
     from ..aws import error_code, error_message
-    from .teardown import describe
+    from ..describe import describe
 
     if error_code(exc) != "ValidationException" or "could not find" not in error_message(exc).lower():
         return None

@@ -1,13 +1,21 @@
-"""The clock that peagle's polls wait on (the InService wait, read retries, CloudWatch log polls).
+"""The clock that peagle's polls wait on (the InService wait, read retries, CloudWatch log polls), and the wall
+clock that leases are written and judged by (`lifecycle.lease`).
 
 Commands pass `clock.sleep` and `clock.monotonic` to them, looked up when the command runs, so that a test
 harness running the CLI in-process or forked can swap these two for a fake clock: no test waits 2 s for a
-poll. Library callers inject their own (`lifecycle.deploy(..., sleep=...)`).
+poll. `clock.now` is looked up the same way, so a test can run a command "later" (a lease that has expired)
+without waiting for it. Library callers inject their own (`lifecycle.deploy(..., sleep=...)`).
 """
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 sleep = time.sleep
 monotonic = time.monotonic
+
+
+def now() -> datetime:
+    """The wall clock, in UTC."""
+    return datetime.now(UTC)

@@ -94,8 +94,8 @@ SCOPES: dict[str, Scope] = {
     "TagOnCreate": Scope(resources=(ENDPOINTS, CONFIGS, MODELS), condition={"StringEquals": {
         "sagemaker:TaggingAction": ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"],
         f"aws:RequestTag/{MANAGED}": "true"}}, means=f"only the tags of peagle's own creates ({MANAGED}=true)"),
-    "RetagManaged": Scope(resources=(ENDPOINTS,), condition={**_ON_MANAGED, "ForAllValues:StringLike": {
-        "aws:TagKeys": ["peagle:*"]}}, means=f"only peagle:* tags, only on an endpoint tagged {MANAGED}=true"),
+    "RetagManaged": Scope(resources=(ENDPOINTS, CONFIGS, MODELS), condition={**_ON_MANAGED, "ForAllValues:StringLike": {
+        "aws:TagKeys": ["peagle:*"]}}, means=f"only peagle:* tags, only on what is tagged {MANAGED}=true"),
     "ManageEndpoints": Scope(resources=(ENDPOINTS,), condition=_ON_MANAGED,
                              means=f"only an endpoint tagged {MANAGED}=true"),
     "ManageEndpointConfigs": Scope(resources=(CONFIGS,), condition=_ON_MANAGED,
@@ -217,9 +217,13 @@ COMMANDS: dict[str, list[Permission]] = {
                                     "pool's own model)"),
         _p("sagemaker:CreateEndpointConfig", "create the endpoint configuration"),
         _p("sagemaker:CreateEndpoint", "create the endpoint"),
-        _p("sagemaker:AddTags", "tag what it creates (peagle:managed, TTL, K, ...)",
-           unobserved="the tags travel inside the `Create*` requests; AWS requires sagemaker:AddTags for tags "
-                      "given on create, which no separate API call shows"),
+        _p("sagemaker:AddTags", "tag what it creates (peagle:managed, TTL, K, ..., its lease); refresh the lease "
+                                "(peagle:lease) on them every 60 s while it runs",
+           scopes=("TagOnCreate", "RetagManaged"),
+           unobserved="the tags travel inside the `Create*` requests (AWS requires sagemaker:AddTags for tags "
+                      "given on create, which no separate API call shows); the first refresh comes 60 s in, after "
+                      "the emulator's deploys have ended (tests/test_leases.py covers it)"),
+        _p("sagemaker:DeleteTags", "release its lease (peagle:lease) on what it created when it ends"),
         _p("iam:PassRole", "hand --role to SageMaker in CreateModel (condition iam:PassedToService "
                            "sagemaker.amazonaws.com)",
            resources=("arn:aws:iam::*:role/*",),
@@ -316,10 +320,11 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:CreateEndpointConfig", "the new endpoint configuration"),
         _p("sagemaker:UpdateEndpoint", "switch the endpoint over (blue/green, baking period, rollback alarms)"),
         _p("servicequotas:ListServiceQuotas", "--instance-type A,B: each instance pool's quota, as deploy reads it"),
-        _p("sagemaker:AddTags", "the update's intent on the endpoint before its first write (for peagle recover); "
-                                "tag the new config and model as the live ones; retag the endpoint with its new K, "
-                                "mode and instances", scopes=("TagOnCreate", "RetagManaged")),
-        _p("sagemaker:DeleteTags", "clear the update's intent once it is done"),
+        _p("sagemaker:AddTags", "the update's intent and lease on the endpoint before its first write (for peagle "
+                                "recover; the lease refreshed every 60 s); tag the new config and model as the live "
+                                "ones; retag the endpoint with its new K, mode and instances",
+           scopes=("TagOnCreate", "RetagManaged")),
+        _p("sagemaker:DeleteTags", "clear the update's intent and lease once it is done"),
         _p("iam:PassRole", "the live model's execution role goes to the new model (condition iam:PassedToService "
                            "sagemaker.amazonaws.com)",
            resources=("arn:aws:iam::*:role/*",), unobserved="authorized inside CreateModel, not an API call of its own"),
@@ -344,8 +349,11 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:ListModels", "find models no config uses any more (NAME's by tag)"),
         _TAGS.model_copy(update={"why": "delete only what carries peagle:managed; NAME's configs and models by their "
                                         "peagle:endpoint tag"}),
-        _p("sagemaker:AddTags", "record the deletion on the endpoint first (peagle:deleting), so peagle recover "
-                                "can finish an interrupted cleanup", scopes=("RetagManaged",)),
+        _p("sagemaker:AddTags", "record the deletion on the endpoint first (peagle:deleting, with the cleanup's "
+                                "lease, refreshed every 60 s), so peagle recover can finish an interrupted cleanup",
+           scopes=("RetagManaged",)),
+        _p("sagemaker:DeleteTags", "release the cleanup's lease on an endpoint whose deletion failed",
+           unobserved="only when a delete fails; tests/test_leases.py covers it"),
         _p("sagemaker:DescribeEndpoint", "which config an endpoint uses; wait for the deletion"),
         _p("sagemaker:DescribeEndpointConfig", "which model a config uses"),
         _p("sagemaker:DescribeModel", "whether the model exists"),
@@ -370,10 +378,11 @@ COMMANDS["recover"] = [
     _p("sagemaker:DescribeModel", "K and mode from the served model's SM_VLLM_SPECULATIVE_CONFIG"),
     _p("sagemaker:AddTags", "labels (peagle:k, mode, instances, autoscale) rewritten from the served config",
        scopes=("RetagManaged",)),
-    _p("sagemaker:DeleteTags", "clear the finished update's intent"),
+    _p("sagemaker:DeleteTags", "clear the finished update's intent, and the lease of abandoned work it took over"),
     _p("sagemaker:DeleteEndpointConfig", "remove peagle-made configs no endpoint uses"),
     _p("sagemaker:DeleteModel", "remove peagle-made models no endpoint uses"),
-    _p("sagemaker:DeleteEndpoint", "finish an interrupted cleanup (peagle:deleting)", unobserved=_RECOVER_ONLY_AFTER_CLEANUP),
+    _p("sagemaker:DeleteEndpoint", "finish an interrupted cleanup (peagle:deleting); remove what an abandoned sweep "
+                                   "left", unobserved=_RECOVER_ONLY_AFTER_CLEANUP),
     _AAS_READ[0],
     _AAS_READ[1].model_copy(update={"unobserved": "read only while a target is registered; the test's scenario "
                                                   "recovers an endpoint whose target an update removed"}),

@@ -220,11 +220,11 @@ def check_env_count(env: dict[str, str]) -> None:
 
 def check_tag_count(tags: dict[str, str], user_tags: int, *, reserve: int = 0) -> None:
     """SageMaker allows 50 tags per resource, peagle's own included; `reserve` stay free for the tags an update
-    or cleanup writes on the endpoint before it acts (its intent)."""
+    or cleanup writes on the endpoint before it acts (its intent) and the lease of the command at work."""
     if len(tags) + reserve > TAGS_MAX:
         own = len(tags) - user_tags
         raise UsageError(f"the resources would carry {len(tags)} tags ({user_tags} --tag + {own} of peagle's, "
-                         f"{reserve} more kept free for update and cleanup); SageMaker allows {TAGS_MAX}",
+                         f"{reserve} more kept free for update, cleanup and leases); SageMaker allows {TAGS_MAX}",
                          f"pass at most {TAGS_MAX - own - reserve} --tag options")
 
 

@@ -3,3 +3,5 @@
 
 PREFIX = "peagle:"
 MANAGED = "peagle:managed"
+SWEEP_ID = "peagle:sweep-id"  # the `peagle sweep` that created a resource
+LEASE = "peagle:lease"  # who works on a resource now, until when (lifecycle/lease.py)

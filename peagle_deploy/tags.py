@@ -14,18 +14,19 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .autoscale import AutoscalePolicy
-from .tag_keys import MANAGED
+from .tag_keys import LEASE, MANAGED, SWEEP_ID
 
 _KEYS = {
     "managed": MANAGED, "model": "peagle:model", "model_id": "peagle:model-id", "mode": "peagle:mode",
     "k": "peagle:k", "instance_type": "peagle:instance-type", "instance_count": "peagle:instance-count",
     "created_at": "peagle:created-at", "expires_at": "peagle:expires-at", "version": "peagle:version",
-    "sweep_id": "peagle:sweep-id", "autoscale": "peagle:autoscale", "endpoint": "peagle:endpoint",
+    "sweep_id": SWEEP_ID, "autoscale": "peagle:autoscale", "endpoint": "peagle:endpoint",
 }
-# Intent tags: written on an endpoint before an update or a cleanup acts, cleared after it (lifecycle/intent.py).
+# Intent tags: written on an endpoint before an update or a cleanup acts, cleared after it (lifecycle/intent.py);
+# the lease: who works on a resource now, until when (lifecycle/lease.py). Never copied to another resource.
 UPDATE_FROM, UPDATE_TO, UPDATE_AUTOSCALE, DELETING = (
     "peagle:update-from", "peagle:update-to", "peagle:update-autoscale", "peagle:deleting")
-INTENT_KEYS = (UPDATE_FROM, UPDATE_TO, UPDATE_AUTOSCALE, DELETING)
+INTENT_KEYS = (UPDATE_FROM, UPDATE_TO, UPDATE_AUTOSCALE, DELETING, LEASE)
 
 
 class PeagleTags(BaseModel):

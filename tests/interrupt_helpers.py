@@ -25,6 +25,9 @@ from .conftest import PEAGLE
 
 POLL_ENV = {"PEAGLE_POLL_INTERVAL_S": "0", "COLUMNS": "200", "NO_COLOR": "1"}
 UNMANAGED = "someone-elses-endpoint"
+# a forked command's wall clock moved past a lease's expiry (tests/peagle_forkserver.py): what a SIGKILLed command
+# held counts as abandoned, as it would for a user who comes back later
+LATER = {"FORKED_PEAGLE_CLOCK_OFFSET_S": "660"}
 
 
 def stack(emu: Any, plan: Any, name: str) -> None:

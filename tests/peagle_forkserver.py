@@ -57,6 +57,9 @@ HEADER = struct.Struct(">Q")
 # in the environment a test gives the shim: keep real time between polls (an emulator whose endpoints turn
 # InService in real time, e.g. with a ContainerBackend). Taken out before the command runs; peagle never sees it.
 REAL_CLOCK = "FORKED_PEAGLE_REAL_CLOCK"
+# in the environment a test gives the shim: run the command that many seconds later by the wall clock that leases
+# are judged by (`peagle_deploy.clock.now`: a lease that has expired, without waiting for it). Taken out too.
+CLOCK_OFFSET = "FORKED_PEAGLE_CLOCK_OFFSET_S"
 _SERVER_STDIO: list = []
 
 
@@ -90,6 +93,7 @@ def _become(request: dict, fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     real_clock = os.environ.pop(REAL_CLOCK, None) == "1"
+    offset = float(os.environ.pop(CLOCK_OFFSET, None) or 0)
     for signum in request["ignored"]:
         signal.signal(signum, signal.SIG_IGN)
     tempfile.tempdir = None  # computed from TMPDIR on first use, as in a new process
@@ -116,6 +120,11 @@ def _become(request: dict, fds: list[int]) -> None:
         now = [1000.0]
         clock.sleep = lambda seconds: now.__setitem__(0, now[0] + max(0.0, seconds))
         clock.monotonic = lambda: now[0]
+    if offset:
+        from datetime import timedelta
+
+        wall = clock.now
+        clock.now = lambda: wall() + timedelta(seconds=offset)
 
 
 def serve(path: str) -> bool:

@@ -120,7 +120,8 @@ def test_a_quota_refusal_at_create_endpoint_is_answered_by_planning_again_withou
     writes = [c for c in emu.calls[start:] if c.startswith(("Create", "Delete"))]
     assert writes == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint",  # refused
                       "DeleteEndpointConfig", "DeleteModel",  # exactly what it made
-                      "CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
+                      "CreateModel", "CreateEndpointConfig", "CreateEndpoint",
+                      "DeleteTags", "DeleteTags", "DeleteTags"], writes  # the deploy's lease released at the end
     config = emu.client("sagemaker").describe_endpoint_config(EndpointConfigName=NAME)["ProductionVariants"][0]
     assert config["InstancePools"] == [{"InstanceType": G4, "Priority": 1}]
     assert emu.serving(NAME) == {"AllTraffic": {G4: {"instances": 1, "model": NAME}}}
@@ -246,3 +247,24 @@ def test_the_quota_check_counts_the_instances_of_pool_variants(emu, theirs):
     assert emu.instances_in_use(G4) == 2
     assert instances_in_use(sm, G4) == 2 and instances_in_use(sm, G2) == 0
     assert instances_in_use_by_type(sm) == {G4: 2, "ml.g7e.8xlarge": 1}
+
+
+def test_a_pools_own_model_carries_the_deploys_lease_and_is_not_unused_while_it_runs(emu, theirs):
+    """A pool's own model (ModelNameOverride) is created with the deploy's lease, like its main model: while the
+    deploy runs, status lists it in progress, never unused (what recover --all would remove); the lease goes at
+    the end."""
+    gate = emu.gate("CreateEndpoint", resource=NAME)
+    run = PeagleProcess(["deploy", "qwen3-coder", "--name", NAME, "--role", emu.role_arn, "--instance-type",
+                         f"{G2},{G12}", "--yes"], emu.env, program=forked_peagle())
+    gate.wait_entered()
+    document = json.loads(peagle(emu, "status", "--json").stdout)
+    assert document["unused"] == [], document["unused"]
+    assert sorted((u["kind"], u["name"], u["lease"]["operation"]) for u in document["in_progress"]) == [
+        ("endpoint_config", NAME, "deploy"), ("model", NAME, "deploy"), ("model", f"{NAME}-p2", "deploy")]
+    gate.release()
+    assert run.finish() == 0, run.stderr
+    sm = emu.client("sagemaker")
+    arn = sm.describe_model(ModelName=f"{NAME}-p2")["ModelArn"]
+    assert "peagle:lease" not in {t["Key"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}  # released
+    assert peagle(emu, "cleanup", NAME, "--yes").returncode == 0
+    assert only_theirs(emu)

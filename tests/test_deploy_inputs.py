@@ -51,12 +51,13 @@ def test_price_guard():
 
 
 def test_tag_limit_counts_peagles_own_tags():
-    # 36 + 10 of peagle's = 46, and 4 kept free for what update and cleanup write on the endpoint before they act
-    request = PlanRequest(model="qwen3-coder", tags={f"t{i}": "v" for i in range(36)})
+    # 35 + 10 of peagle's = 45, and 5 kept free for what update and cleanup write on the endpoint before they act
+    # (the intent, the lease)
+    request = PlanRequest(model="qwen3-coder", tags={f"t{i}": "v" for i in range(35)})
     plan = build_plan(request, resolver=resolver_for())
-    assert len(plan.create_endpoint["Tags"]) == 46
-    with pytest.raises(UsageError, match="47 tags .* 4 more kept free for update and cleanup"):
-        build_plan(PlanRequest(model="qwen3-coder", tags={f"t{i}": "v" for i in range(37)}), resolver=resolver_for())
+    assert len(plan.create_endpoint["Tags"]) == 45
+    with pytest.raises(UsageError, match="46 tags .* 5 more kept free for update, cleanup and leases"):
+        build_plan(PlanRequest(model="qwen3-coder", tags={f"t{i}": "v" for i in range(36)}), resolver=resolver_for())
 
 
 def test_plan_notes_a_price_above_the_guard():

@@ -143,9 +143,10 @@ def test_no_sagemaker_write_without_the_managed_tag():
     assert tagging["TagOnCreate"]["Condition"]["StringEquals"]["sagemaker:TaggingAction"] == [
         "CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
     assert tagging["RetagManaged"]["Condition"]["ForAllValues:StringLike"] == {"aws:TagKeys": ["peagle:*"]}
-    # deploy alone does not retag live endpoints
+    # deploy retags only to refresh its lease (peagle:lease) on what it created: peagle:* keys on peagle's resources
     assert {s["Sid"] for s in _statements_of(iam_policy.policy_document(["deploy"]), "sagemaker:AddTags")} == {
-        "TagOnCreate"}
+        "TagOnCreate", "RetagManaged"}
+    assert set(tagging["RetagManaged"]["Resource"]) == {iam_policy.ENDPOINTS, iam_policy.CONFIGS, iam_policy.MODELS}
 
 
 def test_kms_grants_pass_role_and_alarms_are_conditioned():

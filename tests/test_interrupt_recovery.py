@@ -20,7 +20,7 @@ import pytest
 
 from peagle_deploy.autoscale import AutoscalePolicy
 
-from .interrupt_helpers import (UNMANAGED, Forked, assert_recovered, settled_state, stack,
+from .interrupt_helpers import (LATER, UNMANAGED, Forked, assert_recovered, settled_state, stack,
                                 unmanaged_snapshot)
 
 NAME = "ep1"
@@ -53,18 +53,18 @@ def env(emu, caller="test", **extra):
     return {**emu.env, "AWS_SDK_UA_APP_ID": caller, **extra}
 
 
-def status_of(emu, name=NAME):
-    done = peagle.run(["status", name, "--json"], env(emu))
+def status_of(emu, name=NAME, **extra):
+    done = peagle.run(["status", name, "--json"], env(emu, **extra))
     assert done.code == 0, done.stderr
     return json.loads(done.stdout), done
 
 
-def recover_and_check(emu, *, k=None, autoscaling=None, name=NAME):
-    done = peagle.run(["recover", name], env(emu))
+def recover_and_check(emu, *, k=None, autoscaling=None, name=NAME, **extra):
+    done = peagle.run(["recover", name], env(emu, **extra))
     assert done.code == 0, done.stderr
     state = settled_state(emu, name)
     assert_recovered(state, k=k, autoscaling=autoscaling)
-    again = peagle.run(["recover", name], env(emu))
+    again = peagle.run(["recover", name], env(emu, **extra))
     assert again.code == 0 and "nothing left to finish" in again.stdout, again.stdout + again.stderr
     return state, done
 
@@ -183,7 +183,7 @@ def test_case3_sigkill_while_an_autoscaled_instance_type_change_is_updating(worl
     assert run.code == -signal.SIGKILL
     assert emu.scalable_targets() == {}  # deregistered for the change, nobody registered it again yet
 
-    human = peagle.run(["status", NAME], env(emu))
+    human = peagle.run(["status", NAME], env(emu, **LATER))  # its lease has expired: the update is abandoned
     assert human.code == 0, human.stderr
     assert "ep1: update in progress: ep1 -> ep1-u" in human.stdout or "ep1: update did not finish: ep1 -> ep1-u" \
         in human.stdout, human.stdout
@@ -191,10 +191,10 @@ def test_case3_sigkill_while_an_autoscaled_instance_type_change_is_updating(worl
     again = peagle.run(["update", NAME, "--autoscale", "1:4", "--target-concurrency", "8", "--yes"], env(emu))
     assert again.code == 2 and "peagle recover ep1" in again.last_error, again.stderr
 
-    state, done = recover_and_check(emu, autoscaling=POLICY)
+    state, done = recover_and_check(emu, autoscaling=POLICY, **LATER)
     assert state["instance_type"] == "ml.g7e.4xlarge"
     assert "autoscaling registered again: 1-4 instances" in done.stdout
-    assert "autoscaling" not in peagle.run(["recover", NAME], env(emu)).stdout
+    assert "autoscaling" not in peagle.run(["recover", NAME], env(emu, **LATER)).stdout
 
 
 def test_case4_sigterm_during_cleanup_after_an_update_is_finished_by_tag(world, plans):
@@ -292,13 +292,13 @@ def test_case5_sigkill_while_updating_then_status_tells_the_served_truth(world, 
         emu.client("sagemaker").describe_endpoint(EndpointName=NAME)
     assert emu.endpoint_status(NAME) == "InService"
 
-    document, _ = status_of(emu)
+    document, _ = status_of(emu, **LATER)  # its lease has expired: the update is abandoned
     row = document["endpoints"][0]
     new = row["endpoint_config"]
     assert new.startswith("ep1-u") and (row["k"], row["spec_source"]) == (7, "served config")
     assert row["update"] == {"from_config": "ep1", "to_config": new, "state": "unfinished"}
     assert [(u["kind"], u["name"]) for u in document["unused"]] == [("endpoint_config", "ep1"), ("model", "ep1")]
-    human = peagle.run(["status", NAME], env(emu))
+    human = peagle.run(["status", NAME], env(emu, **LATER))
     assert f"ep1: serves {new} (p-eagle K=7, read from its model's SM_VLLM_SPECULATIVE_CONFIG)" in human.stdout
     assert "the tags say peagle:k=3, the served config" in human.stderr
     assert "unused endpoint config ep1 (peagle made it for ep1; no endpoint uses it): remove with " \
@@ -306,7 +306,7 @@ def test_case5_sigkill_while_updating_then_status_tells_the_served_truth(world, 
     rerun = peagle.run(["update", NAME, "--k", "7", "--yes"], env(emu))
     assert rerun.code == 2 and "an update of 'ep1' did not finish" in rerun.last_error
     assert "'peagle recover ep1 --region us-east-1'" in rerun.last_error
-    state, _ = recover_and_check(emu, k=7)
+    state, _ = recover_and_check(emu, k=7, **LATER)
     assert state["serves"] == new
 
 

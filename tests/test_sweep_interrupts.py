@@ -104,3 +104,59 @@ def test_after_the_teardown_took_a_configuration_over_its_worker_writes_nothing(
     sweep._update("off", status="benched", measured=True, result_file="late.json")
     saved = json.loads(sf.path.read_text())["configs"]["off"]
     assert (saved["status"], saved["measured"], saved["result_file"]) == ("stopped", False, None)
+
+
+def test_a_damaged_or_missing_result_is_measured_again_with_resume_redo(emu_server, tmp_path):
+    """Issue 38 item 4: a finished configuration's runs/bench-*.json damaged (or deleted) from outside. --resume stops
+    before anything is run or written, naming the file and the option that re-measures just that configuration;
+    --resume --redo CONFIG deploys and benches that one again (no other) and writes the whole report."""
+    standin = SweepStandIn(emu_server).install()
+    emu = emu_server
+    args = ["sweep", "qwen3-coder", "--modes", "off,p-eagle", "--k", "3", *FAST, "--budget", "40", "--role",
+            emu.role_arn, "--yes", "--out", str(tmp_path)]
+    assert peagle.run(args, emu.env).code == 0
+    state_file = tmp_path / "sweep-state.json"
+    state = json.loads(state_file.read_text())
+    damaged = tmp_path / state["configs"]["off"]["result_file"]
+    damaged.write_text('{"schema_version": ')  # cut short
+    served = dict(standin.served)
+
+    refused = peagle.run(["sweep", "--resume", str(state_file)], emu.env)
+    assert refused.code == 2, refused.stderr
+    assert refused.last_error == (f"error: the result of off ({damaged}) cannot be read ({damaged} is not a JSON "
+                                  f"results file (JSONDecodeError)): re-measure it with 'peagle sweep --resume "
+                                  f"{state_file} --redo off', or restore the file"), refused.stderr
+    assert standin.served == served and json.loads(state_file.read_text()) == state  # nothing run or written
+
+    done = peagle.run(["sweep", "--resume", str(state_file), "--redo", "off", "--json"], emu.env)
+    assert done.code == 0, done.stderr
+    again = {name for name in standin.served if standin.served[name] != served.get(name)}
+    assert [name.rsplit("-", 1)[-1] for name in again] == ["off"]  # only off was measured again
+    report = json.loads(done.stdout)["report"]
+    assert [c["status"] for c in report["configurations"]] == ["done", "done"]
+    assert all(c["output_tokens_per_s"] for c in report["configurations"])
+    after = json.loads(state_file.read_text())["configs"]
+    assert after["off"]["result_file"] != state["configs"]["off"]["result_file"] and after["off"]["measured"]
+    assert after["p-eagle K=3"] == state["configs"]["p-eagle K=3"]
+
+    (tmp_path / after["p-eagle K=3"]["result_file"]).unlink()
+    missing = peagle.run(["sweep", "--resume", str(state_file)], emu.env)
+    assert missing.code == 2 and "the result of p-eagle K=3 (" in missing.last_error, missing.stderr
+    assert f"re-measure it with 'peagle sweep --resume {state_file} --redo p-eagle-k3'" in missing.last_error
+    assert peagle.run(["sweep", "--resume", str(state_file), "--redo", "p-eagle K=3"], emu.env).code == 0
+
+
+@pytest.mark.parametrize("argv,error", [
+    (["--redo", "off"], "--redo goes with --resume STATE"),
+    (["--resume", "STATE", "--redo", "eagle3 K=5"], "--redo 'eagle3 K=5' is not a configuration of sweep swtest-0027 "
+                                                    "(off, p-eagle K=3; or their short names off, p-eagle-k3)"),
+])
+def test_redo_is_refused_in_one_line_without_resume_or_for_an_unknown_configuration(emu_server, tmp_path, argv,
+                                                                                    error):
+    sf, _ = _sweep(emu_server, tmp_path, 40, modes=("off", "p-eagle"), ks=(3,))
+    sf.save()
+    argv = [str(sf.path) if a == "STATE" else a for a in argv]
+    done = peagle.run(["sweep", *([] if "--resume" in argv else ["qwen3-coder"]), *argv], emu_server.env)
+    assert done.code == 2, done.stderr
+    assert done.last_error.startswith(f"error: {error}"), done.stderr
+    assert emu_server.calls == [] or "CreateEndpoint" not in emu_server.calls

@@ -122,3 +122,23 @@ def test_different_passwords_get_a_variable_each():
         (f"{PASSWORD_ENV}_P_EAGLE_K7", None)]  # a user name alone is the credential: asked for, never kept
     dumped = [c.model_dump() for c in configs]
     assert [c["url"] for c in dumped] == ["http://a:1/v1", "http://b:2/v1", "http://c:3/v1", "https://d:4/v1"]
+
+
+def test_resume_redo_of_a_url_configuration_needs_its_password_too(server, clean_env, tmp_path):
+    """A measured configuration named by --redo is measured again, so its server's password is asked for like that
+    of one still to measure (issue 38 item 4 beside item 6): refused in one line without it, authenticated with it."""
+    state_path = _sweep(server, tmp_path / "out")  # finished: nothing left to measure but what --redo names
+    sent = len(server.authorizations)
+    refused = run_cli("sweep", "--resume", str(state_path), "--redo", "p-eagle-k3")
+    assert refused.code == 2, refused.stderr
+    assert f"needs a password, which {state_path} does not keep" in refused.stderr, refused.stderr
+    assert len(server.authorizations) == sent
+    clean_env.setenv(PASSWORD_ENV, PASSWORD)
+    before = json.loads(state_path.read_text())["configs"][P_EAGLE]["result_file"]
+    redone = run_cli("sweep", "--resume", str(state_path), "--redo", "p-eagle-k3")
+    assert redone.code == 0, redone.stderr
+    basic = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    after = server.authorizations[sent:]
+    assert after and all(auth == basic for _, auth in after), after
+    assert PASSWORD not in redone.stdout + redone.stderr + state_path.read_text()
+    assert json.loads(state_path.read_text())["configs"][P_EAGLE]["result_file"] != before

@@ -453,3 +453,31 @@ def test_the_quota_the_current_fleet_holds_does_not_change_the_update(emu_in_pro
     assert named(with_quota) == named(without)
     # the plan of what serves now was made: the TP degree is the new plan's, not the no-plan fallback's
     assert "SM_VLLM_TENSOR_PARALLEL_SIZE set to 2 for ml.g7e.12xlarge" not in with_quota.notes
+
+
+def test_an_instance_type_change_refused_by_aws_ends_with_nothing_for_recover(emu_in_process):
+    """Issue 38 item 5: AWS refuses UpdateEndpoint for an autoscaled endpoint's new instance type. The update
+    registers the autoscaling again and removes the config it made; the model it shares with the live config was
+    kept on purpose (an instance type change makes no new model), which is not something left: no intent, no
+    lease, no 'finish with peagle recover', and recover finds nothing to do."""
+    from peagle_deploy.autoscale import AutoscalePolicy
+    from peagle_deploy.lifecycle.recover import recover
+
+    emu = emu_in_process
+    policy = AutoscalePolicy(min_capacity=1, max_capacity=4, metric="concurrency", target=8)
+    deploy(emu, autoscale=policy)
+    emu.fail("UpdateEndpoint", code="ValidationException",
+             message="The endpoint has autoscaling configured; deregister it before changing the instance type")
+    with pytest.raises(UsageError) as refused:
+        update(emu, instance_type="ml.g7e.4xlarge")
+    line = refused.value.one_line()
+    assert "the endpoint still serves the old configuration" in line
+    assert "autoscaling registered again (1-4 instances" in line and "removed the new endpoint config" in line
+    assert "peagle recover" not in line, line
+    tags = live(emu)[3]
+    assert not [key for key in tags if key.startswith(("peagle:update-", "peagle:lease"))], tags
+    assert emu.resource_names() == {"endpoints": ["prod"], "configs": ["prod"], "models": ["prod"]}
+    target = emu.scalable_targets()["endpoint/prod/variant/AllTraffic"]
+    assert (target["min"], target["max"]) == (1, 4)
+    report = recover(AwsSession(emu.region), "prod", sleep=NO_SLEEP)
+    assert not report.did_something and report.error is None

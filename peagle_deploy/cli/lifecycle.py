@@ -44,8 +44,10 @@ def status(
         if watch:
             status_view.watch(out, lambda: list_status(session, name), interval=interval or 10.0)
             return
-        rows, unused = report(session, name)
-        if name and not rows and not unused:
+        rows, found = report(session, name)
+        unused = [lo for lo in found if not lo.in_progress]
+        building = [lo for lo in found if lo.in_progress]  # another peagle's work in progress: not unused
+        if name and not rows and not found:
             raise UsageError(f"no endpoint named {name!r} in {session.region}", "see peagle status")
         for row in rows:
             for warning in (row.vllm.warnings if row.vllm else []):
@@ -66,12 +68,13 @@ def status(
             route = route_info(session, rows[0].name)
 
         def human(console):
-            status_view.render(console, rows, unused=unused, missing=name)
+            status_view.render(console, rows, unused=unused, missing=name, in_progress=building)
             if route is not None:
                 console.print(f"{rows[0].name}: OpenAI base URL {route['base_url']} (api key: {route['command']})",
                               markup=False, soft_wrap=True)
 
-        out.result({"endpoints": rows, "unused": unused, **({"openai": route} if route else {})}, human)
+        out.result({"endpoints": rows, "unused": unused, "in_progress": building,
+                    **({"openai": route} if route else {})}, human)
 
     run(json_output, body)
 

@@ -34,7 +34,7 @@ def _expiry(row: Any) -> str:
 
 
 def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints",
-           unused: Sequence[Any] = (), missing: str | None = None) -> None:
+           unused: Sequence[Any] = (), missing: str | None = None, in_progress: Sequence[Any] = ()) -> None:
     def say(text: str) -> None:
         console.print(text, markup=False, soft_wrap=True, highlight=False)
 
@@ -50,6 +50,10 @@ def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints"
             say(f"{r.name}: vLLM start-up {r.startup_check.line()}")
         elif getattr(r, "vllm", None) is not None:
             say(f"{r.name}: {r.vllm.summary()}")
+    leased = {(r.name, r.lease.run_id) for r in rows if getattr(r, "lease", None) is not None}
+    for leftover in in_progress:  # not unused: a deploy's before its endpoint exists (an update's: said above)
+        if (leftover.endpoint, leftover.lease.run_id) not in leased:
+            say(f"{leftover.label} {leftover.name}: {leftover.lease.describe()}")
     for leftover in unused:
         made_for = f"peagle made it for {leftover.endpoint}" if leftover.endpoint else "peagle made it"
         say(f"unused {leftover.label} {leftover.name} ({made_for}; no endpoint uses it): remove with "
@@ -67,13 +71,18 @@ def served_lines(row: Any) -> list[str]:
         lines.append(f"serves {config} ({spec}, {where})")
     if getattr(row, "serving_pools", None):  # instance pools: which one SageMaker provisioned (DescribeEndpoint)
         lines.append(f"{row.serving_pools}; cost so far priced on the serving pool")
+    lease = getattr(row, "lease", None)
+    if lease is not None:  # whose work, since when: in progress (fresh) or abandoned
+        lines.append(lease.describe())
     update = getattr(row, "update", None)
     if update is not None:
         if update.state == "updating":
             lines.append(f"update in progress: {update.from_config} -> {update.to_config} (SageMaker is on it)")
+        elif update.state == "in progress":
+            lines.append(f"update in progress: {update.from_config} -> {update.to_config}")
         else:
-            lines.append(f"update did not finish: {update.from_config} -> {update.to_config} (stopped, or still "
-                         "running elsewhere)")
+            lines.append(f"update did not finish: {update.from_config} -> {update.to_config}"
+                         + ("" if lease is not None else " (stopped, or still running elsewhere)"))
     if _scaling_worth_a_line(row):
         lines.append(row.autoscaling.summary())
     intended, scaling = getattr(row, "autoscaling_intended", None), row.autoscaling

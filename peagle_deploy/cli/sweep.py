@@ -43,6 +43,7 @@ def sweep(
     dry_run: Annotated[bool, typer.Option(help="Print the plan (endpoints, time, dollars vs --budget) and stop.")] = False,
     state: Annotated[Path | None, typer.Option(help="State file (default: OUT/sweep-state.json).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the sweep of this state file (removes what a killed run left); with --budget, under that new budget.")] = None,
+    redo: Annotated[list[str] | None, typer.Option("--redo", help="With --resume: measure this configuration again, e.g. when its result file is missing or damaged ('p-eagle K=3' or p-eagle-k3; repeatable).")] = None,
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for the report (JSON, Markdown, PNG) and runs.")] = Path("peagle-sweep"),
     region: RegionOpt = None,
     profile: ProfileOpt = None,
@@ -56,12 +57,17 @@ def sweep(
         from ..safe_write import check_file_path, probe_writable, tidy_new_dirs
         from ..sweep.state import STATE_NAME, StateFile
 
+        if redo and resume is None:
+            raise UsageError("--redo goes with --resume STATE", "pass the state file of the sweep whose "
+                                                                "configuration to measure again")
         if resume is not None:
             check_file_path(resume, flag="--resume", must_exist=True, example=STATE_NAME)  # a fifo would block
             sf = StateFile.load(resume)
             _check_beside_resume(model, sf)
+            _configurations(sf, redo or [])
             with _locked(sf.out_dir, sf.path, resuming=True):
                 sf = StateFile.load(resume)  # re-read under the lock
+                _measure_again(sf, _configurations(sf, redo or []))  # first: a --url one redone needs its password
                 _apply_on_resume(sf, budget=budget, profile=profile, url=url)
                 _continue(out, sf, out_dir=sf.out_dir, resumed=True)
             return
@@ -148,6 +154,33 @@ def _apply_on_resume(sf, *, budget: float | None, profile: str | None, url: list
     if budget is not None:
         state.plan = state.plan.model_copy(update={"budget_usd": budget,
                                                    "within_budget": state.plan.estimated_usd <= budget})
+
+
+def _configurations(sf, names: list[str]) -> list[str]:
+    """The labels of the configurations `--redo` names (by label or short name); one line for a name that is none."""
+    from ..errors import UsageError
+
+    configs = sf.state.request.configurations
+    by_name = {c.label: c.label for c in configs} | {c.slug: c.label for c in configs}
+    unknown = [name for name in names if name not in by_name]
+    if unknown:
+        raise UsageError(f"--redo {unknown[0]!r} is not a configuration of sweep {sf.state.request.sweep_id} "
+                         f"({', '.join(c.label for c in configs)}; or their short names "
+                         f"{', '.join(c.slug for c in configs)})", "pass one of them")
+    return list(dict.fromkeys(by_name[name] for name in names))
+
+
+def _measure_again(sf, labels: list[str]) -> None:
+    """--redo: these configurations are measured again (deployed, benched, torn down); what they cost stays
+    counted. Their old result and outputs files are left where they are, out of the state. One whose endpoint
+    may still exist keeps its status, so the resume removes that endpoint first."""
+    from ..sweep.state import LIVE
+
+    for label in labels:
+        cs = sf.state.configs[label]
+        sf.state.configs[label] = cs.model_copy(update={
+            "status": cs.status if cs.status in LIVE else "pending", "measured": False, "result_file": None,
+            "outputs_file": None, "outputs_note": None, "error": None})
 
 
 def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget, parallel,
@@ -287,14 +320,23 @@ def _continue(out, sf, *, out_dir: Path, resumed: bool, deployments: dict | None
 
 
 def _check_results_present(sf) -> None:
-    """A measured configuration whose result file is gone would turn into '-' cells in a rewritten report: refuse
-    (nothing is run or written) and say which file is missing."""
+    """A measured configuration whose result file is gone or damaged would turn into '-' cells in a rewritten report
+    (or stop it): refuse (nothing is run or written), say which file, and the --redo that measures it again."""
+    from ..bench.results import read_result
     from ..errors import UsageError
 
+    slugs = {c.label: c.slug for c in sf.state.request.configurations}
     for label, cs in sf.state.configs.items():
-        if cs.status == "done" and cs.result_file and not sf.resolve(cs.result_file).exists():
-            raise UsageError(f"the result of {label} ({sf.resolve(cs.result_file)}) is missing, so resuming would "
-                             "lose its figures", f"restore {cs.result_file} beside {sf.path}, then resume again")
+        if not cs.result_file or not (cs.status == "done" or cs.measured):
+            continue
+        path = sf.resolve(cs.result_file)
+        fix = f"re-measure it with 'peagle sweep --resume {sf.path} --redo {slugs.get(label, label)}', or restore the file"
+        if not path.exists():
+            raise UsageError(f"the result of {label} ({path}) is missing, so resuming would lose its figures", fix)
+        try:
+            read_result(path)
+        except UsageError as exc:
+            raise UsageError(f"the result of {label} ({path}) cannot be read ({exc.message})", fix) from None
 
 
 def _report(sf, out_dir: Path):

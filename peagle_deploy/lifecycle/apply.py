@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -24,6 +25,7 @@ from ..errors import Interrupted, PeagleError, UsageError
 from ..plan import VARIANT_NAME, DeploymentPlan
 from .autoscaling import SERVICE as AUTOSCALING_SERVICE
 from .autoscaling import Applied, apply_autoscaling
+from .lease import LeaseHolder, removed_meanwhile
 from .quota import check_quota
 from .signals import Signalled, SignalGuard
 from .teardown import Outcome, teardown
@@ -33,6 +35,7 @@ from .wait import Progress, read_retrying, wait_in_service
 _CREATES = (("model", "create_model", "CreateModel"),
             ("endpoint_config", "create_endpoint_config", "CreateEndpointConfig"),
             ("endpoint", "create_endpoint", "CreateEndpoint"))
+_ARN = {"model": "ModelArn", "endpoint_config": "EndpointConfigArn", "endpoint": "EndpointArn"}
 _LABEL = {"model": "model", "endpoint_config": "endpoint config", "endpoint": "endpoint",
           "scalable_target": "scalable target", "scaling_policy": "scaling policy"}
 RECONCILE_POLLS = 3  # a create whose answer was lost: look for it this many times (1 s apart) before giving up
@@ -146,10 +149,13 @@ class _Rollback:
 def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: float = 3600,
            keep_on_failure: bool = False, on_progress: Progress | None = None,
            on_note: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
-           clock: Callable[[], float] = time.monotonic, handle_signals: bool = True) -> DeployResult:
+           clock: Callable[[], float] = time.monotonic, handle_signals: bool = True,
+           lease: LeaseHolder | None = None) -> DeployResult:
     """Create the plan's model, endpoint config and endpoint; wait and verify when `wait`.
 
-    SIGINT, SIGTERM and SIGHUP roll back like any failure (exit 130); see `signals.SignalGuard`."""
+    SIGINT, SIGTERM and SIGHUP roll back like any failure (exit 130); see `signals.SignalGuard`. Each create
+    carries the deploy's lease (`lifecycle.lease`): refreshed while it runs, released once it (or its rollback)
+    is over. `lease`: a sweep's, which the sweep keeps after the deploy."""
     if "ExecutionRoleArn" not in plan.create_model:
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
     if plan.autoscaling is not None and not wait:
@@ -158,7 +164,9 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
     if session.region != plan.region:
         raise UsageError(f"the plan is for {plan.region}, the session for {session.region}", "build the plan again")
     note = on_note or (lambda _msg: None)
-    with SignalGuard("rolling back what this deploy created", enabled=handle_signals) as guard:
+    holder = lease or LeaseHolder(None, "deploy")  # its client below, once there is one
+    with SignalGuard("rolling back what this deploy created", enabled=handle_signals) as guard, \
+            nullcontext() if lease is not None else holder:
         try:
             session.check_credentials()
             if plan.pools:  # each pool's quota was read for the plan, and a short one left out (plan_pools.py)
@@ -169,6 +177,7 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
             for line in notes:
                 note(line)
             sm = session.client("sagemaker")
+            holder.sm = holder.sm or sm
             _refuse_existing(sm, plan)
         except KeyboardInterrupt as exc:
             raise _Rollback(None, plan, sleep).run(_as_peagle_error(exc), keep=False, hurry=True) from None
@@ -180,18 +189,23 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
             for kind, create, call in _CREATES:
                 try:
                     with guard.critical(call):
-                        getattr(sm, create)(**getattr(plan, create))
+                        answer = getattr(sm, create)(**holder.with_tag(getattr(plan, create)))
                         rollback.created.append(kind)
+                        holder.hold(answer.get(_ARN[kind]))
                 except BaseException as exc:
                     if kind not in rollback.created and is_lost_answer(exc):
                         rollback.lost.append(kind)
+                    gone = removed_meanwhile(sm, exc, [(k, plan.endpoint_name) for k in rollback.created],
+                                             call=call, operation="deploy")
+                    if gone is not None:
+                        raise gone from None
                     raise
                 note(f"created {_LABEL[kind]} {plan.endpoint_name}")
                 if kind == "model":  # the instance pools' own models, before the config names them
                     for body in plan.create_pool_models:
                         with guard.critical("CreateModel"):
                             rollback.pool_models.append(body["ModelName"])
-                            sm.create_model(**body)
+                            holder.hold(sm.create_model(**holder.with_tag(body)).get("ModelArn"))
                         note(f"created model {body['ModelName']} (instance pool)")
             if not wait:
                 return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region, status="Creating",

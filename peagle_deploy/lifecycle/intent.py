@@ -7,6 +7,9 @@ can finish it after a signal, a SIGKILL or a lost answer.
   the `peagle:autoscale` form, or `none`);
 - a cleanup: `peagle:deleting` (when it was asked) on each endpoint before DeleteEndpoint.
 
+Each is written with the lease of the command at work (`lifecycle.lease`): while it is fresh, nobody else acts on
+the intent.
+
 SageMaker's tag limits: keys up to 128 characters, values up to 256 of letters, digits, spaces and
 `_ . : / = + - @`; endpoint config names (63 characters of letters, digits and `-`) and the autoscale form fit.
 """
@@ -20,6 +23,7 @@ from pydantic import BaseModel
 
 from ..autoscale import AutoscalePolicy
 from ..inputs import TAG_KEY_MAX, TAG_VALUE_MAX, is_tag_text
+from ..tag_keys import LEASE
 from ..tags import DELETING, UPDATE_AUTOSCALE, UPDATE_FROM, UPDATE_TO
 
 NO_AUTOSCALING = "none"
@@ -63,18 +67,23 @@ def deletion_requested(tags: dict[str, str]) -> bool:
     return bool(tags.get(DELETING))
 
 
-def write_update_intent(sm: Any, arn: str, intent: UpdateIntent) -> None:
-    sm.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in intent.to_tags().items()])
+def write_update_intent(sm: Any, arn: str, intent: UpdateIntent, lease: dict[str, str] | None = None) -> None:
+    """The intent, with the update's lease (`lifecycle.lease`) in the same AddTags."""
+    tags = {**intent.to_tags(), **(lease or {})}
+    sm.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
 
 
 def clear_update_intent(sm: Any, arn: str) -> None:
-    sm.delete_tags(ResourceArn=arn, TagKeys=[UPDATE_FROM, UPDATE_TO, UPDATE_AUTOSCALE])
+    """The intent and whoever's lease held it: the update is settled."""
+    sm.delete_tags(ResourceArn=arn, TagKeys=[UPDATE_FROM, UPDATE_TO, UPDATE_AUTOSCALE, LEASE])
 
 
-def write_deletion_request(sm: Any, arn: str, now: datetime | None = None) -> None:
+def write_deletion_request(sm: Any, arn: str, now: datetime | None = None,
+                           lease: dict[str, str] | None = None) -> None:
     moment = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0).isoformat()
     _check(DELETING, moment)
-    sm.add_tags(ResourceArn=arn, Tags=[{"Key": DELETING, "Value": moment}])
+    tags = {DELETING: moment, **(lease or {})}
+    sm.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
 
 
 def _check(key: str, value: str) -> None:

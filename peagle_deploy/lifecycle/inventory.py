@@ -4,7 +4,9 @@ Mode, K and instances come from the config the endpoint serves (its model's SM_V
 `served_config`), not from the peagle:* labels; a label that disagrees is said. An unfinished update (the
 endpoint's intent tags, or SageMaker's PendingDeploymentSummary), the intended autoscaling against what is
 registered, and peagle-made configs and models that nothing uses (`leftovers`) are shown with the command that
-finishes them. Reads retry; a read that still fails is shown as unknown, never as an endpoint failure.
+finishes them. Work another peagle is doing (a fresh lease, `lifecycle.lease`) is shown as in progress, whose and
+until when, with no command: nothing is left to finish while its owner is alive. Reads retry; a read that still
+fails is shown as unknown, never as an endpoint failure.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from ..describe import describe
 from ..errors import UsageError
 from ..inputs import validate_name
 from ..pools import serving_pools, serving_words, tagged_types
-from ..tags import PeagleTags
+from ..tag_keys import SWEEP_ID
+from ..tags import DELETING, PeagleTags
 from .autoscaling import SERVICE as AUTOSCALING_SERVICE
 from .autoscaling import AutoscalingStatus, read_autoscaling
+from .lease import Lease, read_lease
 from ..pricing import Price
 from .startup_log import StartupInfo
 from .tags import described_with_tags, list_tags_if_present
@@ -31,8 +35,8 @@ from .wait import read_retrying
 class UpdateInProgress(BaseModel):
     from_config: str | None
     to_config: str
-    state: str = Field(description="'updating' (SageMaker is on it) or 'unfinished' (peagle was stopped; "
-                                   "peagle recover finishes it)")
+    state: str = Field(description="'updating' (SageMaker is on it), 'in progress' (a peagle whose lease is fresh "
+                                   "is on it) or 'unfinished' (peagle was stopped; peagle recover finishes it)")
 
 
 class EndpointStatus(BaseModel):
@@ -66,6 +70,8 @@ class EndpointStatus(BaseModel):
     label_mismatch: str | None = Field(default=None, description="peagle:* labels that disagree with the served "
                                                                  "config")
     update: UpdateInProgress | None = None
+    lease: Lease | None = Field(default=None, description="the work a peagle is doing (or abandoned) on it: "
+                                                          "whose, since when, fresh until when")
     autoscaling_intended: str | None = Field(default=None, description="the autoscaling peagle means the endpoint "
                                                                        "to have (peagle:autoscale, or an unfinished "
                                                                        "update's)")
@@ -116,6 +122,7 @@ def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, served: Any
         autoscaling_intended=tags.autoscale.describe() if tags.autoscale else None,
         instance_pools=pools, serving_pools=serving_words(serving, pools) if pools else None,
     )
+    row.lease = read_lease(raw_tags, now)
     _add_update(row, described, raw_tags or {}, region)
     return row
 
@@ -145,13 +152,15 @@ def _add_update(row: EndpointStatus, described: dict[str, Any], raw_tags: dict[s
     intent = read_update_intent(raw_tags)
     pending = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
     updating = described.get("EndpointStatus") in ("Updating", "SystemUpdating")
+    working = row.lease is not None and row.lease.fresh  # its owner is on it: nothing to finish now
     if pending or intent is not None:
         row.update = UpdateInProgress(from_config=intent.from_config if intent else row.endpoint_config,
                                       to_config=pending or intent.to_config,
-                                      state="updating" if updating else "unfinished")
+                                      state="updating" if updating else "in progress" if working else "unfinished")
     if intent is not None and intent.autoscale_known and intent.autoscale is not None:
         row.autoscaling_intended = f"{intent.autoscale.describe()} (after the update)"
-    if intent is not None or raw_tags.get("peagle:deleting"):
+    abandoned_sweep = raw_tags.get(SWEEP_ID) and row.lease is not None  # it never outlives its sweep
+    if not working and (intent is not None or raw_tags.get(DELETING) or abandoned_sweep):
         row.recover_command = recover_command(row.name, region)
 
 
@@ -193,8 +202,10 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
     """One row per peagle endpoint (or NAME's; with `allow_missing`, [] when NAME does not exist)."""
     import time
 
+    from .. import clock
+
     sm = sm or session.client("sagemaker")
-    now = now or datetime.now(UTC)
+    now = now or clock.now()
     read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
     if name:
         validate_name(name)
@@ -296,6 +307,7 @@ def _add_autoscaling(session: Any, rows: list[EndpointStatus], described: dict[s
             state.tagged = intended is not None
         row.autoscaling = state
         if (intended is not None and state is not None and row.update is None and row.status == "InService"
+                and not (row.lease is not None and row.lease.fresh)  # a deploy registers it last
                 and (state.state == "off" or (state.state == "on" and (state.min_capacity, state.max_capacity)
                                               != (intended.min_capacity, intended.max_capacity)))):
             row.recover_command = row.recover_command or recover_command(row.name, session.region)

@@ -5,6 +5,10 @@ Every config and model peagle creates carries `peagle:managed=true` and `peagle:
 was made for; an update's `NAME-u...` resources too). What was made before that tag existed is matched by its
 name: `NAME` (deploy) or `NAME-u<time>` (update). A config is in use while an endpoint serves it or is updating
 to it; a model while a config in use, or any config that is not itself a leftover, names it.
+
+One that nothing uses may still be in the making: a deploy's config and model before its CreateEndpoint carry the
+deploy's lease, an update's new model and config are held by the lease on their endpoint (`lifecycle.lease`).
+Each leftover says the lease that holds it (`Leftover.lease`); while that is fresh, it is not unused.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pydantic import BaseModel
 
 from ..describe import describe
 from ..tags import PeagleTags
+from .lease import Lease, read_lease
 from .tags import list_tags_if_present
 
 _UPDATE_NAME = re.compile(r"^(?P<endpoint>.+)-u\d{12}(?:-[0-9a-f]{4})?$")
@@ -78,10 +83,16 @@ class Leftover(BaseModel):
     name: str
     endpoint: str | None = None  # the endpoint it was made for
     command: str = ""  # the peagle command that removes it
+    lease: Lease | None = None  # its own lease, or (fresh) its endpoint's: the work it is part of
 
     @property
     def label(self) -> str:
         return "endpoint config" if self.kind == "endpoint_config" else "model"
+
+    @property
+    def in_progress(self) -> bool:
+        """Part of work whose lease is fresh: being built, not unused."""
+        return self.lease is not None and bool(self.lease.fresh)
 
 
 def endpoint_of(name: str, tags: PeagleTags) -> str:
@@ -92,7 +103,8 @@ def endpoint_of(name: str, tags: PeagleTags) -> str:
     return match["endpoint"] if match else name
 
 
-def _managed(sm: Any, items: list[tuple[str, str]]) -> dict[str, PeagleTags]:
+def _managed(sm: Any, items: list[tuple[str, str]], leases: dict[str, Lease] | None = None) -> dict[str, PeagleTags]:
+    """The peagle-made ones of `items` (name, ARN), with their tags; the leases they carry go into `leases`."""
     found = {}
     for name, arn in items:
         raw = list_tags_if_present(sm, arn)
@@ -101,6 +113,9 @@ def _managed(sm: Any, items: list[tuple[str, str]]) -> dict[str, PeagleTags]:
         tags = PeagleTags.from_aws(raw)
         if tags.managed:
             found[name] = tags
+            lease = read_lease(raw)
+            if lease is not None and leases is not None:
+                leases[name] = lease
     return found
 
 
@@ -120,14 +135,25 @@ def owned_by(sm: Any, refs: References, endpoint: str) -> tuple[list[str], list[
 def find_leftovers(sm: Any, refs: References, *, endpoint: str | None = None, region: str = "") -> list[Leftover]:
     """peagle-made configs and models that nothing uses (of `endpoint`, or all of them), configs first."""
     in_use = refs.configs_in_use()
-    configs = _managed(sm, [(c, arn) for c, arn in refs.config_arns.items() if c not in in_use])
+    leases: dict[str, Lease] = {}
+    configs = _managed(sm, [(c, arn) for c, arn in refs.config_arns.items() if c not in in_use], leases)
     configs = {c: tags for c, tags in configs.items() if endpoint is None or endpoint_of(c, tags) == endpoint}
     held = {m for c, ms in refs.config_models.items() if c not in configs for m in ms}
-    models = _managed(sm, [(m, arn) for m, arn in _models(sm) if m not in held])
-    found = [Leftover(kind="endpoint_config", name=c, endpoint=endpoint_of(c, tags)) for c, tags in configs.items()]
-    found += [Leftover(kind="model", name=m, endpoint=endpoint_of(m, tags)) for m, tags in models.items()
-              if endpoint is None or endpoint_of(m, tags) == endpoint]
+    model_leases: dict[str, Lease] = {}
+    models = _managed(sm, [(m, arn) for m, arn in _models(sm) if m not in held], model_leases)
+    found = [Leftover(kind="endpoint_config", name=c, endpoint=endpoint_of(c, tags), lease=leases.get(c))
+             for c, tags in configs.items()]
+    found += [Leftover(kind="model", name=m, endpoint=endpoint_of(m, tags), lease=model_leases.get(m))
+              for m, tags in models.items() if endpoint is None or endpoint_of(m, tags) == endpoint]
     where = f" --region {region}" if region else ""
+    endpoint_leases: dict[str, Lease | None] = {}
     for leftover in found:
         leftover.command = f"peagle recover {leftover.endpoint}{where}"
+        arn = refs.endpoint_arns.get(leftover.endpoint or "")
+        if not leftover.in_progress and arn:  # an update's new model or config: held by its endpoint's lease
+            if leftover.endpoint not in endpoint_leases:
+                endpoint_leases[leftover.endpoint] = read_lease(list_tags_if_present(sm, arn))
+            lease = endpoint_leases[leftover.endpoint]
+            if lease is not None and lease.fresh:
+                leftover.lease = lease
     return found

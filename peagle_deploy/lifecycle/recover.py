@@ -4,9 +4,14 @@ Every interruption of deploy, update, cleanup and sweep names this command. It r
 endpoint, its tags, the config it serves or moves to) and is idempotent: a second run finds nothing to do.
 It never deletes anything peagle did not make, nor anything an endpoint serves or is updating to.
 
+Work another peagle is still doing is left alone: an endpoint, config or model whose lease (`lifecycle.lease`)
+is fresh is skipped with one line (whose work, since when, when it counts as abandoned); `--force` takes it over
+anyway and says from whom. Abandoned work (its lease expired) is taken over and its lease cleared.
+
 For each peagle endpoint (NAME, or all of them with --all):
 1. Creating or Updating: wait until SageMaker settles (what it moves to is never touched meanwhile);
-2. an unfinished cleanup (`peagle:deleting`): the endpoint is deleted with its autoscaling, as was asked;
+2. an unfinished cleanup (`peagle:deleting`): the endpoint is deleted with its autoscaling, as was asked; so is
+   the endpoint of an abandoned sweep (`peagle:sweep-id`, its lease expired), as the sweep's teardown would;
 3. an unfinished update (`peagle:update-*`, written before the update's first write): settled on the new config,
    the update is completed; on the old one, it is reverted; either way the labels (`peagle:k`, `peagle:mode`,
    instances) are rewritten from the served config and the intent is cleared;
@@ -19,17 +24,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .. import clock as peagle_clock
 from ..describe import describe
 from ..pools import tag_value
 from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
 from ..plan import VARIANT_NAME
 from ..served_config import Served, read_served
+from ..tag_keys import LEASE
 from ..tags import PeagleTags
-from .intent import clear_update_intent, deletion_requested, read_update_intent
+from .intent import clear_update_intent, deletion_requested, read_update_intent, recover_command
+from .lease import read_lease
 from .leftovers import References
 from .tags import described_with_tags
 from .teardown import Outcome, teardown
@@ -45,11 +54,16 @@ class EndpointRecovery(BaseModel):
     update: Literal["completed", "reverted", "superseded"] | None = Field(
         default=None, description="what became of an unfinished update")
     actions: list[str] = Field(default_factory=list, description="what recover did, in order")
+    skipped: str | None = Field(default=None, description="left alone: work whose lease is fresh, whose, until when")
 
 
 class RecoverReport(BaseModel):
     endpoints: list[EndpointRecovery] = Field(default_factory=list)
     removed: list[Outcome] = Field(default_factory=list, description="unused peagle configs and models")
+    skipped: list[str] = Field(default_factory=list, description="configs and models left alone: work in progress "
+                                                                 "(a fresh lease), one line per piece of work")
+    taken_over: list[str] = Field(default_factory=list, description="--force: leases of configs and models "
+                                                                    "overridden")
     nothing_of: str | None = Field(default=None, description="NAME: nothing of it exists (any more)")
     error: PeagleError | None = Field(default=None, exclude=True)
 
@@ -59,10 +73,16 @@ class RecoverReport(BaseModel):
     def did_something(self) -> bool:
         return any(e.actions for e in self.endpoints) or any(o.result == "deleted" for o in self.removed)
 
+    @property
+    def left_alone(self) -> bool:
+        return bool(self.skipped) or any(e.skipped for e in self.endpoints)
+
 
 def recover(session: Any, name: str | None = None, *, all_: bool = False, timeout_s: float = 3600,
             sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-            on_progress: Progress | None = None, on_note: Callable[[str], None] | None = None) -> RecoverReport:
+            on_progress: Progress | None = None, on_note: Callable[[str], None] | None = None,
+            force: bool = False, now: Callable[[], datetime] | None = None) -> RecoverReport:
+    """`force`: take over work whose lease is fresh too; `now`: the wall clock leases are judged by."""
     if bool(name) == all_:
         raise UsageError("recover needs exactly one of NAME or --all", "see peagle recover --help")
     note = on_note or (lambda _msg: None)
@@ -82,7 +102,8 @@ def recover(session: Any, name: str | None = None, *, all_: bool = False, timeou
         try:
             report.endpoints.append(_recover_endpoint(session, sm, endpoint, read=read, timeout_s=timeout_s,
                                                       sleep=sleep, clock=clock, on_progress=on_progress,
-                                                      note=note, require_managed=bool(name)))
+                                                      note=note, require_managed=bool(name), force=force,
+                                                      now=now or peagle_clock.now))
         except PeagleError as exc:
             if name:
                 raise
@@ -90,8 +111,10 @@ def recover(session: Any, name: str | None = None, *, all_: bool = False, timeou
     from .leftovers import find_leftovers
 
     refs = read(lambda: References.read(sm))
-    leftovers = find_leftovers(sm, refs, endpoint=name, region=session.region)
-    if name and not names and not leftovers:  # finished already (or never there): idempotent, said
+    said = {e.name for e in report.endpoints if e.skipped or any(a.startswith("--force") for a in e.actions)}
+    leftovers = _leave_work_in_progress(report, find_leftovers(sm, refs, endpoint=name, region=session.region),
+                                        force=force, said=said)
+    if name and not names and not leftovers and not report.skipped:  # finished already (or never there): idempotent, said
         report.nothing_of = f"no endpoint named {name} and nothing peagle made for it in {session.region}"
     if leftovers:
         report.removed = teardown(sm, configs=[lo.name for lo in leftovers if lo.kind == "endpoint_config"],
@@ -103,6 +126,22 @@ def recover(session: Any, name: str | None = None, *, all_: bool = False, timeou
                                     exit_code=failed[0].exit_code))
     report.error = failures[0] if failures else None
     return report
+
+
+def _leave_work_in_progress(report: RecoverReport, leftovers: list[Any], *, force: bool, said: set[str]) -> list[Any]:
+    """The leftovers to remove: all but those of work in progress (a fresh lease), which are skipped with one line
+    per piece of work, unless `force` (said too); no line where their endpoint's (`said`) already said it."""
+    held: dict[str, list[Any]] = {}
+    for leftover in leftovers:
+        if leftover.in_progress and leftover.endpoint not in said:
+            held.setdefault(leftover.lease.run_id, []).append(leftover)
+    for pieces in held.values():
+        lease, what = pieces[0].lease, ", ".join(f"{lo.label} {lo.name}" for lo in pieces)
+        if force:
+            report.taken_over.append(f"{what}: {lease.overridden()}")
+        else:
+            report.skipped.append(lease.left_alone(what, pieces[0].command))
+    return leftovers if force else [lo for lo in leftovers if not lo.in_progress]
 
 
 def _managed_endpoints(sm: Any, read: Read) -> list[str]:
@@ -119,7 +158,8 @@ def _managed_endpoints(sm: Any, read: Read) -> list[str]:
 
 def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s: float,
                       sleep: Callable[[float], None], clock: Callable[[], float], on_progress: Progress | None,
-                      note: Callable[[str], None], require_managed: bool) -> EndpointRecovery:
+                      note: Callable[[str], None], require_managed: bool, force: bool = False,
+                      now: Callable[[], datetime] | None = None) -> EndpointRecovery:
     found = described_with_tags(sm, name, read)
     if found is None:
         return EndpointRecovery(name=name, status="deleted")
@@ -131,8 +171,17 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
                              "peagle only recovers what it created; nothing was changed")
         return EndpointRecovery(name=name, status=described["EndpointStatus"])
     done = EndpointRecovery(name=name, status=described["EndpointStatus"])
+    lease = read_lease(tags, (now or peagle_clock.now)())
+    if lease is not None:
+        if lease.fresh and not force:
+            done.skipped = lease.left_alone(_work(tags, peagle), recover_command(name, session.region))
+            return done
+        done.actions.append(lease.overridden() if lease.fresh else f"took over from {lease.describe()}")
     if deletion_requested(tags):
         return _finish_deletion(session, sm, name, done)
+    if peagle.sweep_id and lease is not None:  # a sweep's endpoint never outlives its sweep
+        return _finish_deletion(session, sm, name, done, what="removed what the abandoned sweep left, as its "
+                                                              "teardown would")
     if described["EndpointStatus"] in WAITING:
         moving = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
         note(f"{name} is {described['EndpointStatus']}" + (f" (moving to {moving})" if moving else "")
@@ -173,8 +222,20 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
         if registered:
             done.actions.append(f"autoscaling registered again: {intended.describe()}")
     if intent is not None:
-        clear_update_intent(sm, described["EndpointArn"])
+        clear_update_intent(sm, described["EndpointArn"])  # with the lease
+    elif lease is not None:
+        sm.delete_tags(ResourceArn=described["EndpointArn"], TagKeys=[LEASE])
     return done
+
+
+def _work(tags: dict[str, str], peagle: PeagleTags) -> str:
+    """What a lease on an endpoint holds, for the line that skips it."""
+    intent = read_update_intent(tags)
+    if intent is not None:
+        return f"the update {intent.from_config} -> {intent.to_config}"
+    if deletion_requested(tags):
+        return "its cleanup"
+    return "the sweep's endpoint" if peagle.sweep_id else "the endpoint"
 
 
 def _said(outcome: str | None) -> str:
@@ -209,8 +270,10 @@ def _ensure_autoscaling(session: Any, name: str, described: dict[str, Any], inte
     return True
 
 
-def _finish_deletion(session: Any, sm: Any, name: str, done: EndpointRecovery) -> EndpointRecovery:
-    """A cleanup was asked for and interrupted: finish it (the endpoint, its autoscaling, what it used)."""
+def _finish_deletion(session: Any, sm: Any, name: str, done: EndpointRecovery,
+                     what: str = "the interrupted cleanup was finished") -> EndpointRecovery:
+    """A cleanup was asked for and interrupted (or a sweep abandoned its endpoint): finish it (the endpoint, its
+    autoscaling, what it used)."""
     from .autoscaling import SERVICE
     from .teardown import delete_stack
 
@@ -220,6 +283,6 @@ def _finish_deletion(session: Any, sm: Any, name: str, done: EndpointRecovery) -
         raise PeagleError(f"could not delete {failed[0].kind.replace('_', ' ')} {failed[0].name}: {failed[0].reason}",
                           "run peagle recover again", exit_code=failed[0].exit_code)
     done.status = "deleted"
-    done.actions.append("the interrupted cleanup was finished: " + ", ".join(
+    done.actions.append(f"{what}: " + ", ".join(
         f"{o.kind.replace('_', ' ')} {o.name} {o.result}" for o in outcomes))
     return done

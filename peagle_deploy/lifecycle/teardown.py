@@ -174,13 +174,16 @@ def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool
     return teardown(sm, configs=configs, models=models, wait=wait, require_managed=require_managed, refs=refs)
 
 
-def mark_for_deletion(sm: Any, arn: str) -> bool:
+def mark_for_deletion(sm: Any, arn: str, lease: Any = None) -> bool:
     """`peagle:deleting` on a managed endpoint before it is deleted, so `peagle recover` can finish an interrupted
-    deletion; False (and the deletion goes ahead) when the tag cannot be written."""
+    deletion, with `lease` (a LeaseHolder: its lease goes on in the same AddTags and is held from then on);
+    False (and the deletion goes ahead) when the tag cannot be written."""
     from .intent import write_deletion_request
 
     try:
-        write_deletion_request(sm, arn)
+        write_deletion_request(sm, arn, lease=lease.tags() if lease is not None else None)
+        if lease is not None:
+            lease.hold(arn)
     except Exception as exc:  # noqa: BLE001 - an AWS failure here must not keep an endpoint billing
         if translate_error(exc) is None:
             raise
@@ -213,17 +216,29 @@ def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expire
     not exist, or resources peagle did not create; scripts must be able to tell.
 
     Before a managed endpoint is deleted its `peagle:deleting` tag records the request (`on_marked(name)` is
-    called after), so `peagle recover` can finish a cleanup that a signal, SIGKILL or lost answer stopped."""
+    called after), so `peagle recover` can finish a cleanup that a signal, SIGKILL or lost answer stopped, and the
+    cleanup's lease (`lifecycle.lease`), so none does while this cleanup runs."""
+    if sum((bool(name), all_, expired)) != 1:
+        raise UsageError("cleanup needs exactly one of NAME, --all or --expired", "see peagle cleanup --help")
+    from .lease import LeaseHolder
+
+    sm = session.client("sagemaker")
+    with LeaseHolder(sm, "cleanup") as lease:  # released where an endpoint is left (its peagle:deleting stays)
+        report = _cleanup(session, sm, lease, name, all_=all_, expired=expired, wait=wait, now=now,
+                          on_marked=on_marked)
+        lease.drop_deleted(report.outcomes)
+    return report
+
+
+def _cleanup(session: Any, sm: Any, lease: Any, name: str | None, *, all_: bool, expired: bool, wait: bool,
+             now: Callable[[], datetime], on_marked: Callable[[str], None] | None) -> CleanupReport:
     def mark(endpoint: str, arn: str) -> None:
         """Best effort: a deletion that cannot be recorded still goes ahead (stopping the billing comes first)."""
         if arn and read_tags(sm, arn).managed:
             if on_marked is not None:
                 on_marked(endpoint)
-            mark_for_deletion(sm, arn)
+            mark_for_deletion(sm, arn, lease)
 
-    if sum((bool(name), all_, expired)) != 1:
-        raise UsageError("cleanup needs exactly one of NAME, --all or --expired", "see peagle cleanup --help")
-    sm = session.client("sagemaker")
     scaling = session.client("application-autoscaling")
     report = CleanupReport()
     if name:

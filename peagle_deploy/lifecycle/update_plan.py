@@ -35,6 +35,7 @@ from ..served_config import spec_of_environment
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k
 from ..tags import INTENT_KEYS, PeagleTags
 from .intent import UpdateIntent, read_update_intent, recover_command
+from .lease import fresh_lease
 from .wait import read_retrying
 
 BAKE_DEFAULT = timedelta(minutes=5)
@@ -221,10 +222,19 @@ def read_live(sm: Any, request: UpdateRequest, *, read: Callable[[Callable[[], A
         raise UsageError(f"endpoint {name!r} is {status}{doing}, not InService",
                          f"wait until it is InService (peagle status {name} --region {request.region}), then "
                          f"'{recover_command(name, request.region)}' finishes what was interrupted")
+    lease = fresh_lease(tags)
     if intent is not None:
+        if lease is not None:  # its owner says it is alive
+            raise UsageError(f"an update of {name!r} did not finish ({intent.from_config} -> {intent.to_config}): "
+                             f"{lease.describe()}", f"wait for it; if that process is gone, "
+                             f"'{recover_command(name, request.region)}' finishes it once the lease has expired "
+                             "(--force: at once); nothing was changed")
         raise UsageError(f"an update of {name!r} did not finish ({intent.from_config} -> {intent.to_config})",
                          f"if it is still running elsewhere, wait for it; else finish it first with "
                          f"'{recover_command(name, request.region)}'; nothing was changed")
+    if lease is not None:
+        raise UsageError(f"endpoint {name!r} is being worked on: {lease.describe()}",
+                         "wait for it to finish, then run this update again; nothing was changed")
     config = read(lambda: describe(sm, "endpoint_config", endpoint["EndpointConfigName"]))
     variants = (config or {}).get("ProductionVariants") or []
     if config is None or len(variants) != 1 or not variants[0].get("ModelName"):

@@ -9,7 +9,8 @@ Order, and what each failure leaves:
 1. (the plan) read the live endpoint, config, model and tags;
 2. right before the first write (after the confirmation prompt): the endpoint must still serve the config read
    in 1 (else exit 2, nothing written); then the intent goes on the endpoint's tags (`lifecycle.intent`: from,
-   to, the autoscaling to hold), so any peagle can finish what follows;
+   to, the autoscaling to hold), so any peagle can finish what follows, with the update's lease
+   (`lifecycle.lease`), so none does while it runs (released when the update ends, however it ends but SIGKILL);
 3. CreateModel (if the container changes) and CreateEndpointConfig under a new name, unique per update
    (`NAME-u<UTC second>-<4 hex>`); a failure or signal here removes them again (the endpoint was never touched);
 4. right before UpdateEndpoint the same check as in 2 (and the intent must still be this update's): another
@@ -38,6 +39,7 @@ from ..plan import VARIANT_NAME
 from ..speculative import Mode
 from .apply import _add_hint, _as_peagle_error
 from .intent import UpdateIntent, clear_update_intent, read_update_intent, recover_command, write_update_intent
+from .lease import LeaseHolder, removed_meanwhile
 from .signals import SignalGuard
 from ..describe import describe
 from .teardown import Outcome, teardown
@@ -163,6 +165,7 @@ class _Run:
         self.attempted: list[str] = []  # the creates sent (answered or not): "model", "endpoint_config"
         self.pool_models: list[str] = []  # instance pools' own models sent (answered or not)
         self.deregistered = self.intent_written = False
+        self.lease = LeaseHolder(self.sm, "update")  # on the endpoint with the intent, cleared with it
 
     def write_new_config(self, guard: SignalGuard) -> None:
         """Steps 2-4: the intent, the new model and endpoint config, autoscaling off for a type change; any
@@ -172,7 +175,8 @@ class _Run:
             _recheck(self.sm, plan, self.read, ours_written=False)  # after the prompt: nothing written yet
             with guard.critical("AddTags"):
                 self.intent_written = True
-                write_update_intent(self.sm, plan.endpoint_arn, _intent(plan))
+                write_update_intent(self.sm, plan.endpoint_arn, _intent(plan), lease=self.lease.tags())
+                self.lease.hold(plan.endpoint_arn)
             steps = ([("model", "create_model", "CreateModel")] if plan.create_model is not None else []) + [
                 ("endpoint_config", "create_endpoint_config", "CreateEndpointConfig")]
             for kind, method, call in steps:
@@ -184,7 +188,12 @@ class _Run:
                         self.note(f"created model {body['ModelName']} (instance pool)")
                 with guard.critical(call):
                     self.attempted.append(kind)
-                    getattr(self.sm, method)(**getattr(plan, method))
+                    try:
+                        getattr(self.sm, method)(**getattr(plan, method))
+                    except Exception as exc:
+                        made = [(k, plan.target.model if k == "model" else plan.target.endpoint_config)
+                                for k in self.attempted[:-1]]
+                        raise removed_meanwhile(self.sm, exc, made, call=call, operation="update") or exc
                 self.note(f"created {_label(kind)} {plan.target.endpoint_config}")
             if plan.deregister_first:
                 self._deregister(guard)
@@ -285,6 +294,7 @@ class _Run:
                                models=[plan.current.model] if plan.create_model is not None else [], wait=False)
             try:
                 clear_update_intent(self.sm, plan.endpoint_arn)
+                self.lease.drop(plan.endpoint_arn)
             except Exception as exc:  # noqa: BLE001 - the update is done; only its record is left
                 self.note(f"could not clear the update's record on {plan.endpoint_name} "
                           f"({_as_peagle_error(exc).one_line()}): '{self.recover}' clears it")
@@ -314,7 +324,11 @@ class _Run:
             except BaseException:  # noqa: BLE001 - the removal itself failed or was interrupted: name the command
                 outcomes, left = [], True
             gone = [o for o in outcomes if o.result == "deleted"]
-            left = left or any(o.result in ("left", "failed") for o in outcomes)
+            # only what this update created can be left: the live model a new config shares (an instance type
+            # change makes no model) is kept on purpose
+            ours = {("endpoint_config", plan.target.endpoint_config)} | (
+                {("model", plan.target.model)} if "model" in self.attempted else set())
+            left = left or any(o.result in ("left", "failed") and (o.kind, o.name) in ours for o in outcomes)
             if gone:
                 _add_hint(error, "removed the new " + " and ".join(f"{_label(o.kind)} {o.name}" for o in gone))
         elif not self.deregistered:
@@ -324,6 +338,7 @@ class _Run:
         if self.intent_written and not left:
             try:
                 clear_update_intent(self.sm, plan.endpoint_arn)
+                self.lease.drop(plan.endpoint_arn)
             except BaseException:  # noqa: BLE001
                 left = True
         if left:
@@ -351,7 +366,9 @@ def run_update(plan: UpdatePlan, session: Any, *, timeout_s: float = 3600, on_pr
     note = on_note or (lambda _msg: None)
     run = _Run(plan, session, sleep=sleep, note=note)
     start = clock()
-    with SignalGuard("stopping the update", enabled=handle_signals) as guard:
+    # the lease: refreshed while the update runs, released when it ends (with its intent, or alone where the intent
+    # stays for peagle recover)
+    with SignalGuard("stopping the update", enabled=handle_signals) as guard, run.lease:
         run.write_new_config(guard)
         updated_ms = int(time.time() * 1000)  # the new fleet's start-up lines come after this
         run.move_endpoint(guard)

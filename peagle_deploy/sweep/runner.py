@@ -11,6 +11,10 @@ a failure, a budget stop), a worker still finishing it (a bench that ends after 
 nothing more to the state. A delete that fails is a failure: said, the sweep's exit code, and kept in the state
 (live status and error) for `--resume` to try again; each teardown first records `peagle:deleting` on the
 endpoint, so `peagle recover NAME` can finish it too.
+
+Every model, config and endpoint the sweep creates carries the sweep's lease (`lifecycle.lease`, with
+`peagle:sweep-id`), refreshed while the sweep runs and expired when it ends: what a killed sweep left is then
+found and removed from any machine, without the state file (`peagle recover --all`, once the lease has expired).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class Sweep:
         self.create_lock = threading.Lock()
         self.stop = threading.Event()
         self.errors: list[BaseException] = []
+        self.lease: Any = None  # the sweep's lease on what it creates, while `run` runs
         self._queue: list[Configuration] = []
         self._queue_lock = threading.Lock()
         self._closed: set[str] = set()  # configurations the main thread's teardown took over
@@ -136,7 +141,7 @@ class Sweep:
                          deleted_at=None, price_per_hour_usd=row.price_per_hour_usd, error=None)
             self.out.info(f"{label}: creating {plan.endpoint_name} ({plan.instance_type}, expires "
                           f"{plan.expires_at:%H:%M} UTC)" if plan.expires_at else f"{label}: creating")
-            deploy(plan, self.session, wait=False, on_note=lambda _m: None, handle_signals=False)
+            deploy(plan, self.session, wait=False, on_note=lambda _m: None, handle_signals=False, lease=self.lease)
         sm = self.session.client("sagemaker")
         wait_in_service(sm, plan.endpoint_name, timeout_s=self.request.timeout_s, sleep=self.sleep,
                         clock=time.monotonic)
@@ -225,6 +230,8 @@ class Sweep:
             outcomes = []
             failure: PeagleError | None = TeardownFailed(error.message, exit_code=error.exit_code)
         else:
+            if self.lease is not None:
+                self.lease.drop_deleted(outcomes)
             bad = [o for o in outcomes if o.result in ("left", "failed")]
             failure = None
             if bad:
@@ -305,7 +312,18 @@ class Sweep:
                 return
 
     def run(self, lanes: int) -> None:
-        """Run every configuration not done yet; on any failure, budget stop or signal tear everything down."""
+        """Run every configuration not done yet; on any failure, budget stop or signal tear everything down. What
+        it creates carries the sweep's lease until then (expired at the end, whatever is left)."""
+        from contextlib import nullcontext
+
+        from ..lifecycle.lease import LeaseHolder
+
+        if self.session is not None:
+            self.lease = LeaseHolder(self.session.client("sagemaker"), "sweep", expire_on_release=True)
+        with self.lease or nullcontext():
+            self._run(lanes)
+
+    def _run(self, lanes: int) -> None:
         state = self.sf.state
         self._queue = [c for c in self.request.configurations
                        if state.configs[c.label].status != "done" and not state.configs[c.label].measured]

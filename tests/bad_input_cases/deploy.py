@@ -11,11 +11,11 @@ def _tags(n: int) -> list[str]:
 
 
 CASES = [
-    # more than 50 tags per resource, peagle's own (13 on a P-EAGLE plan) and the 4 an update or cleanup
-    # writes before it acts counted
+    # more than 50 tags per resource, peagle's own (13 on a P-EAGLE plan) and the 5 an update or cleanup
+    # writes before it acts (its intent and lease) counted
     dict(id="tags-45", argv=["deploy", "qwen3-coder", "--dry-run", *_tags(45)], exit=2,
-         stderr=r"^error: the resources would carry 58 tags \(45 --tag \+ 13 of peagle's, 4 more kept free for "
-                r"update and cleanup\); SageMaker allows 50: pass at most 33 --tag options$"),
+         stderr=r"^error: the resources would carry 58 tags \(45 --tag \+ 13 of peagle's, 5 more kept free for "
+                r"update, cleanup and leases\); SageMaker allows 50: pass at most 32 --tag options$"),
     dict(id="tags-34-real", argv=["deploy", "gpt-oss-20b", "--role", ROLE, "--yes", *_tags(34)], exit=2,
          stderr=r"would carry 47 tags .*SageMaker allows 50"),
     dict(id="tag-reserved-jumpstart", argv=["deploy", "qwen3-coder", "--dry-run", "--tag",

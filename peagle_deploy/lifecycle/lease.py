@@ -1,0 +1,269 @@
+"""Leases: which peagle is working on a resource right now, readable by every peagle on every machine.
+
+Each operation that writes (deploy, update, cleanup, sweep) puts one tag on what it works on, and keeps it fresh:
+
+    peagle:lease = "update host=build-7 pid=4242 id=9f3a1c2e since=2025-06-01T10:00:00Z until=2025-06-01T10:10:00Z"
+
+the operation; its owner (host name, process id, and a random id of this run: nothing secret); when it started;
+and until when it counts as alive. Tags are the only store every peagle shares (`lifecycle.intent`):
+
+- deploy: the model, endpoint config and endpoint it creates carry the lease from their create request on (a
+  deploy has no endpoint before CreateEndpoint, and its config and model must not look unused meanwhile);
+- update: the endpoint, written with its intent (one AddTags) and cleared with it; the new model and config are
+  held through their endpoint (`peagle:endpoint`);
+- cleanup: each endpoint, written with `peagle:deleting`;
+- sweep: every model, config and endpoint of its configurations, from their create on (`peagle:sweep-id` says
+  whose); its teardown removes them with it. When the sweep ends, however it ends but SIGKILL, the lease of
+  anything left is expired at once: a sweep's endpoint never outlives its sweep, so `peagle recover` removes it.
+
+Period and expiry: `until` is set to now + EXPIRY_S (10 minutes) when the lease is written, and again every
+PERIOD_S (60 s) by a daemon thread of the owner, whatever its main thread waits on (SageMaker's minutes of
+Creating or Updating). A live owner must miss nine refreshes in a row (throttling, a network blip) before its work
+looks abandoned. A refresh first reads the tag: if it is gone or another run's (a `peagle recover --force` took the
+work over), the owner stops refreshing it and never writes it back. The owner removes its lease when it ends (an
+update's or a cleanup's failure leaves its intent for `peagle recover`, without a lease); only SIGKILL or a lost
+machine leaves a lease behind, which counts as abandoned once `until` has passed.
+
+Clock: the owner writes `until` by its clock, every reader judges it by its own (`clock.now`); the 10 minutes
+absorb the few seconds two machines' clocks differ by under NTP. `status` says "in progress on OWNER since ...
+(lease fresh until ...)" or "abandoned"; `recover` leaves a fresh lease's work alone (`--force` overrides).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .. import clock
+from ..errors import PeagleError
+from ..tag_keys import LEASE
+
+PERIOD_S = 60.0
+EXPIRY_S = 600.0
+
+_VALUE = re.compile(r"^(?P<operation>[a-z]+) host=(?P<host>\S+) pid=(?P<pid>\d+) id=(?P<run_id>[0-9a-f]+) "
+                    r"since=(?P<since>\S+) until=(?P<until>\S+)$")
+_HOST_TEXT = re.compile(r"[^A-Za-z0-9._-]")
+_ARN_PART = {"endpoint": "endpoint", "endpoint_config": "endpoint-config", "model": "model"}  # ...:PART/NAME
+
+
+class Lease(BaseModel):
+    """One operation's lease, as read from (or written to) a `peagle:lease` tag."""
+
+    operation: str = Field(description="deploy, update, cleanup or sweep")
+    host: str
+    pid: int
+    run_id: str = Field(description="random, one per run: tells two runs of one process apart")
+    since: datetime
+    until: datetime = Field(description="it counts as abandoned after this time")
+    fresh: bool | None = Field(default=None, description="judged when read: until is still ahead")
+
+    @property
+    def owner(self) -> str:
+        return f"{self.host} (pid {self.pid}, run {self.run_id})"
+
+    def to_tag(self) -> str:
+        return (f"{self.operation} host={self.host} pid={self.pid} id={self.run_id} since={_stamp(self.since)} "
+                f"until={_stamp(self.until)}")
+
+    def judged(self, now: datetime) -> Lease:
+        return self.model_copy(update={"fresh": now < self.until})
+
+    def describe(self) -> str:
+        """'update in progress on HOST (pid N, run ID) since T (lease fresh until U)', or '... abandoned'."""
+        if self.fresh:
+            return (f"{self.operation} in progress on {self.owner} since {_stamp(self.since)} (lease fresh until "
+                    f"{_stamp(self.until)})")
+        return (f"{self.operation} on {self.owner} since {_stamp(self.since)} abandoned (lease expired at "
+                f"{_stamp(self.until)})")
+
+    def left_alone(self, what: str, command: str) -> str:
+        """The one line of a `recover` that skipped work with this (fresh) lease; `command`: the recover to run."""
+        return (f"skipped {what}: {self.describe()}; it counts as abandoned after {_stamp(self.until)}, then "
+                f"'{command}' finishes it ('{command} --force' takes it over now)")
+
+    def overridden(self) -> str:
+        return f"--force: took over from {self.describe()}"
+
+
+def read_lease(tags: dict[str, str] | None, now: datetime | None = None) -> Lease | None:
+    """The lease on a resource's tags, judged at `now` (default `clock.now()`); None when there is none. A value
+    that cannot be read is no lease: nobody can be shown to hold it."""
+    match = _VALUE.match((tags or {}).get(LEASE, "").strip())
+    if match is None:
+        return None
+    try:
+        since, until = _read_time(match["since"]), _read_time(match["until"])
+    except ValueError:
+        return None
+    lease = Lease(operation=match["operation"], host=match["host"], pid=int(match["pid"]), run_id=match["run_id"],
+                  since=since, until=until)
+    return lease.judged(now or clock.now())
+
+
+def fresh_lease(tags: dict[str, str] | None, now: datetime | None = None) -> Lease | None:
+    lease = read_lease(tags, now)
+    return lease if lease is not None and lease.fresh else None
+
+
+class LeaseHolder:
+    """The lease of one running operation: its tag for create requests and intent writes, refreshed every
+    `period_s` from a daemon thread on every resource it holds, released at the end (`with holder:`)."""
+
+    def __init__(self, sm: Any, operation: str, *, now: Callable[[], datetime] | None = None,
+                 period_s: float = PERIOD_S, expiry_s: float = EXPIRY_S, expire_on_release: bool = False):
+        self.sm = sm
+        self._now = now or (lambda: clock.now())
+        self.period_s, self.expiry_s = period_s, expiry_s
+        self.expire_on_release = expire_on_release  # a sweep: what is left is abandoned at once, not unleased
+        started = self._now().astimezone(UTC).replace(microsecond=0)
+        self.lease = Lease(operation=operation, host=_host(), pid=os.getpid(), run_id=secrets.token_hex(4),
+                           since=started, until=started + timedelta(seconds=expiry_s))
+        self._arns: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lost: list[str] = []  # resources whose lease someone else removed or took over
+
+    # writing -----------------------------------------------------------------------------------------------
+    def value(self) -> str:
+        """The tag's value, fresh until now + expiry."""
+        self.lease = self.lease.model_copy(update={
+            "until": self._now().astimezone(UTC).replace(microsecond=0) + timedelta(seconds=self.expiry_s)})
+        return self.lease.to_tag()
+
+    def tags(self) -> dict[str, str]:
+        return {LEASE: self.value()}
+
+    def with_tag(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A create request's body with this lease among its tags."""
+        tags = [t for t in body.get("Tags", []) if t["Key"] != LEASE] + [{"Key": LEASE, "Value": self.value()}]
+        return {**body, "Tags": tags}
+
+    def hold(self, arn: str | None) -> None:
+        """Keep refreshing (and at the end release) the lease on `arn`, which carries it already."""
+        with self._lock:
+            if arn and arn not in self._arns:
+                self._arns.append(arn)
+
+    def drop(self, arn: str | None) -> None:
+        """`arn` is gone, or its lease was cleared with the intent: nothing more to refresh or release there."""
+        with self._lock:
+            if arn in self._arns:
+                self._arns.remove(arn)
+
+    def drop_deleted(self, outcomes: list[Any]) -> None:
+        """What a teardown deleted (its `Outcome`s): nothing more to refresh or release there."""
+        gone = {(_ARN_PART.get(o.kind), o.name.lower()) for o in outcomes if o.result in ("deleted", "already gone")}
+        for arn in self.held:
+            part, _, name = arn.rpartition(":")[2].partition("/")
+            if (part, name.lower()) in gone:
+                self.drop(arn)
+
+    @property
+    def held(self) -> list[str]:
+        with self._lock:
+            return list(self._arns)
+
+    def refresh(self) -> None:
+        """One heartbeat: `until` moves on where the tag is still this run's. Failures wait for the next one."""
+        for arn in self.held:
+            try:
+                if self._ours(arn):
+                    self.sm.add_tags(ResourceArn=arn, Tags=[{"Key": LEASE, "Value": self.value()}])
+            except Exception:  # noqa: BLE001 - a missed heartbeat; nine more before the lease expires
+                continue
+
+    def release(self) -> None:
+        """The operation ends: remove its lease (a sweep's: expire it) wherever it is still this run's."""
+        for arn in self.held:
+            try:
+                if not self._ours(arn):
+                    continue
+                if self.expire_on_release:
+                    ended = self.lease.model_copy(update={"until": self._now().astimezone(UTC).replace(microsecond=0)})
+                    self.sm.add_tags(ResourceArn=arn, Tags=[{"Key": LEASE, "Value": ended.to_tag()}])
+                else:
+                    self.sm.delete_tags(ResourceArn=arn, TagKeys=[LEASE])
+                self.drop(arn)
+            except Exception:  # noqa: BLE001 - that lease then expires on its own; the command's outcome stands
+                continue
+            except BaseException:  # noqa: BLE001 - a second signal: the rest expire on their own
+                break
+
+    def _ours(self, arn: str) -> bool:
+        from .tags import list_tags_if_present
+
+        tags = list_tags_if_present(self.sm, arn)
+        lease = read_lease(tags)
+        if tags is None or lease is None or lease.run_id != self.lease.run_id:
+            self.drop(arn)
+            if tags is not None:
+                self.lost.append(arn)
+            return False
+        return True
+
+    # the heartbeat ----------------------------------------------------------------------------------------
+    def beat(self, wait: Callable[[float], bool] | None = None) -> None:
+        """Refresh every `period_s` until stopped (`wait` returns True): the daemon thread's loop."""
+        wait = wait or self._stop.wait
+        while not wait(self.period_s):
+            self.refresh()
+
+    def __enter__(self) -> LeaseHolder:
+        self._thread = threading.Thread(target=self.beat, name=f"peagle-lease-{self.lease.operation}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.release()
+
+
+def removed_meanwhile(sm: Any, exc: BaseException, made: list[tuple[str, str]], *, call: str,
+                      operation: str) -> PeagleError | None:
+    """A create refused with "Could not find ..." because what this command created a moment before is gone:
+    someone removed it meanwhile (a `peagle recover --force` or `peagle cleanup` elsewhere). That, in one line,
+    instead of SageMaker's "Could not find"; None when it is not so (or cannot be told)."""
+    from ..aws import error_code, error_message
+    from ..describe import describe
+
+    if error_code(exc) != "ValidationException" or "could not find" not in error_message(exc).lower():
+        return None
+    gone = []
+    for kind, name in reversed(made):  # the latest first: the one the failed create names
+        try:
+            if describe(sm, kind, name) is None:  # type: ignore[arg-type]
+                gone.append(f"{'endpoint config' if kind == 'endpoint_config' else kind} {name}")
+        except Exception:  # noqa: BLE001 - cannot tell: SageMaker's own message stands
+            return None
+    if not gone:
+        return None
+    return PeagleError(f"the {' and '.join(gone)} this {operation} created {'was' if len(gone) == 1 else 'were'} "
+                       f"removed by someone else before {call} (a 'peagle recover --force' or 'peagle cleanup' "
+                       "elsewhere?)", f"run the {operation} again")
+
+
+def _host() -> str:
+    return _HOST_TEXT.sub("-", socket.gethostname() or "unknown-host")[:63] or "unknown-host"
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _read_time(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError("no time zone")
+    return moment.astimezone(UTC)

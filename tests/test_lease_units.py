@@ -1,0 +1,149 @@
+"""lifecycle/lease.py: the `peagle:lease` tag, its holder's heartbeat and release, against the in-process emulator.
+Time is injected (`now=`, the heartbeat's `wait`): nothing here waits."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from peagle_deploy.inputs import TAG_VALUE_MAX, is_tag_text
+from peagle_deploy.lifecycle.lease import EXPIRY_S, PERIOD_S, Lease, LeaseHolder, fresh_lease, read_lease
+from peagle_deploy.tag_keys import LEASE
+
+T0 = datetime(2026, 6, 1, 10, 0, 0, tzinfo=UTC)
+MANAGED = [{"Key": "peagle:managed", "Value": "true"}]
+
+
+class Clock:
+    def __init__(self):
+        self.at = T0
+
+    def __call__(self):
+        return self.at
+
+
+def tags_of(sm, arn):
+    return {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
+
+
+def model(emu, name="m1"):
+    sm = emu.client("sagemaker")
+    arn = sm.create_model(ModelName=name, ExecutionRoleArn=emu.role_arn, PrimaryContainer={"Image": "x"},
+                          Tags=MANAGED)["ModelArn"]
+    return sm, arn
+
+
+def test_the_tag_reads_back_and_is_judged_by_the_readers_clock():
+    lease = Lease(operation="update", host="build-7.example", pid=4242, run_id="9f3a1c2e", since=T0,
+                  until=T0 + timedelta(seconds=EXPIRY_S))
+    value = lease.to_tag()
+    assert value == ("update host=build-7.example pid=4242 id=9f3a1c2e since=2026-06-01T10:00:00Z "
+                     "until=2026-06-01T10:10:00Z")
+    assert len(value) <= TAG_VALUE_MAX and is_tag_text(value)  # SageMaker takes it as it is
+    fresh = read_lease({LEASE: value}, T0 + timedelta(seconds=EXPIRY_S - 1))
+    assert fresh.fresh and fresh.owner == "build-7.example (pid 4242, run 9f3a1c2e)"
+    assert fresh.describe() == ("update in progress on build-7.example (pid 4242, run 9f3a1c2e) since "
+                                "2026-06-01T10:00:00Z (lease fresh until 2026-06-01T10:10:00Z)")
+    stale = read_lease({LEASE: value}, T0 + timedelta(seconds=EXPIRY_S))
+    assert not stale.fresh and fresh_lease({LEASE: value}, T0 + timedelta(seconds=EXPIRY_S)) is None
+    assert stale.describe().endswith("since 2026-06-01T10:00:00Z abandoned (lease expired at 2026-06-01T10:10:00Z)")
+
+
+@pytest.mark.parametrize("value", ["", "update", "update host=h pid=x id=ab since=2026-06-01T10:00:00Z until=z",
+                                   "update host=h pid=1 id=ab since=2026-06-01T10:00:00 until=2026-06-01T10:00:00"])
+def test_a_lease_that_cannot_be_read_is_no_lease(value):
+    assert read_lease({LEASE: value}, T0) is None
+    assert read_lease(None, T0) is None
+
+
+def test_the_period_leaves_nine_missed_refreshes_before_a_live_owner_looks_abandoned():
+    assert EXPIRY_S / PERIOD_S >= 10
+
+
+def test_a_create_carries_the_lease_and_the_heartbeat_moves_it_on(emu_in_process):
+    clock = Clock()
+    sm = emu_in_process.client("sagemaker")
+    holder = LeaseHolder(sm, "deploy", now=clock)
+    body = holder.with_tag({"ModelName": "m1", "ExecutionRoleArn": emu_in_process.role_arn,
+                            "PrimaryContainer": {"Image": "x"}, "Tags": MANAGED + [{"Key": LEASE, "Value": "old"}]})
+    assert [t["Key"] for t in body["Tags"]] == ["peagle:managed", LEASE]  # one lease, this one
+    arn = sm.create_model(**body)["ModelArn"]
+    holder.hold(arn)
+    first = read_lease(tags_of(sm, arn), clock.at)
+    assert (first.operation, first.until, first.fresh) == ("deploy", T0 + timedelta(seconds=EXPIRY_S), True)
+
+    clock.at += timedelta(seconds=PERIOD_S)
+    waits = iter([False, True])  # one period passes, then the owner stops
+    holder.beat(wait=lambda seconds: next(waits))
+    moved = read_lease(tags_of(sm, arn), clock.at)
+    assert moved.until == clock.at + timedelta(seconds=EXPIRY_S) and moved.since == T0
+    assert moved.run_id == first.run_id
+
+
+def test_a_lease_taken_over_is_never_written_back(emu_in_process):
+    clock = Clock()
+    sm, arn = model(emu_in_process)
+    holder = LeaseHolder(sm, "update", now=clock)
+    sm.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in holder.tags().items()])
+    holder.hold(arn)
+    sm.delete_tags(ResourceArn=arn, TagKeys=[LEASE])  # a `recover --force` elsewhere took the work over
+    holder.refresh()
+    assert LEASE not in tags_of(sm, arn) and holder.held == [] and holder.lost == [arn]
+    other = LeaseHolder(sm, "update", now=clock)  # and another run holds it now: ours must not remove theirs
+    sm.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in other.tags().items()])
+    holder.hold(arn)
+    holder.release()
+    assert read_lease(tags_of(sm, arn)).run_id == other.lease.run_id
+
+
+def test_release_removes_the_lease_and_a_sweeps_expires_it_at_once(emu_in_process):
+    clock = Clock()
+    sm, arn = model(emu_in_process, "m1")
+    _, kept = model(emu_in_process, "m2")
+    with LeaseHolder(sm, "deploy", now=clock) as holder:
+        sm.add_tags(ResourceArn=arn, Tags=[{"Key": LEASE, "Value": holder.value()}])
+        holder.hold(arn)
+        holder.hold(arn + "-gone")  # deleted meanwhile: nothing to release there
+    assert LEASE not in tags_of(sm, arn)
+
+    sweep = LeaseHolder(sm, "sweep", now=clock, expire_on_release=True)
+    sm.add_tags(ResourceArn=kept, Tags=[{"Key": LEASE, "Value": sweep.value()}])
+    sweep.hold(kept)
+    clock.at += timedelta(seconds=30)
+    sweep.release()
+    left = read_lease(tags_of(sm, kept), clock.at)
+    assert left.until == clock.at and not left.fresh  # abandoned at once: peagle recover removes it
+
+
+def test_a_cleanup_whose_delete_fails_keeps_its_intent_and_releases_its_lease(emu_in_process):
+    """The cleanup's lease goes on with `peagle:deleting`; when the delete fails the process ends without
+    deleting: its intent stays for `peagle recover`, its lease does not (recover need not wait for it)."""
+    from peagle_deploy.aws import AwsSession
+    from peagle_deploy.lifecycle import cleanup
+
+    emu = emu_in_process
+    emu.create_endpoint_stack("ep9", tags=MANAGED)
+    emu.fail("DeleteEndpoint", "ValidationException", "refused (emulated)")
+    report = cleanup(AwsSession(emu.region), "ep9", wait=False)
+    assert report.error is not None
+    sm = emu.client("sagemaker")
+    tags = tags_of(sm, sm.describe_endpoint(EndpointName="ep9")["EndpointArn"])
+    assert "peagle:deleting" in tags and LEASE not in tags
+    assert {"AddTags", "DeleteTags"} <= set(emu.calls)
+
+
+def test_what_a_teardown_deleted_is_no_longer_held(emu_in_process):
+    from peagle_deploy.lifecycle.outcome import Outcome
+
+    holder = LeaseHolder(None, "sweep")
+    arns = [f"arn:aws:sagemaker:us-east-1:123456789012:{part}/{name}" for part, name in (
+        ("endpoint", "peagle-sw1-off"), ("endpoint-config", "peagle-sw1-off"), ("model", "Peagle-SW1-off"),
+        ("endpoint", "peagle-sw1-p-eagle-k3"))]
+    for arn in arns:
+        holder.hold(arn)
+    holder.drop_deleted([Outcome(kind="endpoint", name="peagle-sw1-off", result="deleted"),
+                         Outcome(kind="endpoint_config", name="peagle-sw1-off", result="already gone"),
+                         Outcome(kind="model", name="peagle-sw1-off", result="deleted"),  # AWS lowercases ARNs
+                         Outcome(kind="endpoint", name="peagle-sw1-p-eagle-k3", result="failed")])
+    assert holder.held == [arns[3]]  # still there: its lease is released (a sweep's: expired) at the end

@@ -332,7 +332,7 @@ def _params(choice: _Choice, spec: ResolvedSpec) -> _Params:
     tags = PeagleTags(managed=True, model=choice.entry.alias, model_id=choice.model_id, mode=settings.mode.value,
                       k=settings.k, instance_type=instance_type, instance_count=request.instance_count,
                       created_at=choice.created_at, expires_at=choice.expires_at, version=__version__,
-                      autoscale=request.autoscale, endpoint=choice.name,
+                      autoscale=None if component else request.autoscale, endpoint=choice.name,
                       hosting=request.hosting.value if component else None,
                       components=[choice.name] if component else [],
                       scale_to_zero=request.scale_to_zero).to_aws()

@@ -46,6 +46,27 @@ def check_component_request(request: PlanRequest) -> None:
                          f"pass --autoscale 1:{policy.max_capacity}")
 
 
+def parse_hosting(hosting: str | None, *, scale_to_zero: bool, idle: str | None,
+                  wait: bool = True) -> tuple[Any, Any]:
+    """`--hosting`, `--scale-to-zero` and `--idle` as (Hosting, IdleRule or None); one UsageError per mistake."""
+    from .plan import Hosting
+    from .scale_to_zero import parse_idle
+
+    text = (hosting or "").strip().lower()
+    if hosting is not None and text not in {h.value for h in Hosting}:
+        raise UsageError(f"--hosting {hosting!r} is not endpoint or component", "pass --hosting endpoint or component")
+    if scale_to_zero and text == Hosting.ENDPOINT.value:
+        raise UsageError("--scale-to-zero needs inference components, not --hosting endpoint",
+                         "drop --hosting endpoint (--scale-to-zero hosts the model as an inference component)")
+    if idle is not None and not scale_to_zero:
+        raise UsageError("--idle only applies with --scale-to-zero", f"add --scale-to-zero, or drop --idle {idle}")
+    shape = Hosting.COMPONENT if scale_to_zero or text == Hosting.COMPONENT.value else Hosting.ENDPOINT
+    if shape is Hosting.COMPONENT and not wait:
+        raise UsageError("an inference component is created once its endpoint is InService, so the deploy must wait",
+                         "drop --no-wait")
+    return shape, parse_idle(idle) if scale_to_zero else None
+
+
 def memory_mb(host_memory_gib: int, accelerators: int, gpus: int) -> int:
     """MinMemoryRequiredInMb of one copy: half the host memory that comes with its GPUs. JumpStart's own specs ask
     for that much (32768 MB on a 64 GiB ml.g7e.2xlarge in gpt-oss-20b's spec, 98304 MB on a 192 GiB
@@ -154,8 +175,8 @@ def scaling(p: _Params) -> Part:
         notes.append(f"copies scale {policy.min_capacity}-{policy.max_capacity} on {COPY_METRICS[policy.metric]}="
                      f"{policy.target:g}" + (" (scale-in by the idle rule only)" if idle is not None else ""))
     if idle is not None:
-        notes.append(f"scale to zero: {idle.describe()}; a wake-up takes minutes (an instance, then the model), "
-                     "and requests fail meanwhile")
+        notes.append("scale to zero: a wake-up takes minutes (an instance starts, then the model loads) and requests "
+                     "fail meanwhile (docs/hosting.md)")
     return {"component_scaling": plan if plan.registered else None, "component_requests": plan.requests(p.tag_list),
             "autoscaling": policy, "notes": notes}
 

@@ -74,6 +74,15 @@ def served_lines(row: Any) -> list[str]:
                          "running elsewhere)")
     if _scaling_worth_a_line(row):
         lines.append(row.autoscaling.summary())
+    component = getattr(row, "component", None)
+    if component is not None:
+        from ..lifecycle.components import summary
+
+        lines.append(summary(component))
+        if component.detail:
+            lines.append(f"could not read: {component.detail}")
+    if getattr(row, "cost_how", None):
+        lines.append(f"cost so far: {row.cost_how}")
     intended, scaling = getattr(row, "autoscaling_intended", None), row.autoscaling
     if intended and scaling is not None and scaling.state != "unknown" and not _as_intended(intended, scaling):
         lines.append(f"autoscaling intended: {intended}; registered: {scaling.summary().removeprefix('autoscaling ')}")

@@ -33,7 +33,8 @@ _CREATES = (("model", "create_model", "CreateModel"),
             ("endpoint_config", "create_endpoint_config", "CreateEndpointConfig"),
             ("endpoint", "create_endpoint", "CreateEndpoint"))
 _LABEL = {"model": "model", "endpoint_config": "endpoint config", "endpoint": "endpoint",
-          "scalable_target": "scalable target", "scaling_policy": "scaling policy"}
+          "scalable_target": "scalable target", "scaling_policy": "scaling policy",
+          "inference_component": "inference component", "alarm": "alarm", "scaling": "scaling and alarms"}
 RECONCILE_POLLS = 3  # a create whose answer was lost: look for it this many times (1 s apart) before giving up
 
 
@@ -45,6 +46,9 @@ class DeployResult(BaseModel):
     verification: list[Check] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     autoscaling: Applied | None = None
+    inference_component: str | None = Field(None, description="hosting component: the component that serves")
+    component_policies: dict[str, str] = Field(default_factory=dict, description="hosting component: scaling "
+                                                                                  "policy name -> ARN")
 
 
 def cleanup_command(plan: DeploymentPlan) -> str:
@@ -77,6 +81,8 @@ def _add_hint(error: PeagleError, text: str) -> None:
 
 class _Rollback:
     """What this deploy sent to SageMaker, and undoing it."""
+
+    creates = _CREATES  # (kind, plan field, API call): a hosting shape with more creates names them
 
     def __init__(self, sm: Any, plan: DeploymentPlan, sleep: Callable[[float], None], scaling: Any = None):
         self.sm, self.plan, self.sleep, self.scaling = sm, plan, sleep, scaling
@@ -111,7 +117,7 @@ class _Rollback:
         if any(not o.reason.startswith("still used") for o in left):
             _add_hint(error, f"rollback incomplete: remove what is left with '{command}'")
         elif unseen:
-            calls = ", ".join(c for k, _, c in _CREATES if k in unseen)
+            calls = ", ".join(c for k, _, c in self.creates if k in unseen)
             _add_hint(error, f"{calls} was interrupted before SageMaker answered and nothing has appeared yet; "
                              f"if it appears, remove it with '{command}'")
         elif not deleted:
@@ -140,7 +146,14 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
            clock: Callable[[], float] = time.monotonic, handle_signals: bool = True) -> DeployResult:
     """Create the plan's model, endpoint config and endpoint; wait and verify when `wait`.
 
-    SIGINT, SIGTERM and SIGHUP roll back like any failure (exit 130); see `signals.SignalGuard`."""
+    SIGINT, SIGTERM and SIGHUP roll back like any failure (exit 130); see `signals.SignalGuard`. A plan that hosts
+    the model as an inference component is deployed by `component_apply.deploy_component`."""
+    if plan.hosting == "component":
+        from .component_apply import deploy_component
+
+        return deploy_component(plan, session, wait=wait, timeout_s=timeout_s, keep_on_failure=keep_on_failure,
+                                on_progress=on_progress, on_note=on_note, sleep=sleep, clock=clock,
+                                handle_signals=handle_signals)
     if "ExecutionRoleArn" not in plan.create_model:
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
     if plan.autoscaling is not None and not wait:

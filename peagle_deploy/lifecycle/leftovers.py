@@ -3,7 +3,9 @@
 Every config and model peagle creates carries `peagle:managed=true` and `peagle:endpoint=NAME` (the endpoint it
 was made for; an update's `NAME-u...` resources too). What was made before that tag existed is matched by its
 name: `NAME` (deploy) or `NAME-u<time>` (update). A config is in use while an endpoint serves it or is updating
-to it; a model while a config in use, or any config that is not itself a leftover, names it.
+to it; a model while a config in use, or any config that is not itself a leftover, names it, or an inference
+component does (when the components cannot be listed, no model is a leftover). An inference component peagle made
+is a leftover once its endpoint is gone (SageMaker leaves a component behind when its endpoint is deleted).
 """
 
 from __future__ import annotations
@@ -21,16 +23,16 @@ _UPDATE_NAME = re.compile(r"^(?P<endpoint>.+)-u\d{12}(?:-[0-9a-f]{4})?$")
 
 
 class Leftover(BaseModel):
-    """A peagle-made endpoint config or model that no endpoint uses."""
+    """A peagle-made endpoint config or model that no endpoint uses, or a component whose endpoint is gone."""
 
-    kind: Literal["endpoint_config", "model"]
+    kind: Literal["endpoint_config", "model", "inference_component"]
     name: str
     endpoint: str | None = None  # the endpoint it was made for
     command: str = ""  # the peagle command that removes it
 
     @property
     def label(self) -> str:
-        return "endpoint config" if self.kind == "endpoint_config" else "model"
+        return self.kind.replace("_", " ")
 
 
 def endpoint_of(name: str, tags: PeagleTags) -> str:
@@ -72,10 +74,15 @@ def find_leftovers(sm: Any, refs: References, *, endpoint: str | None = None, re
     configs = _managed(sm, [(c, arn) for c, arn in refs.config_arns.items() if c not in in_use])
     configs = {c: tags for c, tags in configs.items() if endpoint is None or endpoint_of(c, tags) == endpoint}
     held = {m for c, ms in refs.config_models.items() if c not in configs for m in ms}
-    models = _managed(sm, [(m, arn) for m, arn in _models(sm) if m not in held])
+    held |= {ref.model for ref in refs.components.values() if ref.model}
+    models = {} if refs.components_unknown else _managed(sm, [(m, arn) for m, arn in _models(sm) if m not in held])
     found = [Leftover(kind="endpoint_config", name=c, endpoint=endpoint_of(c, tags)) for c, tags in configs.items()]
     found += [Leftover(kind="model", name=m, endpoint=endpoint_of(m, tags)) for m, tags in models.items()
               if endpoint is None or endpoint_of(m, tags) == endpoint]
+    stranded = [(c, ref.arn) for c, ref in refs.components.items() if ref.endpoint not in refs.endpoint_config
+                and (endpoint is None or ref.endpoint == endpoint)]
+    found += [Leftover(kind="inference_component", name=c, endpoint=refs.components[c].endpoint)
+              for c in _managed(sm, stranded)]
     where = f" --region {region}" if region else ""
     for leftover in found:
         leftover.command = f"peagle recover {leftover.endpoint}{where}"

@@ -141,7 +141,7 @@ def test_no_sagemaker_write_without_the_managed_tag():
     # a tag is added only on peagle's creates, or to what already is peagle's (and then only peagle:* keys)
     tagging = {s["Sid"]: s for s in _statements_of(doc, "sagemaker:AddTags")}
     assert tagging["TagOnCreate"]["Condition"]["StringEquals"]["sagemaker:TaggingAction"] == [
-        "CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
+        "CreateModel", "CreateEndpointConfig", "CreateEndpoint", "CreateInferenceComponent"]
     assert tagging["RetagManaged"]["Condition"]["ForAllValues:StringLike"] == {"aws:TagKeys": ["peagle:*"]}
     # deploy alone does not retag live endpoints
     assert {s["Sid"] for s in _statements_of(iam_policy.policy_document(["deploy"]), "sagemaker:AddTags")} == {
@@ -159,25 +159,33 @@ def test_kms_grants_pass_role_and_alarms_are_conditioned():
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
     without = iam_policy.policy_document()
     assert _statements_of(without, "iam:PassRole")[0]["Resource"] == "arn:aws:iam::*:role/*"
-    for action in ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"):
-        [alarms] = _statements_of(doc, action)
-        assert alarms["Resource"] == "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*"
+    for action in ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"):  # target tracking's, and peagle's own
+        assert {s["Sid"]: s["Resource"] for s in _statements_of(doc, action)} == {
+            "AutoscalingAlarms": "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*",
+            "ComponentAutoscalingAlarms": "arn:aws:cloudwatch:*:*:alarm:TargetTracking-inference-component/*",
+            "PeagleAlarms": "arn:aws:cloudwatch:*:*:alarm:peagle-*"}
+        assert all("Condition" not in s for s in _statements_of(doc, action))  # scoped by name, not by tag
     prefixed = iam_policy.policy_document(name_prefix="peagle-")
-    [alarms] = _statements_of(prefixed, "cloudwatch:DeleteAlarms")
-    assert alarms["Resource"] == "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/peagle-*"
+    alarms = {s["Sid"]: s["Resource"] for s in _statements_of(prefixed, "cloudwatch:DeleteAlarms")}
+    assert alarms["AutoscalingAlarms"] == "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/peagle-*"
     [delete] = _statements_of(prefixed, "sagemaker:DeleteEndpoint")
     assert delete["Resource"] == "arn:aws:sagemaker:*:*:endpoint/peagle-*"
     [read] = [s for s in _statements_of(prefixed, "sagemaker:ListTags") if s["Sid"] == "ReadEndpoints"]
     assert read["Resource"] == "arn:aws:sagemaker:*:*:endpoint/*"  # reads still see what is not peagle's
 
 
-def test_autoscaling_writes_only_on_sagemaker_variants():
+def test_autoscaling_writes_only_on_sagemaker_variants_and_inference_components():
     doc = iam_policy.policy_document(["deploy"])
-    [scaling] = [s for s in doc["Statement"] if "application-autoscaling:RegisterScalableTarget" in s["Action"]]
-    assert scaling["Resource"] == "arn:aws:application-autoscaling:*:*:scalable-target/*"
-    assert scaling["Condition"]["StringEquals"] == {
-        "application-autoscaling:service-namespace": "sagemaker",
-        "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+    scaling = [s for s in doc["Statement"] if "application-autoscaling:RegisterScalableTarget" in s["Action"]]
+    assert {s["Resource"] for s in scaling} == {"arn:aws:application-autoscaling:*:*:scalable-target/*"}
+    assert sorted(s["Condition"]["StringEquals"]["application-autoscaling:scalable-dimension"] for s in scaling) == [
+        "sagemaker:inference-component:DesiredCopyCount", "sagemaker:variant:DesiredInstanceCount"]
+    assert {s["Condition"]["StringEquals"]["application-autoscaling:service-namespace"] for s in scaling} == {
+        "sagemaker"}
+    # an update scales variants only
+    [update] = [s for s in iam_policy.policy_document(["update"])["Statement"]
+                if "application-autoscaling:RegisterScalableTarget" in s["Action"]]
+    assert update["Sid"] == "ScaleSageMakerVariants"
 
 
 def test_the_execution_role_actions_exist_too():

@@ -152,7 +152,10 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
         raise EndpointFailed(f"endpoint {name} is {described['EndpointStatus']}: {reason}",
                              f"nothing peagle can finish: see 'peagle logs {name}', remove it with "
                              f"'peagle cleanup {name} --yes'")
-    served = read_served(sm, described["EndpointConfigName"], read=read)
+    from .component_status import model_of
+
+    served = read_served(sm, described["EndpointConfigName"], read=read,
+                         model=model_of(sm, described, peagle, read))  # a component names its model
     done.serves = served
     intent = read_update_intent(tags)
     intended = peagle.autoscale

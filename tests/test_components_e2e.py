@@ -137,6 +137,9 @@ def test_the_must_show_cycle_deploy_status_idle_to_zero_wake_and_cleanup(emu, cl
     later = json.loads(peagle(emu, "status", NAME, "--json").stdout)["endpoints"][0]
     assert later["cost_so_far_usd"] == first["cost_so_far_usd"] > 0  # the cost stopped growing at zero
     assert "instance-hours" in later["cost_how"]
+    at_zero = peagle(emu, "status", NAME).stdout
+    assert "0 x ml.g7e.2xlarge" in at_zero and "now $0.00/h for the 0 instances running" in at_zero
+    assert f"inference component {NAME} InService: 0/0 copies, 0 instances" in at_zero
 
     # a request at zero is refused and wakes it through the alarm and the step policy (the client is another's)
     runtime = emu.client("sagemaker-runtime")

@@ -22,7 +22,8 @@ def cells(row: Any) -> list[str]:
     cost = "price unknown" if unknown else "-" if row.cost_so_far_usd is None else f"${row.cost_so_far_usd:,.2f} (est.)"
     status = row.status + (f": {row.failure_reason}" if row.failure_reason else "")
     return [row.name, status, row.model or "-", row.mode or "-", "-" if row.k is None else str(row.k),
-            f"{row.instance_count or '?'} x {row.instance_type or '?'}", human_duration(row.age_s),
+            f"{'?' if row.instance_count is None else row.instance_count} x {row.instance_type or '?'}",
+            human_duration(row.age_s),
             _expiry(row), cost]
 
 
@@ -100,7 +101,11 @@ def _price_lines(console: Any, rows: Sequence[Any]) -> None:
     """One endpoint: its price and source. Several: only why a price is unknown (once per instance type)."""
     priced = [r for r in rows if getattr(r, "price", None) is not None]
     if len(rows) == 1 and priced:
-        console.print(f"{rows[0].name}: price {priced[0].price.describe()}", markup=False, soft_wrap=True)
+        now = ""
+        if getattr(rows[0], "hosting", "endpoint") == "component" and rows[0].price_per_hour_usd is not None:
+            now = (f"; now ${rows[0].price_per_hour_usd:,.2f}/h for the {rows[0].instance_count} instance"
+                   f"{'' if rows[0].instance_count == 1 else 's'} running")
+        console.print(f"{rows[0].name}: price {priced[0].price.describe()}{now}", markup=False, soft_wrap=True)
         return
     seen = set()
     for r in priced:

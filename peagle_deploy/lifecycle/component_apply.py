@@ -23,11 +23,18 @@ from ..aws import is_lost_answer
 from ..errors import UsageError
 from ..plan import DeploymentPlan
 from .apply import _CREATES, DeployResult, _as_peagle_error, _refuse_existing, _Rollback
-from .components import apply_scaling, describe_component, log_group, remove_component, wait_component
+from .components import (
+    apply_scaling,
+    by_hand_component,
+    describe_component,
+    log_group,
+    remove_component,
+    wait_component,
+)
 from .quota import check_quota
 from .signals import SignalGuard
 from .teardown import Outcome
-from .verify import Check, by_hand, require, startup_check, verify
+from .verify import Check, require, startup_check, verify
 from .wait import Progress, read_retrying, wait_in_service
 
 COMPONENT_CREATE = ("inference_component", "create_inference_component", "CreateInferenceComponent")
@@ -170,13 +177,4 @@ def component_startup(logs: Any, plan: DeploymentPlan, *, sleep: Callable[[float
     return startup_check(info, expected, how_to_check=by_hand_component(plan.inference_component_name, plan.region))
 
 
-def by_hand_component(component: str, region: str | None = None) -> str:
-    """The by-hand check of vLLM's start-up lines in a component's log group."""
-    from .verify import BY_HAND_PATTERN
-
-    where = f" --region {region}" if region else ""
-    return (f"aws logs tail {log_group(component)}{where} --since 1h | grep -iE '{BY_HAND_PATTERN}' once the copy "
-            "has started")
-
-
-__all__ = ["by_hand", "component_check", "component_startup", "deploy_component"]
+__all__ = ["component_check", "component_startup", "deploy_component"]

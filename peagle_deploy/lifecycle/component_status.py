@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ..tags import PeagleTags
-from .components import estimate_cost, hosting_of, list_components, log_group, read_component
+from .components import estimate_cost, hosting_of, list_components, read_component
 
 
 def component_of(sm: Any, described: dict[str, Any], tags: PeagleTags) -> str | None:
@@ -27,9 +27,8 @@ def component_of(sm: Any, described: dict[str, Any], tags: PeagleTags) -> str | 
 
 
 def startup_group(sm: Any, described: dict[str, Any], tags: PeagleTags) -> str | None:
-    """Where vLLM's start-up lines are: the component's log group (None: the endpoint's, as for a classic one)."""
-    component = component_of(sm, described, tags)
-    return log_group(component) if component else None
+    """Whose log group holds vLLM's start-up lines: the component's (None: the endpoint's, as for a classic one)."""
+    return component_of(sm, described, tags)
 
 
 def model_of(sm: Any, described: dict[str, Any], tags: PeagleTags, read: Any) -> str | None:

@@ -149,6 +149,15 @@ def log_group(component: str) -> str:
     return f"/aws/sagemaker/InferenceComponents/{component}"
 
 
+def by_hand_component(component: str, region: str | None = None) -> str:
+    """The by-hand check of vLLM's start-up lines in a component's log group."""
+    from .verify import BY_HAND_PATTERN
+
+    where = f" --region {region}" if region else ""
+    return (f"aws logs tail {log_group(component)}{where} --since 1h | grep -iE '{BY_HAND_PATTERN}' once the copy "
+            "has started")
+
+
 # scaling: apply ---------------------------------------------------------------------------------------------------
 def apply_scaling(aas: Any, cloudwatch: Any, requests: list[ScalingRequest],
                   on_written: Callable[[ScalingRequest], None] = lambda _r: None) -> dict[str, str]:

@@ -205,7 +205,7 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
             from .component_status import startup_group
 
             row.vllm, row.startup_check = _startup(session, sm, name, described, served,
-                                                   group=startup_group(sm, described, tags))
+                                                   component=startup_group(sm, described, tags))
         _add_autoscaling(session, [row], {name: described}, {name: tags})
         _add_components(session, sm, [row], {name: described}, {name: tags}, now=now, read=read)
         return [row]
@@ -240,7 +240,7 @@ def _add_components(session: Any, sm: Any, rows: list[EndpointStatus], described
 
 
 def _startup(session: Any, sm: Any, name: str, described: dict[str, Any],
-             served: Any = None, group: str | None = None) -> tuple[StartupInfo, Check]:
+             served: Any = None, component: str | None = None) -> tuple[StartupInfo, Check]:
     """What vLLM logged at start, checked against the speculative config the endpoint is served with (as
     `served` already read it; read again only when that read could not give it)."""
     from ..served_config import read_served_config
@@ -255,14 +255,18 @@ def _startup(session: Any, sm: Any, name: str, described: dict[str, Any],
         expected = {"method": spec.method, "num_speculative_tokens": spec.k}
         if spec.parallel_drafting is not None:
             expected["parallel_drafting"] = spec.parallel_drafting
+    from .components import by_hand_component, log_group
+
+    group = log_group(component) if component else None  # a component writes to its own log group
     info = read_cloudwatch(session.client("logs"), name, expected=expected, attempts=1, group=group)
+    hint = by_hand_component(component, session.region) if component else by_hand(name, session.region)
     if spec.mode is None:  # nothing to check the log against
         from .verify import NOT_VERIFIED
 
         check = Check(name="vLLM start-up", state=NOT_VERIFIED, detail=f"{ENV_VAR} unreadable: {spec.note}",
-                      how_to_check=by_hand(name, session.region), actual=info.model_dump(exclude={"warnings"}))
+                      how_to_check=hint, actual=info.model_dump(exclude={"warnings"}))
         return info, check
-    return info, startup_check(info, expected, how_to_check=by_hand(name, session.region))
+    return info, startup_check(info, expected, how_to_check=hint)
 
 
 def _served(sm: Any, described: dict[str, Any], read: Any, tags: PeagleTags | None = None) -> Any:

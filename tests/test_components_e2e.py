@@ -204,3 +204,27 @@ def test_an_endpoint_deleted_under_its_component_leaves_a_leftover_that_recover_
     assert out.returncode == 0, out.stderr
     assert emu.components.names() == [] and emu.resource_names() == {"endpoints": [], "configs": [], "models": []}
     assert emu.scalable_targets() == {} and not [a for a in alarms(emu) if a.startswith("peagle-")]
+
+
+def test_verification_reads_vllms_start_up_lines_from_the_components_own_log_group(emu, clocked):
+    """SageMaker writes a component's container output to /aws/sagemaker/InferenceComponents/NAME (a stream per
+    copy), not to the endpoint's group: that is where deploy checks the speculative config vLLM parsed."""
+    import time
+
+    logs = emu.client("logs")
+    group = f"/aws/sagemaker/InferenceComponents/{NAME}"
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName="AllTraffic/copy-1")
+    args = {"model": "/opt/ml/additional-model-data-sources/eagle", "method": "eagle3", "num_speculative_tokens": 3,
+            "parallel_drafting": True}
+    at = int(time.time() * 1000) + 60_000  # written once the copy starts, after the deploy began
+    logs.put_log_events(logGroupName=group, logStreamName="AllTraffic/copy-1", logEvents=[
+        {"timestamp": at, "message": "INFO vLLM server version 0.32.0, serving model /opt/ml/model"},
+        {"timestamp": at + 1, "message": "INFO non-default args: {'speculative_config': " + repr(args) + "}"}])
+    out = deploy(emu, "--hosting", "component", "--json")
+    assert out.returncode == 0, out.stderr
+    checks = {c["name"]: c for c in json.loads(out.stdout)["deployed"]["verification"]}
+    assert checks["vLLM start-up"]["state"] == "verified", checks["vLLM start-up"]
+    assert checks["vLLM start-up"]["actual"]["source"] == f"cloudwatch:{group}"
+    assert checks["inference component"]["state"] == "verified"
+    assert checks["speculative config"]["state"] == checks["drafter channel"]["state"] == "verified"

@@ -200,6 +200,9 @@ def test_an_endpoint_deleted_under_its_component_leaves_a_leftover_that_recover_
     status = json.loads(peagle(emu, "status", "--json").stdout)
     assert {(u["kind"], u["name"]) for u in status["unused"]} >= {("inference_component", NAME)}
     assert ("model", NAME) not in {(u["kind"], u["name"]) for u in status["unused"]}  # the component names it
+    human = peagle(emu, "status").stdout
+    assert f"stranded inference component {NAME} (its endpoint {NAME} was deleted under it" in human
+    assert f"remove with 'peagle recover {NAME}" in human
     out = peagle(emu, "recover", NAME, "--json")
     assert out.returncode == 0, out.stderr
     assert emu.components.names() == [] and emu.resource_names() == {"endpoints": [], "configs": [], "models": []}
@@ -228,3 +231,12 @@ def test_verification_reads_vllms_start_up_lines_from_the_components_own_log_gro
     assert checks["vLLM start-up"]["actual"]["source"] == f"cloudwatch:{group}"
     assert checks["inference component"]["state"] == "verified"
     assert checks["speculative config"]["state"] == checks["drafter channel"]["state"] == "verified"
+
+
+def test_update_refuses_a_component_based_endpoint_in_one_line_and_writes_nothing(emu, clocked):
+    assert deploy(emu, "--scale-to-zero").returncode == 0
+    emu.calls.clear()
+    out = peagle(emu, "update", NAME, "--k", "5", "--yes")
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert not [c for c in emu.calls if c.startswith(("Create", "Update", "Delete", "Put", "Register", "Add"))]

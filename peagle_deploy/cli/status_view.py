@@ -52,6 +52,10 @@ def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints"
         elif getattr(r, "vllm", None) is not None:
             say(f"{r.name}: {r.vllm.summary()}")
     for leftover in unused:
+        if leftover.kind == "inference_component":
+            say(f"stranded inference component {leftover.name} (its endpoint {leftover.endpoint} was deleted under "
+                f"it; SageMaker keeps it): remove with '{leftover.command}'")
+            continue
         made_for = f"peagle made it for {leftover.endpoint}" if leftover.endpoint else "peagle made it"
         say(f"unused {leftover.label} {leftover.name} ({made_for}; no endpoint uses it): remove with "
             f"'{leftover.command}'")

@@ -39,6 +39,7 @@ from ..scale_to_zero import (
     with_policy_arns,
 )
 from ..tags import PeagleTags
+from .autoscaling import _failed
 from .outcome import Outcome
 from .wait import Progress, poll_intervals
 
@@ -176,14 +177,6 @@ def apply_scaling(aas: Any, cloudwatch: Any, requests: list[ScalingRequest],
 
 
 # removal ----------------------------------------------------------------------------------------------------------
-def _failed(kind: str, name: str, exc: BaseException) -> Outcome:
-    error = translate_error(exc)
-    if error is None:
-        raise exc
-    return Outcome(kind=kind, name=name, result="failed", reason=error.one_line(),  # type: ignore[arg-type]
-                   exit_code=int(error.exit_code))
-
-
 def remove_scaling(aas: Any, component: str) -> list[Outcome]:
     """The component's scaling policies, then its scalable target (one Outcome each; none when not registered)."""
     from .autoscaling import _not_registered

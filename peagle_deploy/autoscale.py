@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import UsageError
+from .tag_keys import MANAGED
 
 NAMESPACE = "sagemaker"
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
@@ -73,10 +74,11 @@ class AutoscalePolicy(BaseModel):
                    target=float(match[4]))
 
     def register_request(self, endpoint_name: str, variant: str) -> dict:
-        """RegisterScalableTarget's body."""
+        """RegisterScalableTarget's body. The target is tagged peagle:managed=true: `peagle iam-policy` allows the
+        autoscaling writes only on targets so tagged (AWS applies the tags when the registration creates it)."""
         return {"ServiceNamespace": NAMESPACE, "ResourceId": resource_id(endpoint_name, variant),
                 "ScalableDimension": SCALABLE_DIMENSION, "MinCapacity": self.min_capacity,
-                "MaxCapacity": self.max_capacity}
+                "MaxCapacity": self.max_capacity, "Tags": {MANAGED: "true"}}
 
     def policy_request(self, endpoint_name: str, variant: str) -> dict:
         """PutScalingPolicy's body (target tracking; cooldowns are AWS's defaults for SageMaker variants)."""

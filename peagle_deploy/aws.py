@@ -1,6 +1,7 @@
-"""The only module that imports boto3 and botocore's exceptions (lazily).
+"""The only module that imports boto3 (the emulator in testing/ aside) and botocore's exceptions (lazily).
 
-Everything else asks an `AwsSession` for clients, and turns any AWS failure into a PeagleError with
+Everything else asks an `AwsSession` for clients, catches botocore's exceptions through `botocore_exceptions()`
+(imported on first use: `peagle --help` imports no botocore), and turns any AWS failure into a PeagleError with
 `translate_error` (one mapping, the README's exit codes, for every command). Clients use botocore's
 adaptive retry mode (throttling and transient errors back off and retry; AWS_MAX_ATTEMPTS overrides
 the attempt count) and honour AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_<SERVICE>, which is how tests and
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 from . import __version__
@@ -29,6 +31,13 @@ class MissingCredentials(CredentialsError):
 
     def __init__(self, message: str, hint: str = NO_CREDENTIALS_FIX):
         super().__init__(message, hint)
+
+
+def botocore_exceptions() -> ModuleType:
+    """botocore's exceptions module (`bx = botocore_exceptions(); except bx.ClientError`), imported on first use."""
+    import botocore.exceptions
+
+    return botocore.exceptions
 
 
 def resolve_region(region: str | None) -> str:
@@ -132,15 +141,14 @@ class AwsSession:
 
     def check_credentials(self) -> dict[str, str]:
         """Fail early, with exit 3, when there are no usable credentials. Returns account and ARN (asked once)."""
-        import botocore.exceptions
-
         if self._identity is not None:
             return self._identity
         if self.boto3_session.get_credentials() is None:
             raise MissingCredentials("no AWS credentials found")
+        bx = botocore_exceptions()
         try:
             ident = self.client("sts").get_caller_identity()
-        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
+        except (bx.ClientError, bx.BotoCoreError) as exc:
             raise (translate_error(exc) or exc) from None
         self._identity = {"account": ident.get("Account", ""), "arn": ident.get("Arn", "")}
         return self._identity
@@ -261,11 +269,10 @@ def is_already_exists(exc: BaseException) -> bool:
 
 def is_transient(exc: BaseException) -> bool:
     """A failure worth asking again about (throttling, 5xx, a dropped connection): never proof of anything."""
-    import botocore.exceptions
-
-    if isinstance(exc, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)):
+    bx = botocore_exceptions()
+    if isinstance(exc, (bx.ConnectionError, bx.HTTPClientError)):
         return True
-    if isinstance(exc, botocore.exceptions.ClientError):
+    if isinstance(exc, bx.ClientError):
         status = http_status(exc)
         return error_code(exc) in _TRANSIENT_CODES or (status is not None and status >= 500)
     return False
@@ -273,8 +280,7 @@ def is_transient(exc: BaseException) -> bool:
 
 def is_lost_answer(exc: BaseException) -> bool:
     """The request may have reached AWS but its answer did not reach us: the outcome is unknown."""
-    import botocore.exceptions as bx
-
+    bx = botocore_exceptions()
     if isinstance(exc, KeyboardInterrupt):
         return True
     if isinstance(exc, bx.ClientError):
@@ -293,8 +299,9 @@ def translate_error(exc: BaseException) -> PeagleError | None:
     unreachable/misconfigured (unreadable config file, endpoint URL, network), 4 quota, capacity or throttling that outlasted the retries,
     5 AWS did not answer in time, 1 an AWS internal error that outlasted the retries.
     """
-    import botocore.exceptions as bx
     from botocore.parsers import ResponseParserError
+
+    bx = botocore_exceptions()
 
     if isinstance(exc, PeagleError):
         return exc

@@ -54,21 +54,28 @@ _SM = "arn:aws:sagemaker:*:*:"
 ENDPOINTS, CONFIGS, MODELS = _SM + "endpoint/*", _SM + "endpoint-config/*", _SM + "model/*"
 COMPONENTS = _SM + "inference-component/*"
 SCALABLE_TARGETS = "arn:aws:application-autoscaling:*:*:scalable-target/*"
-# Application Auto Scaling names its target tracking alarms TargetTracking-<resource id>-AlarmHigh/Low-<uuid>,
-# the resource id of a SageMaker variant being endpoint/NAME/variant/VARIANT
+# Application Auto Scaling names its target tracking alarms TargetTracking-<resource id>-AlarmHigh/Low-<uuid>, the
+# resource id of a SageMaker variant being endpoint/NAME/variant/VARIANT (peagle's one variant: plan.VARIANT_NAME)
 ALARM_PREFIX = "TargetTracking-endpoint/"
-AUTOSCALING_ALARMS = f"arn:aws:cloudwatch:*:*:alarm:{ALARM_PREFIX}*"
-COMPONENT_AUTOSCALING_ALARMS = "arn:aws:cloudwatch:*:*:alarm:TargetTracking-inference-component/*"
+ALARM_SUFFIX = "/variant/AllTraffic-Alarm*"
+AUTOSCALING_ALARMS = f"arn:aws:cloudwatch:*:*:alarm:{ALARM_PREFIX}*{ALARM_SUFFIX}"
+COMPONENT_ALARM_PREFIX = "TargetTracking-inference-component/"  # a component's resource id: inference-component/NAME
+COMPONENT_AUTOSCALING_ALARMS = f"arn:aws:cloudwatch:*:*:alarm:{COMPONENT_ALARM_PREFIX}*"
 PEAGLE_ALARMS = "arn:aws:cloudwatch:*:*:alarm:peagle-*"  # scale to zero: peagle-wake-up-NAME, peagle-idle-NAME
 _ON_MANAGED = {"StringEquals": {f"aws:ResourceTag/{MANAGED}": "true"}}
 _CREATES_MANAGED = {"StringEquals": {f"aws:RequestTag/{MANAGED}": "true"},
                     "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}}
-_SAGEMAKER_VARIANTS = {"StringEquals": {"application-autoscaling:service-namespace": "sagemaker",
-                                        "application-autoscaling:scalable-dimension":
-                                            "sagemaker:variant:DesiredInstanceCount"}}
-_SAGEMAKER_COMPONENTS = {"StringEquals": {"application-autoscaling:service-namespace": "sagemaker",
-                                          "application-autoscaling:scalable-dimension":
-                                              "sagemaker:inference-component:DesiredCopyCount"}}
+_SAGEMAKER_VARIANT = {"application-autoscaling:service-namespace": "sagemaker",
+                      "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+_SAGEMAKER_COMPONENT = {"application-autoscaling:service-namespace": "sagemaker",
+                        "application-autoscaling:scalable-dimension": "sagemaker:inference-component:DesiredCopyCount"}
+# What AWS's condition keys cannot narrow further, said once by `peagle iam-policy` and in docs/iam.md
+UNSCOPED = ("not narrower, and why: the target tracking alarms are made untagged by Application Auto Scaling, so only "
+            "their names narrow them (--name-prefix), and scale to zero's own alarms are narrowed by their names "
+            "(peagle-*) too; a scalable target carries peagle:managed from its registration, "
+            "but no condition tells that tag from a later TagResource on another target; iam:PassRole is on "
+            "any role (only to SageMaker) unless --role names it; sagemaker:CallWithBearerToken names no resource (the "
+            "token is made before any endpoint), so InvokeEndpoint's statement bounds what a token reaches")
 
 
 class Scope(BaseModel):
@@ -116,14 +123,29 @@ SCOPES: dict[str, Scope] = {
     "ManageModels": Scope(resources=(MODELS,), condition=_ON_MANAGED, means=f"only a model tagged {MANAGED}=true"),
     "ManageComponents": Scope(resources=(COMPONENTS,), condition=_ON_MANAGED,
                               means=f"only an inference component tagged {MANAGED}=true"),
-    "ScaleSageMakerVariants": Scope(resources=(SCALABLE_TARGETS,), condition=_SAGEMAKER_VARIANTS,
-                                    means="only SageMaker variants' instance counts"),
-    "ScaleSageMakerComponents": Scope(resources=(SCALABLE_TARGETS,), condition=_SAGEMAKER_COMPONENTS,
-                                      means="only SageMaker inference components' copy counts"),
-    "AutoscalingAlarms": Scope(resources=(AUTOSCALING_ALARMS,), means="only target tracking alarms of endpoints "
-                                                                      f"({ALARM_PREFIX}*)"),
+    "RegisterManagedScalableTargets": Scope(resources=(SCALABLE_TARGETS,), condition={
+        "StringEquals": {**_SAGEMAKER_VARIANT, f"aws:RequestTag/{MANAGED}": "true"},
+        "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}},
+        means=f"registering a SageMaker variant's instance count only tagged {MANAGED}=true"),
+    "RegisterManagedComponentTargets": Scope(resources=(SCALABLE_TARGETS,), condition={
+        "StringEquals": {**_SAGEMAKER_COMPONENT, f"aws:RequestTag/{MANAGED}": "true"},
+        "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}},
+        means=f"registering an inference component's copy count only tagged {MANAGED}=true"),
+    "TagScalableTargetsOnRegister": Scope(resources=(SCALABLE_TARGETS,), condition={
+        "StringEquals": {f"aws:RequestTag/{MANAGED}": "true"}, "ForAllValues:StringEquals": {"aws:TagKeys": [MANAGED]}},
+        means=f"only the {MANAGED}=true tag a registration gives"),
+    "ScaleManagedVariants": Scope(resources=(SCALABLE_TARGETS,), condition={
+        "StringEquals": {**_SAGEMAKER_VARIANT, f"aws:ResourceTag/{MANAGED}": "true"}},
+        means=f"only a SageMaker variant's scalable target tagged {MANAGED}=true"),
+    "ScaleManagedComponents": Scope(resources=(SCALABLE_TARGETS,), condition={
+        "StringEquals": {**_SAGEMAKER_COMPONENT, f"aws:ResourceTag/{MANAGED}": "true"}},
+        means=f"only an inference component's scalable target tagged {MANAGED}=true"),
+    "AutoscalingAlarms": Scope(resources=(AUTOSCALING_ALARMS,), means="only the target tracking alarms of an endpoint's "
+                                                                      f"AllTraffic variant ({ALARM_PREFIX}*"
+                                                                      f"{ALARM_SUFFIX})"),
     "ComponentAutoscalingAlarms": Scope(resources=(COMPONENT_AUTOSCALING_ALARMS,),
-                                        means="only target tracking alarms of inference components"),
+                                        means=f"only target tracking alarms of inference components "
+                                              f"({COMPONENT_ALARM_PREFIX}*)"),
     "PeagleAlarms": Scope(resources=(PEAGLE_ALARMS,), means="only alarms named peagle-* (scale to zero's wake-up "
                                                             "and idle alarms)"),
     "ReadAlarms": Scope(resources=("arn:aws:cloudwatch:*:*:alarm:*",), means="any alarm (read: --rollback-alarm; "
@@ -179,10 +201,11 @@ ACTION_SCOPES: dict[str, tuple[str, ...]] = {
     "sagemaker:DeleteModel": ("ManageModels",),
     "application-autoscaling:DescribeScalableTargets": ("Anywhere",),
     "application-autoscaling:DescribeScalingPolicies": ("Anywhere",),
-    "application-autoscaling:RegisterScalableTarget": ("ScaleSageMakerVariants",),
-    "application-autoscaling:PutScalingPolicy": ("ScaleSageMakerVariants",),
-    "application-autoscaling:DeleteScalingPolicy": ("ScaleSageMakerVariants",),
-    "application-autoscaling:DeregisterScalableTarget": ("ScaleSageMakerVariants",),
+    "application-autoscaling:RegisterScalableTarget": ("RegisterManagedScalableTargets", "ScaleManagedVariants"),
+    "application-autoscaling:TagResource": ("TagScalableTargetsOnRegister",),
+    "application-autoscaling:PutScalingPolicy": ("ScaleManagedVariants",),
+    "application-autoscaling:DeleteScalingPolicy": ("ScaleManagedVariants",),
+    "application-autoscaling:DeregisterScalableTarget": ("ScaleManagedVariants",),
     "cloudwatch:PutMetricAlarm": ("AutoscalingAlarms",),
     "cloudwatch:DeleteAlarms": ("AutoscalingAlarms",),
     "cloudwatch:DescribeAlarms": ("ReadAlarms",),
@@ -221,7 +244,8 @@ _ROUTE_TOKEN = _p("sagemaker:CallWithBearerToken", "SageMaker's OpenAI route: a 
 _ALARMS = "Application Auto Scaling manages the target tracking alarms with the caller's permissions; " \
           "the emulator makes no CloudWatch call"
 # --hosting component / --scale-to-zero (docs/hosting.md)
-_BOTH_SCALING = ("ScaleSageMakerVariants", "ScaleSageMakerComponents")
+_BOTH_SCALING = ("ScaleManagedVariants", "ScaleManagedComponents")
+_BOTH_REGISTERS = ("RegisterManagedScalableTargets", "RegisterManagedComponentTargets", *_BOTH_SCALING)
 _ALL_ALARMS = ("AutoscalingAlarms", "ComponentAutoscalingAlarms", "PeagleAlarms")
 _IC_LIST = _p("sagemaker:ListInferenceComponents", "an endpoint's inference components; a model a component names "
                                                     "is in use (never removed as unused)")
@@ -237,6 +261,11 @@ _ALARM_READS = [_p("cloudwatch:DescribeAlarms", "scale to zero: peagle's wake-up
                 _p("cloudwatch:ListTagsForResource", "scale to zero: remove an alarm only if it carries "
                                                      "peagle:managed")]
 _COMPONENT_LOGS = "EndpointLogs", "ComponentLogs"
+# the registration's tags (the scalable target's peagle:managed): AWS requires TagResource for tags given there
+_TAG_ON_REGISTER = _p("application-autoscaling:TagResource", "the registration tags the scalable target "
+                                                             f"{MANAGED}=true (what the autoscaling writes require)",
+                      unobserved="the tag travels inside RegisterScalableTarget; AWS requires TagResource for tags "
+                                 "given there, which no separate API call shows")
 
 COMMANDS: dict[str, list[Permission]] = {
     "deploy": [
@@ -272,7 +301,8 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:ListEndpointConfigs", "roll back: keep a model another config uses"),
         _p("application-autoscaling:RegisterScalableTarget", "--autoscale: register the variant after InService; "
                                                              "--scale-to-zero: the component's copies",
-           scopes=_BOTH_SCALING),
+           scopes=_BOTH_REGISTERS),
+        _TAG_ON_REGISTER.model_copy(update={"why": "--autoscale, --scale-to-zero: " + _TAG_ON_REGISTER.why}),
         _p("application-autoscaling:PutScalingPolicy", "--autoscale: attach the target tracking policy; "
                                                        "--scale-to-zero: the wake-up and idle step policies",
            scopes=_BOTH_SCALING),
@@ -384,7 +414,7 @@ COMMANDS: dict[str, list[Permission]] = {
         *[p.model_copy(update={"why": "--autoscale or --instance-type on an autoscaled endpoint: " + p.why,
                                "unobserved": "a K-only update leaves autoscaling alone; tests/test_update_units.py "
                                              "covers the others"})
-          for p in [_p("application-autoscaling:RegisterScalableTarget", "register the variant again"),
+          for p in [_p("application-autoscaling:RegisterScalableTarget", "register the variant again"), _TAG_ON_REGISTER,
                     _p("application-autoscaling:PutScalingPolicy", "its target tracking policy"),
                     *_AAS_READ, *_AAS_REMOVE]],
     ],
@@ -434,6 +464,7 @@ COMMANDS["recover"] = [
     _AAS_READ[1].model_copy(update={"unobserved": "read only while a target is registered; the test's scenario "
                                                   "recovers an endpoint whose target an update removed"}),
     _p("application-autoscaling:RegisterScalableTarget", "register the intended autoscaling again"),
+    _TAG_ON_REGISTER,
     _p("application-autoscaling:PutScalingPolicy", "its target tracking policy"),
     *[p.model_copy(update={"why": "finish an interrupted cleanup: " + p.why, "unobserved": _RECOVER_ONLY_AFTER_CLEANUP,
                            "scopes": _BOTH_SCALING}) for p in _AAS_REMOVE],
@@ -442,8 +473,12 @@ COMMANDS["recover"] = [
 # `update --autoscale` registers a scaling target as deploy does: what AWS does on the caller's behalf then too
 for _command in ("update", "recover"):
     COMMANDS[_command] += [p for p in COMMANDS["deploy"] if p.unobserved and p.action in {
-        "sagemaker:UpdateEndpointWeightsAndCapacities", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms",
-        "iam:CreateServiceLinkedRole"}]
+        "sagemaker:UpdateEndpointWeightsAndCapacities", "iam:CreateServiceLinkedRole"}]
+    COMMANDS[_command] += [  # a variant's target tracking alarms only (components are not updated or re-registered)
+        _p("cloudwatch:PutMetricAlarm", "--autoscale: the target tracking policy's alarms", unobserved=_ALARMS,
+           scopes=("AutoscalingAlarms",)),
+        _p("cloudwatch:DeleteAlarms", "--autoscale: the alarms of a policy rolled back", unobserved=_ALARMS,
+           scopes=("AutoscalingAlarms",))]
 
 
 
@@ -554,8 +589,8 @@ def policy_document(commands: list[str] | None = None, *, role: str | None = Non
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+\Z")
 _NAME_PREFIX = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]{0,62}\Z")
 _ORDER = {sid: index for index, sid in enumerate(SCOPES)}
-_NAMED = (ENDPOINTS, CONFIGS, MODELS, AUTOSCALING_ALARMS, COMPONENTS)
-_WRITES = ("Create", "Manage", "TagOnCreate", "RetagManaged", "AutoscalingAlarms")  # reads must see every name
+_NAMED = (ENDPOINTS, CONFIGS, MODELS, COMPONENTS)
+_WRITES = ("Create", "Manage", "TagOnCreate", "RetagManaged")  # reads must see every name
 
 
 def _narrow(resource: str, sid: str, role: str | None, name_prefix: str | None) -> str:
@@ -563,6 +598,11 @@ def _narrow(resource: str, sid: str, role: str | None, name_prefix: str | None) 
         return role
     if name_prefix and resource in _NAMED and sid.startswith(_WRITES):
         return resource.removesuffix("*") + name_prefix + "*"
+    if name_prefix and resource == AUTOSCALING_ALARMS:
+        return AUTOSCALING_ALARMS.replace(f"{ALARM_PREFIX}*", f"{ALARM_PREFIX}{name_prefix}*")
+    if name_prefix and resource == COMPONENT_AUTOSCALING_ALARMS:  # a component is named as its endpoint
+        return COMPONENT_AUTOSCALING_ALARMS.replace(f"{COMPONENT_ALARM_PREFIX}*",
+                                                    f"{COMPONENT_ALARM_PREFIX}{name_prefix}*")
     return resource
 
 

@@ -84,12 +84,13 @@ TEXT_CHECKS = {"instance_type": check_instance_type}
 def partition_of(region: str) -> str | None:
     """The AWS partition of a region (aws, aws-cn, aws-us-gov, ...), from botocore's own endpoint data;
     None for a region botocore does not know (the region check names that problem)."""
-    import botocore.exceptions
     import botocore.session
+
+    from .aws import botocore_exceptions
 
     try:
         return botocore.session.get_session().get_partition_for_region(region)
-    except botocore.exceptions.UnknownRegionError:
+    except botocore_exceptions().UnknownRegionError:
         return None
 
 

@@ -92,16 +92,13 @@ def _fetch_specs(model_id: str, version: str | None, region: str, s3_client: Any
 
 def _is_unreachable(exc: BaseException) -> bool:
     """Errors that mean 'S3 could not be asked', as opposed to a real answer from it."""
-    import botocore.exceptions
+    from .aws import botocore_exceptions, error_code
 
-    if isinstance(exc, (botocore.exceptions.NoCredentialsError, botocore.exceptions.EndpointConnectionError,
-                        botocore.exceptions.ConnectTimeoutError, botocore.exceptions.ReadTimeoutError,
-                        botocore.exceptions.PartialCredentialsError, botocore.exceptions.ConnectionClosedError,
-                        botocore.exceptions.SSLError)):
+    bx = botocore_exceptions()
+    if isinstance(exc, (bx.NoCredentialsError, bx.EndpointConnectionError, bx.ConnectTimeoutError,
+                        bx.ReadTimeoutError, bx.PartialCredentialsError, bx.ConnectionClosedError, bx.SSLError)):
         return True
-    if isinstance(exc, botocore.exceptions.ClientError):
-        from .aws import error_code
-
+    if isinstance(exc, bx.ClientError):
         return error_code(exc) in {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
                                    "ExpiredToken", "ExpiredTokenException", "NoSuchBucket", "403"}
     return False

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,22 +49,11 @@ from .tags import PREFIX as TAG_PREFIX  # noqa: F401
 from .tags import INTENT_KEYS, PeagleTags
 from .speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, SpeculativeSettings, parse_k, settings_for
 from .vllm_runner import p_eagle_runner_note
-from . import plan_component  # noqa: E402 - it imports nothing from this module at import time
-
-VARIANT_NAME = "AllTraffic"
-TP_ENV = "SM_VLLM_TENSOR_PARALLEL_SIZE"
+from . import plan_component
+from .hosting import TP_ENV, VARIANT_NAME, Hosting  # noqa: F401 - VARIANT_NAME, TP_ENV: imported from here too
 
 Resolver = Callable[..., ResolvedSpec]
 PriceLookup = Callable[[str, str, int], Price]
-
-
-class Hosting(StrEnum):
-    """How SageMaker hosts the model. `endpoint`: an endpoint config whose one production variant runs the model
-    on whole instances. `component`: the endpoint's variant holds instances only, and the model runs on them as an
-    inference component (copies), which can scale to zero (plan_component.py, docs/hosting.md)."""
-
-    ENDPOINT = "endpoint"
-    COMPONENT = "component"
 
 
 class PlanRequest(BaseModel):

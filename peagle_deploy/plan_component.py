@@ -1,7 +1,8 @@
 """The inference-component shape of a deploy plan (`Hosting.COMPONENT`): its per-resource functions.
 
 Each function takes plan.py's `_Params` (the one set of parameters every resource is planned from) and returns its
-part of the plan, as `_plan_model` and the others do; plan.py lists them in `_RESOURCES`. The model is planned
+part of the plan, as `_plan_model` and the others do; plan.py lists them in `_RESOURCES`, so this module does not
+import plan (no circle): what both shapes share is in hosting.py, and `_Params` and `PlanRequest` are typed `Any`. The model is planned
 once, by `_plan_model` as for a classic endpoint (container, environment with SM_VLLM_SPECULATIVE_CONFIG, model
 data, drafter channel), and the component names it (`Specification.ModelName`): a component's own `Container`
 has no `AdditionalModelDataSources` in SageMaker's API (botocore's `InferenceComponentContainerSpecification`:
@@ -21,21 +22,21 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+from .hosting import TP_ENV, VARIANT_NAME, Hosting
 from .scale_to_zero import COPY_METRICS, ComponentScaling
 
 if TYPE_CHECKING:
-    from .plan import PlanRequest, _Params
     from .pricing import Price
 
 Part = dict[str, Any]
+_Params = Any  # plan.py's _Params
+PlanRequest = Any  # plan.py's PlanRequest
 ROUTING = {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}  # SageMaker's default for components; LLM requests vary
 STARTUP_BOUNDS_S = (60, 3600)  # InferenceComponentStartupParameters' bounds (botocore)
 
 
 def check_component_request(request: PlanRequest) -> None:
     """What the request alone says against component hosting (before any AWS call)."""
-    from .plan import Hosting
-
     if request.scale_to_zero is not None and request.hosting is not Hosting.COMPONENT:
         raise UsageError("--scale-to-zero needs inference components, not --hosting endpoint",
                          "drop --hosting endpoint (--scale-to-zero hosts the model as an inference component)")
@@ -49,7 +50,6 @@ def check_component_request(request: PlanRequest) -> None:
 def parse_hosting(hosting: str | None, *, scale_to_zero: bool, idle: str | None,
                   wait: bool = True) -> tuple[Any, Any]:
     """`--hosting`, `--scale-to-zero` and `--idle` as (Hosting, IdleRule or None); one UsageError per mistake."""
-    from .plan import Hosting
     from .scale_to_zero import parse_idle
 
     text = (hosting or "").strip().lower()
@@ -76,8 +76,6 @@ def memory_mb(host_memory_gib: int, accelerators: int, gpus: int) -> int:
 
 
 def _accelerators(p: _Params) -> int:
-    from .plan import TP_ENV
-
     value = p.env.get(TP_ENV, "1")
     try:
         degree = int(value)
@@ -110,8 +108,6 @@ def _sizes(p: _Params) -> dict[str, int]:
 
 
 def endpoint_config(p: _Params) -> Part:
-    from .plan import VARIANT_NAME
-
     choice, sizes = p.choice, _sizes(p)
     variant = {
         "VariantName": VARIANT_NAME,
@@ -141,8 +137,6 @@ def _bounded(seconds: int) -> int:
 
 
 def inference_component(p: _Params) -> Part:
-    from .plan import VARIANT_NAME
-
     name, sizes, spec = p.choice.name, _sizes(p), p.spec
     body = {
         "InferenceComponentName": name, "EndpointName": name, "VariantName": VARIANT_NAME,

@@ -183,10 +183,10 @@ _DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "No
 def _api_failure(exc: BaseException) -> tuple[str, str]:
     """(why the Pricing API gave no price, what would get one): the network, the credentials, the permission, or
     AWS itself (aws.translate_error's classification)."""
-    import botocore.exceptions as bx
-
-    from .aws import MissingCredentials, error_code, translate_error
+    from .aws import MissingCredentials, botocore_exceptions, error_code, translate_error
     from .errors import CredentialsError, QuotaError
+
+    bx = botocore_exceptions()
 
     code = error_code(exc)
     translated = translate_error(exc)

@@ -10,7 +10,10 @@ What is masked (as `***`), wherever it appears in a text:
 - `Authorization` / `Proxy-Authorization` header values and `Bearer` tokens;
 - SageMaker's OpenAI-route bearer tokens (`sagemaker-api-key-...`);
 - values of secret-looking names (`HF_TOKEN=...`, `"API_KEY": "..."`): `--env` values that look secret, and
-  every value registered this session.
+  every value registered this session;
+- values that are credentials by their shape, whatever they are called (`GH=ghp_...`): the token prefixes of
+  the major providers and JWTs (`TOKEN_SHAPES`), and, as the whole value of a variable, a 40-character AWS
+  secret access key. `is_secret(name, value)` is the one test of an environment entry (name or shape).
 
 `output.py` applies `redact` to everything printed; `safe_write.py` to everything written to a file, its
 name included. A value shown on purpose (`peagle openai` printing the token the user asked for) is
@@ -40,6 +43,31 @@ _LOCK = threading.Lock()
 _REVEALED = threading.local()  # values one write shows on purpose
 
 _VALUE_END = r"[^\s\"',}&\x00]+"  # \x00 delimits a value shown on purpose
+
+# Values that are credentials by their shape alone, whatever the variable holding them is called. The documented
+# token prefixes of the major providers, after the rules gitleaks keeps for them (config/gitleaks.toml), a little
+# wider where a provider's length varies; a small table rather than a scanner library (docs/dependencies.md).
+TOKEN_SHAPES: dict[str, str] = {
+    "GitHub token (ghp_, gho_, ghu_, ghs_, ghr_)": r"gh[pousr]_[A-Za-z0-9]{30,}",
+    "GitHub fine-grained token (github_pat_)": r"github_pat_[A-Za-z0-9_]{30,}",
+    "GitLab token (glpat-, gldt-, ...)": r"gl(?:pat|dt|ft|rt|ptt|soat|cbt)-[A-Za-z0-9_\-]{20,}",
+    "Hugging Face token (hf_)": r"hf_[A-Za-z0-9]{30,}",
+    "OpenAI and Anthropic keys (sk-, sk-proj-, sk-ant-)": r"sk-[A-Za-z0-9_\-]{20,}",
+    "Slack token (xoxb-, xoxp-, ...)": r"xox[abeoprs]-[A-Za-z0-9\-]{10,}",
+    "Stripe key (sk_live_, rk_live_, ...)": r"[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,}",
+    "Google API key (AIza)": r"AIza[A-Za-z0-9_\-]{35}",
+    "npm token (npm_)": r"npm_[A-Za-z0-9]{36}",
+    "PyPI token (pypi-AgE)": r"pypi-AgE[A-Za-z0-9_\-]{50,}",
+    "JWT (eyJ...)": r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",
+}
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-])(?:" + "|".join(TOKEN_SHAPES.values()) + ")")
+# access key ids: long-term AKIA, temporary ASIA, and the other documented prefixes
+_AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA|ANPA|ANVA|AIPA|AGPA|ABIA)[A-Z0-9]{12,}\b")
+# a secret access key: 40 characters of base64, upper and lower case and a digit. Ambiguous inside a text, so
+# only the whole value of a variable counts (KEY=value, "KEY": "value"), never a 40-character run in a sentence
+_AWS_SECRET = re.compile(r"(?=[^a-z]*[a-z])(?=[^A-Z]*[A-Z])(?=[^0-9]*[0-9])[A-Za-z0-9/+]{40}")
+# a URL whose user information has a password: scheme://user:password@host
+_URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^/\s\"'<>?#:@]*:[^/\s\"'<>?#]*@")
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # SageMaker's OpenAI-route bearer token: the prefix, then a base64 presigned URL
     (re.compile(r"\bsagemaker-api-key-[A-Za-z0-9+/=_\-]{8,}"), "sagemaker-api-key-" + MASK),
@@ -51,8 +79,8 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9\-._~+/]{12,}=*"), r"\1" + MASK),
     # user information of any URL: scheme://user:password@host (up to the last @ before the path)
     (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s\"'<>?#]*@"), r"\1" + MASK + "@"),
-    # access key ids (long-term AKIA, temporary ASIA, and the other documented prefixes)
-    (re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA|ANPA|ANVA|AIPA|AGPA|ABIA)[A-Z0-9]{12,}\b"), MASK),
+    (_AWS_KEY_ID, MASK),
+    (_TOKEN, MASK),  # the providers' tokens and JWTs, by shape
     # secret keys and session tokens named as such, in env, ini, JSON or header form
     (re.compile(r"(?i)((?:aws_)?(?:secret_access_key|secret_key|session_token|security_token|"
                 r"secretaccesskey|sessiontoken)[\"']?\s*[:=]\s*[\"']?)" + _VALUE_END), r"\1" + MASK),
@@ -75,6 +103,18 @@ def looks_secret(name: str) -> bool:
     return bool(words & _SECRET_NAME_PARTS) or name.upper().endswith(("TOKEN", "APIKEY", "PASSWORD", "SECRET"))
 
 
+def looks_like_token(value: str) -> bool:
+    """A value that is a credential by its shape, whatever it is called: a provider's token or a JWT anywhere in
+    it, an AWS access key id, a whole value shaped like an AWS secret access key, or a URL with a password."""
+    return bool(_TOKEN.search(value) or _AWS_KEY_ID.search(value) or _AWS_SECRET.fullmatch(value)
+                or _URL_PASSWORD.search(value))
+
+
+def is_secret(name: str, value: str) -> bool:
+    """An environment entry to mask: its name looks secret (HF_TOKEN) or its value does (GH=ghp_...)."""
+    return looks_secret(name) or looks_like_token(value)
+
+
 def register_secret(value: str | None, name: str | None = None) -> None:
     """From now on no output or file of this process shows `value` (nor the value of `name=...`)."""
     with _LOCK:
@@ -85,28 +125,28 @@ def register_secret(value: str | None, name: str | None = None) -> None:
 
 
 def register_secret_env(env: dict[str, str]) -> list[str]:
-    """Register the secret-looking entries of a container environment; returns their names."""
-    names = [key for key in env if looks_secret(key)]
+    """Register the secret entries of a container environment (by name or by shape); returns their names."""
+    names = [key for key, value in env.items() if is_secret(key, value)]
     for key in names:
         register_secret(env[key], key)
     return names
 
 
 def mask_env(env: dict[str, str]) -> dict[str, str]:
-    """A copy of `env` with the values of secret-looking names as ***."""
-    return {key: (MASK if looks_secret(key) else value) for key, value in env.items()}
+    """A copy of `env` with its secret values (by name or by shape) as ***."""
+    return {key: (MASK if is_secret(key, value) else value) for key, value in env.items()}
 
 
 def mask_argv(argv: list[str]) -> list[str]:
     """A copy of a command line with secret values as ***: `--api-key VALUE`, `--api-key=VALUE`, `KEY=VALUE`
-    (docker's `--env HF_TOKEN=...`) wherever the flag or name looks secret."""
+    (docker's `--env HF_TOKEN=...`) wherever the flag or name looks secret, or the value does."""
     masked: list[str] = []
     hide_next = False
     for arg in argv:
-        name, eq, _ = arg.partition("=")
+        name, eq, value = arg.partition("=")
         if hide_next and not arg.startswith("-"):
             masked.append(MASK)
-        elif eq and looks_secret(name.lstrip("-")):
+        elif eq and is_secret(name.lstrip("-"), value):
             masked.append(f"{name}={MASK}")
         else:
             masked.append(arg)
@@ -115,10 +155,10 @@ def mask_argv(argv: list[str]) -> list[str]:
 
 
 def mask_plan_env(plan: Any) -> Any:
-    """A copy of a DeploymentPlan for output, its secret-looking container environment values as ***."""
+    """A copy of a DeploymentPlan for output, its secret container environment values as ***."""
     container = dict(plan.create_model.get("PrimaryContainer", {}))
     env = container.get("Environment") or {}
-    if not any(looks_secret(key) for key in env):
+    if not any(is_secret(key, value) for key, value in env.items()):
         return plan
     container["Environment"] = mask_env(env)
     return plan.model_copy(update={"create_model": {**plan.create_model, "PrimaryContainer": container}})
@@ -166,7 +206,8 @@ def _mask_query(match: re.Match[str]) -> str:
 
 def _mask_assignment(match: re.Match[str]) -> str:
     value = match.group(3)
-    if _PLACEHOLDER.match(value) or not (looks_secret(match.group(2)) or match.group(2) in _SECRET_KEYS):
+    if _PLACEHOLDER.match(value) or not (looks_secret(match.group(2)) or match.group(2) in _SECRET_KEYS
+                                         or _AWS_SECRET.fullmatch(value)):
         return match.group(0)
     return match.group(1) + MASK
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .autoscale import POLICY_NAME, AutoscalePolicy
 from .errors import UsageError
+from .tag_keys import MANAGED
 
 NAMESPACE = "sagemaker"
 COPY_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
@@ -156,14 +157,16 @@ class ComponentScaling(BaseModel):
         return self.autoscale is not None or self.idle is not None
 
     def requests(self, tags: list[dict[str, str]]) -> list[ScalingRequest]:
-        """Every request, in order; `tags` go on the alarms (Application Auto Scaling's targets take none here)."""
+        """Every request, in order; `tags` go on the alarms. The scalable target is tagged peagle:managed=true, as
+        a variant's is: `peagle iam-policy` allows the autoscaling writes only on targets so tagged."""
         if not self.registered:
             return []
         target = {"ServiceNamespace": NAMESPACE, "ResourceId": resource_id(self.component),
                   "ScalableDimension": COPY_DIMENSION}
         found = [ScalingRequest(step="scalable_target", service="application-autoscaling",
                                 operation="RegisterScalableTarget",
-                                body={**target, "MinCapacity": self.min_copies, "MaxCapacity": self.max_copies})]
+                                body={**target, "MinCapacity": self.min_copies, "MaxCapacity": self.max_copies,
+                                      "Tags": {MANAGED: "true"}})]
         if self.autoscale is not None:
             tracking: dict[str, Any] = {"TargetValue": float(self.autoscale.target), "PredefinedMetricSpecification": {
                 "PredefinedMetricType": COPY_METRICS[self.autoscale.metric]}}

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from .describe import describe
 from .speculative import ENV_VAR, Mode
 
 
@@ -182,8 +183,6 @@ def read_served(sm: Any, config_name: str, *, read: Callable[[Callable[[], Any]]
                 model: str | None = None) -> Served:
     """DescribeEndpointConfig, then DescribeModel of its (single) variant's model (`model`: the one an inference
     component names, for a config whose variant names none)."""
-    from .lifecycle.teardown import describe
-
     served = Served(endpoint_config=config_name)
     try:
         config = read(lambda: describe(sm, "endpoint_config", config_name))

@@ -15,9 +15,8 @@ from pydantic import BaseModel, Field
 
 from .autoscale import AutoscalePolicy
 from .scale_to_zero import IdleRule
+from .tag_keys import MANAGED, PREFIX  # noqa: F401 - PREFIX: every peagle tag key starts with it
 
-PREFIX = "peagle:"
-MANAGED = "peagle:managed"
 _KEYS = {
     "managed": MANAGED, "model": "peagle:model", "model_id": "peagle:model-id", "mode": "peagle:mode",
     "k": "peagle:k", "instance_type": "peagle:instance-type", "instance_count": "peagle:instance-count",

@@ -71,6 +71,18 @@ def _own_price_cache(monkeypatch, tmp_path_factory):
     monkeypatch.setattr(pricing, "_clients", {})
 
 
+@pytest.fixture(autouse=True)
+def _no_peagle_left_running():
+    """A `peagle` child (tests/peagle_process.py) still running when its test ends (the test failed before it
+    finished) is killed: left alone it would go on and reach the next test's emulator gates."""
+    yield
+    import sys
+
+    module = sys.modules.get(f"{__package__}.peagle_process")
+    for child in list(module.RUNNING) if module else []:
+        child.kill()
+
+
 @pytest.fixture
 def emu_server():
     """A SageMaker emulator in server mode (for subprocesses: `emu.env`), with no endpoints."""
@@ -157,5 +169,4 @@ def emu(emulator_server):
     """The module's emulator server, emptied (`emptied`)."""
     emu = emptied(emulator_server)
     yield emu
-    for gate in list(emu._gates):
-        gate.release()
+    emu.release_gates()

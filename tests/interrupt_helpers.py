@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Any
 
+from peagle_deploy.testing.emulator import HANG_GUARD_S
+
 from .conftest import PEAGLE
 
 POLL_ENV = {"PEAGLE_POLL_INTERVAL_S": "0", "COLUMNS": "200", "NO_COLOR": "1"}
@@ -113,21 +115,27 @@ class _Child:
     def signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
 
-    def wait_for_stderr(self, text: str, timeout: float = 60.0) -> str:
-        for line in self.stderr_lines:
-            if text in line:
-                return line
+    def wait_for_stderr(self, text: str, timeout: float = HANG_GUARD_S) -> str:
+        """Until a stderr line with `text` arrives; fails once the child ended without it. `finish()` (another thread
+        may run it) drains the same lines into `stderr_lines`: both are looked at, so neither steals the line."""
         deadline = time.monotonic() + timeout
+        checked = 0
         while True:
+            for line in self.stderr_lines[checked:]:
+                if text in line:
+                    return line
+            checked = len(self.stderr_lines)
             try:
-                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                line = self._lines.get(timeout=0.2)
             except queue.Empty:
-                raise AssertionError(f"no stderr line with {text!r} in {timeout}s: {self.stderr}") from None
+                if self.code is not None and checked == len(self.stderr_lines):
+                    raise AssertionError(f"peagle exited before printing {text!r}: {self.stderr}") from None
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"no stderr line with {text!r} in {timeout}s: {self.stderr}") from None
+                continue
             if line is None:
                 raise AssertionError(f"peagle exited before printing {text!r}: {self.stderr}")
             self.stderr_lines.append(line)
-            if text in line:
-                return line
 
     def finish(self, timeout: float = 180.0) -> int:
         with self._finishing:

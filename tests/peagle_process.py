@@ -1,5 +1,10 @@
 """`peagle` (the installed executable, or a forked one) as a child process whose stderr a test can wait on,
-line by line (bounded waits) (the fault tests' emulator fixtures, `emulator_server` and `emu`, are in conftest.py)."""
+line by line (the fault tests' emulator fixtures, `emulator_server` and `emu`, are in conftest.py).
+
+Every wait is for a cause (a line, a held call) or the child's exit, never a speed budget: a loaded 2-core machine
+may take a minute to start a child. The bound (HANG_GUARD_S) only turns a hang into a failure. A child still
+running when its test ends is killed (conftest's `_no_peagle_left_running`), so it cannot reach the next test's
+gate."""
 
 from __future__ import annotations
 
@@ -7,8 +12,13 @@ import queue
 import subprocess
 import threading
 import time
+import weakref
+
+from peagle_deploy.testing.emulator import HANG_GUARD_S
 
 from .conftest import PEAGLE
+
+RUNNING: weakref.WeakSet[PeagleProcess] = weakref.WeakSet()
 
 
 class PeagleProcess:
@@ -21,6 +31,7 @@ class PeagleProcess:
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self.stdout = ""
+        RUNNING.add(self)
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -29,8 +40,16 @@ class PeagleProcess:
             self._lines.put(line)
         self._lines.put(None)
 
-    def wait_for_stderr(self, text: str, timeout: float = 60.0) -> str:
-        """Block until a stderr line containing `text` arrives (or fail after `timeout`)."""
+    def wait_for_gate(self, gate) -> None:
+        """Until this child's call is held at `gate` (emulator.Gate); fails at once, with its stderr, if it exits."""
+        try:
+            gate.wait_entered(unless=lambda: self.proc.poll() is not None)
+        except TimeoutError as exc:
+            self._reader.join(5)
+            raise AssertionError(f"{exc}: {self.stderr}") from None
+
+    def wait_for_stderr(self, text: str, timeout: float = HANG_GUARD_S) -> str:
+        """Block until a stderr line containing `text` arrives (or the child exits: a failure)."""
         deadline = time.monotonic() + timeout
         for line in self.stderr_lines:
             if text in line:
@@ -51,7 +70,12 @@ class PeagleProcess:
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
 
-    def finish(self, timeout: float = 120.0) -> int:
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(HANG_GUARD_S)
+
+    def finish(self, timeout: float = HANG_GUARD_S) -> int:
         assert self.proc.stdout is not None
         self.stdout = self.proc.stdout.read()
         code = self.proc.wait(timeout)

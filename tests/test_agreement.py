@@ -15,6 +15,7 @@ from peagle_deploy.testing.fake_vllm import FakeVllm
 from tests.cli_runner import run_cli
 
 TOKENS = [f" t{i}" for i in range(20)]
+OFF = {"accepted_per_request": ()}  # a baseline's /metrics: vLLM's, without spec-decode series (speculation off)
 
 
 def _prompt(body: dict) -> int:
@@ -33,7 +34,7 @@ def agree(baseline: FakeVllm, candidate: FakeVllm, prompts: str, *extra: str):
 
 
 def test_identical_greedy_outputs_agree(prompts):
-    with FakeVllm(TOKENS) as off, FakeVllm(TOKENS) as spec:
+    with FakeVllm(TOKENS, **OFF) as off, FakeVllm(TOKENS) as spec:
         res = agree(off, spec, prompts)
     assert res.code == 0, res.stderr
     greedy = json.loads(res.stdout)["greedy"]
@@ -46,15 +47,15 @@ def test_divergence_at_the_first_tokens_is_far_below_noise(prompts):
     def broken(body):  # every answer changes at token 2: what a bad drafter or verifier does
         return TOKENS[:2] + [" wrong"] * 18
 
-    with FakeVllm(TOKENS) as off, FakeVllm(answer=broken) as spec:
+    with FakeVllm(TOKENS, **OFF) as off, FakeVllm(answer=broken) as spec:
         res = agree(off, spec, prompts)
     assert res.code == 6, res.stderr
     doc = json.loads(res.stdout)
     greedy = doc["greedy"]
-    assert (greedy["identical"], greedy["mean_common_prefix"], greedy["verdict"]) == (0, 2.0, "far below noise")
+    assert (greedy["identical"], greedy["mean_common_prefix"], greedy["verdict"]) == (0, 2.0, "beyond noise")
     assert [d["position"] for d in greedy["divergences"]] == [2] * 8
     warning = next(line for line in res.stderr.splitlines() if "OUTPUT CHANGED" in line)
-    assert "0% identical (0/8)" in warning and "far above floating-point noise" in warning
+    assert "0% identical (0/8)" in warning and "beyond noise, divergence rate 0.333 per token" in warning
     assert res.stderr.strip().splitlines()[-1].startswith("error: ")
 
 
@@ -62,14 +63,14 @@ def test_a_rare_late_divergence_is_within_noise(prompts):
     def one_late(body):  # one prompt of eight parts ways at token 18: a near-tie flipped by batch numerics
         return TOKENS[:18] + [" other", " x"] if _prompt(body) == 5 else TOKENS
 
-    with FakeVllm(TOKENS) as off, FakeVllm(answer=one_late) as spec:
+    with FakeVllm(TOKENS, **OFF) as off, FakeVllm(answer=one_late) as spec:
         res = agree(off, spec, prompts)
         strict = agree(off, spec, prompts, "--noise-per-token", "0")
     assert res.code == 0, res.stderr
     greedy = json.loads(res.stdout)["greedy"]
     assert greedy["verdict"] == "within noise" and greedy["identical"] == 7
     assert greedy["divergences"] == [{"prompt": 5, "position": 18, "baseline": " t18", "candidate": " other"}]
-    assert strict.code == 6 and json.loads(strict.stdout)["greedy"]["verdict"] == "far below noise"
+    assert strict.code == 6 and json.loads(strict.stdout)["greedy"]["verdict"] == "beyond noise"
 
 
 def _sampler(share_of_bang: float, seed: int):
@@ -83,7 +84,7 @@ def _sampler(share_of_bang: float, seed: int):
 
 
 def test_sampled_outputs_from_one_distribution_agree(prompts):
-    with FakeVllm(answer=_sampler(0.5, 1)) as off, FakeVllm(answer=_sampler(0.5, 2)) as spec:
+    with FakeVllm(answer=_sampler(0.5, 1), **OFF) as off, FakeVllm(answer=_sampler(0.5, 2)) as spec:
         res = agree(off, spec, prompts, "--temperature", "1", "--samples", "8", "-c", "1")
     assert res.code == 0, res.stderr
     [sampled] = json.loads(res.stdout)["sampled"]
@@ -94,7 +95,7 @@ def test_sampled_outputs_from_one_distribution_agree(prompts):
 
 def test_the_cpu_sampling_defect_is_flagged_with_its_numbers(prompts):
     """The shape vLLM CPU 0.32 showed: the target alone says '!' every time, with P-EAGLE 1.1% of the time."""
-    with FakeVllm(answer=lambda body: ["!"] * 16) as off, FakeVllm(answer=_sampler(0.011, 3)) as spec:
+    with FakeVllm(answer=lambda body: ["!"] * 16, **OFF) as off, FakeVllm(answer=_sampler(0.011, 3)) as spec:
         res = agree(off, spec, prompts, "--temperature", "0,1", "--samples", "8", "-c", "1")
     assert res.code == 6
     doc = json.loads(res.stdout)
@@ -103,6 +104,105 @@ def test_the_cpu_sampling_defect_is_flagged_with_its_numbers(prompts):
     assert sampled["baseline_top"] == "!" and sampled["baseline_top_share"] == 1.0
     assert sampled["candidate_top_share"] < 0.05
     assert any("DIFFERENT distributions at temperature 1" in w for w in doc["warnings"])
+
+
+def test_the_warning_and_the_summary_give_one_verdict(prompts):
+    """Issue 37 item 8: the warning said "far above noise" and the summary "far below noise" for one result."""
+    with FakeVllm(TOKENS, **OFF) as off, FakeVllm(answer=lambda body: TOKENS[:2] + [" wrong"] * 18) as spec:
+        res = run_cli("bench", "agree", off.url, spec.url, "--dataset", prompts, "-n", "8")
+    assert res.code == 6
+    [warning] = [line for line in res.stderr.splitlines() if "OUTPUT CHANGED" in line]
+    [summary] = [line for line in res.stdout.splitlines() if "temperature 0:" in line]
+    assert summary.endswith(": beyond noise") and ": beyond noise, divergence rate" in warning
+    assert "far" not in warning + summary and "below" not in warning + summary
+
+
+# the two targets, checked before any request (issue 37 item 3) ------------------------------------------------
+
+def test_a_speculative_baseline_is_refused_before_any_request(prompts):
+    with FakeVllm(TOKENS) as k3, FakeVllm(TOKENS, **OFF) as off:
+        refused = run_cli("bench", "agree", k3.url, off.url, "--dataset", prompts, "-n", "8")
+        assert k3.requests == [] and off.requests == []  # nothing was sent to either
+        both = agree(k3, off, prompts, "--allow-speculative-baseline")
+    assert refused.code == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert refused.stderr.startswith(f"error: the baseline {k3.url} runs speculative decoding (speculative K=3, read "
+                                     f"from {k3.url}/metrics (3 per-position series))")
+    assert "--allow-speculative-baseline" in refused.stderr
+    assert both.code == 0, both.stderr  # on purpose: two servers compared with each other, and said so
+    doc = json.loads(both.stdout)
+    assert doc["baseline_check"]["baseline"] == "speculative" and doc["baseline_server"]["k"] == 3
+    assert "not that either matches the target alone" in both.stderr
+
+
+def test_a_baseline_equal_to_the_candidate_is_refused_in_any_spelling(prompts):
+    with FakeVllm(TOKENS, **OFF) as off:
+        port = off.url.rsplit(":", 1)[1]
+        for other in (off.url, off.url + "/v1", f"http://localhost:{port}/invocations"):
+            res = run_cli("bench", "agree", off.url, other, "--dataset", prompts, "-n", "8")
+            assert res.code == 2 and res.stderr.count("\n") == 1, (other, res.stderr)
+            assert "BASELINE and CANDIDATE are the same target" in res.stderr and "--allow-same-target" in res.stderr
+        assert off.requests == []
+        floor = run_cli("bench", "agree", off.url, off.url, "--dataset", prompts, "-n", "8", "--allow-same-target")
+    assert floor.code == 0, floor.stderr  # a noise floor, on purpose: said to be one
+    assert floor.stdout.strip().splitlines()[-1] == ("agreement: ok (one server against itself: its noise floor, "
+                                                     "not speculation)")
+
+
+def test_the_baseline_read_as_off_is_said_and_recorded(prompts):
+    with FakeVllm(TOKENS, **OFF) as off, FakeVllm(TOKENS) as spec:
+        res = run_cli("bench", "agree", off.url, spec.url, "--dataset", prompts, "-n", "8")
+        doc = json.loads(agree(off, spec, prompts).stdout)
+    assert res.code == 0, res.stderr
+    assert f"note: baseline {off.url}: off, read from {off.url}/metrics (vLLM metrics, no spec-decode series)" \
+        in res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "agreement: ok"
+    assert doc["baseline_check"]["baseline"] == "off" and doc["baseline_server"]["speculative"] is False
+    assert doc["candidate_server"]["speculative"] is True and doc["candidate_server"]["k"] == 3
+
+
+def test_a_baseline_whose_facts_cannot_be_read_is_used_and_said_to_be_unverified(prompts):
+    with FakeVllm(TOKENS) as plain, FakeVllm(TOKENS) as spec:
+        plain.metrics_text = lambda: "process_cpu_seconds_total 1.0\n"  # a server that is not vLLM
+        res = run_cli("bench", "agree", plain.url, spec.url, "--dataset", prompts, "-n", "8")
+    assert res.code == 0, res.stderr
+    [line] = [ln for ln in res.stderr.splitlines() if "not verified" in ln]
+    assert line.startswith(f"note: the baseline {plain.url} was not verified to run without speculation (") \
+        and "shows no vLLM metrics" in line
+    assert res.stdout.strip().splitlines()[-1] == ("agreement: ok (the baseline was not verified to run without "
+                                                   "speculation)")
+
+
+def test_endpoints_are_checked_by_their_served_config(emu, monkeypatch, prompts):
+    from tests.test_bench_sagemaker import served
+
+    for key, value in emu.env.items():
+        if key.startswith("AWS_"):
+            monkeypatch.setenv(key, value)
+    emu.create_endpoint_stack("spec-ep", environment=served(3))
+    emu.create_endpoint_stack("off-ep")
+    emu.calls.clear()
+    speculative = run_cli("bench", "agree", "spec-ep", "off-ep", "--dataset", prompts, "-n", "2")
+    same = run_cli("bench", "agree", "off-ep", "off-ep", "--dataset", prompts, "-n", "2")
+    missing = run_cli("bench", "agree", "gone-ep", "spec-ep", "--dataset", prompts, "-n", "2")
+    assert not [c for c in emu.calls if c.startswith("Invoke")]  # no request reached either endpoint
+    assert speculative.code == 2 and speculative.stderr.count("\n") == 1, speculative.stderr
+    assert speculative.stderr.startswith("error: the baseline spec-ep runs speculative decoding (p-eagle K=3, read "
+                                         "from served config of spec-ep (spec-ep: SM_VLLM_SPECULATIVE_CONFIG))")
+    assert same.code == 2 and "same target (off-ep)" in same.stderr
+    assert missing.code == 2 and "endpoint 'gone-ep' not found" in missing.stderr
+    ok = run_cli("bench", "agree", "off-ep", "spec-ep", "--dataset", prompts, "-n", "2", "--json")
+    assert ok.code == 0, ok.stderr
+    assert json.loads(ok.stdout)["baseline_check"]["baseline"] == "off"
+    assert "note: baseline off-ep: off, read from served config of off-ep" in ok.stderr
+
+
+def test_progress_counts_the_requests(prompts):
+    """Issue 37 item 7: `bench agree` said nothing while its requests ran (544 with --temperature 0,1)."""
+    with FakeVllm(TOKENS, **OFF) as off, FakeVllm(TOKENS) as spec:
+        res = run_cli("bench", "agree", off.url, spec.url, "--dataset", prompts, "-n", "8")
+    assert res.code == 0, res.stderr
+    # off a terminal: Output.status's plain lines (a spinner with the same text on one)
+    assert "agreement: 1/16 requests answered" in res.stderr.splitlines()
 
 
 def test_a_server_without_logprobs_is_compared_by_characters():

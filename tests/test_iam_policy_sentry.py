@@ -161,31 +161,79 @@ def test_kms_grants_pass_role_and_alarms_are_conditioned():
     assert _statements_of(without, "iam:PassRole")[0]["Resource"] == "arn:aws:iam::*:role/*"
     for action in ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"):  # target tracking's, and peagle's own
         assert {s["Sid"]: s["Resource"] for s in _statements_of(doc, action)} == {
-            "AutoscalingAlarms": "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*",
+            # Application Auto Scaling's names for peagle's one variant's alarms, and for a component's
+            "AutoscalingAlarms": "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*/variant/AllTraffic-Alarm*",
             "ComponentAutoscalingAlarms": "arn:aws:cloudwatch:*:*:alarm:TargetTracking-inference-component/*",
             "PeagleAlarms": "arn:aws:cloudwatch:*:*:alarm:peagle-*"}
         assert all("Condition" not in s for s in _statements_of(doc, action))  # scoped by name, not by tag
+    from peagle_deploy.plan import VARIANT_NAME
+
+    assert iam_policy.ALARM_SUFFIX == f"/variant/{VARIANT_NAME}-Alarm*"  # the one variant peagle deploys
     prefixed = iam_policy.policy_document(name_prefix="peagle-")
     alarms = {s["Sid"]: s["Resource"] for s in _statements_of(prefixed, "cloudwatch:DeleteAlarms")}
-    assert alarms["AutoscalingAlarms"] == "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/peagle-*"
+    assert alarms["AutoscalingAlarms"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/peagle-*/variant/"
+                                           "AllTraffic-Alarm*")
+    assert alarms["ComponentAutoscalingAlarms"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-inference-component/"
+                                                    "peagle-*")
     [delete] = _statements_of(prefixed, "sagemaker:DeleteEndpoint")
     assert delete["Resource"] == "arn:aws:sagemaker:*:*:endpoint/peagle-*"
     [read] = [s for s in _statements_of(prefixed, "sagemaker:ListTags") if s["Sid"] == "ReadEndpoints"]
     assert read["Resource"] == "arn:aws:sagemaker:*:*:endpoint/*"  # reads still see what is not peagle's
 
 
-def test_autoscaling_writes_only_on_sagemaker_variants_and_inference_components():
-    doc = iam_policy.policy_document(["deploy"])
-    scaling = [s for s in doc["Statement"] if "application-autoscaling:RegisterScalableTarget" in s["Action"]]
-    assert {s["Resource"] for s in scaling} == {"arn:aws:application-autoscaling:*:*:scalable-target/*"}
-    assert sorted(s["Condition"]["StringEquals"]["application-autoscaling:scalable-dimension"] for s in scaling) == [
-        "sagemaker:inference-component:DesiredCopyCount", "sagemaker:variant:DesiredInstanceCount"]
-    assert {s["Condition"]["StringEquals"]["application-autoscaling:service-namespace"] for s in scaling} == {
-        "sagemaker"}
-    # an update scales variants only
-    [update] = [s for s in iam_policy.policy_document(["update"])["Statement"]
-                if "application-autoscaling:RegisterScalableTarget" in s["Action"]]
-    assert update["Sid"] == "ScaleSageMakerVariants"
+VARIANT = {"application-autoscaling:service-namespace": "sagemaker",
+           "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+COMPONENT = {"application-autoscaling:service-namespace": "sagemaker",
+             "application-autoscaling:scalable-dimension": "sagemaker:inference-component:DesiredCopyCount"}
+_VARIANT_SIDS = {"RegisterManagedScalableTargets", "ScaleManagedVariants", "TagScalableTargetsOnRegister"}
+
+
+@pytest.mark.parametrize(("command", "sids"), [
+    ("deploy", _VARIANT_SIDS | {"RegisterManagedComponentTargets", "ScaleManagedComponents"}),
+    ("update", _VARIANT_SIDS),  # an update scales variants only
+    ("recover", _VARIANT_SIDS | {"ScaleManagedComponents"})])  # a stranded component's scaling is removed
+def test_autoscaling_writes_only_on_peagles_own_sagemaker_variants_and_components(command, sids):
+    """Issue 38: not every scalable target, only SageMaker variants' and inference components' that peagle
+    registered (tagged peagle:managed on registration); registering only with that tag on the request, tagging only
+    that tag."""
+    doc = iam_policy.policy_document([command])
+    writes = {"application-autoscaling:RegisterScalableTarget", "application-autoscaling:PutScalingPolicy",
+              "application-autoscaling:DeleteScalingPolicy", "application-autoscaling:DeregisterScalableTarget",
+              "application-autoscaling:TagResource"}
+    by_sid = {s["Sid"]: s for s in doc["Statement"] if writes & set(s["Action"])}
+    assert set(by_sid) == sids
+    assert all(s["Resource"] == "arn:aws:application-autoscaling:*:*:scalable-target/*" for s in by_sid.values())
+    assert by_sid["ScaleManagedVariants"]["Condition"] == {"StringEquals": {
+        **VARIANT, f"aws:ResourceTag/{MANAGED}": "true"}}
+    assert by_sid["RegisterManagedScalableTargets"]["Action"] == ["application-autoscaling:RegisterScalableTarget"]
+    assert by_sid["RegisterManagedScalableTargets"]["Condition"] == {
+        "StringEquals": {**VARIANT, f"aws:RequestTag/{MANAGED}": "true"},
+        "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}}
+    assert by_sid["TagScalableTargetsOnRegister"]["Action"] == ["application-autoscaling:TagResource"]
+    assert by_sid["TagScalableTargetsOnRegister"]["Condition"] == {
+        "StringEquals": {f"aws:RequestTag/{MANAGED}": "true"}, "ForAllValues:StringEquals": {"aws:TagKeys": [MANAGED]}}
+    if "ScaleManagedComponents" in by_sid:
+        assert by_sid["ScaleManagedComponents"]["Condition"] == {"StringEquals": {
+            **COMPONENT, f"aws:ResourceTag/{MANAGED}": "true"}}
+    if "RegisterManagedComponentTargets" in by_sid:
+        assert by_sid["RegisterManagedComponentTargets"]["Action"] == [
+            "application-autoscaling:RegisterScalableTarget"]
+        assert by_sid["RegisterManagedComponentTargets"]["Condition"] == {
+            "StringEquals": {**COMPONENT, f"aws:RequestTag/{MANAGED}": "true"},
+            "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}}
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["human", "json"])
+def test_the_policy_says_in_one_line_what_it_cannot_narrow(no_aws, json_flag):
+    result = run_cli("iam-policy", *json_flag)
+    assert result.code == 0, result.stderr
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("note: not narrower, and why:")]
+    for subject in ("alarms", "scalable target", "iam:PassRole", "sagemaker:CallWithBearerToken"):
+        assert subject in line
+    if json_flag:
+        assert set(json.loads(result.stdout)) == {"Version", "Statement"}  # still a policy IAM accepts
+    quiet = run_cli("iam-policy", "logs", *json_flag)  # none of those actions: nothing to say
+    assert "not narrower" not in quiet.stderr
 
 
 def test_the_execution_role_actions_exist_too():

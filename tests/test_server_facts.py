@@ -19,6 +19,7 @@ from peagle_deploy.lifecycle.startup_log import parse_startup
 from peagle_deploy.served_config import speculation_from_config, speculation_from_env
 from peagle_deploy.testing.fake_vllm import FakeVllm
 from peagle_deploy.testing.sweep_standins import url_standins
+from tests.cli_runner import run_cli
 from tests.forked_peagle import forked_peagle
 
 pytestmark = pytest.mark.usefixtures("no_aws")
@@ -163,3 +164,65 @@ def test_reconcile_server_first_label_where_the_server_is_silent():
     assert (unknown.mode, unknown.k, unknown.disagreement) == ("p-eagle", 7, None)
     assert suggested_label("p-eagle", metrics_k3) == "p-eagle:3"
     assert suggested_label("p-eagle", ServerFacts(speculative=False, mode="off")) == "off"
+
+
+# a URL's mode: said to be a label when nothing shows it, read where a fact exists (issue 37 item 4) ---------------
+
+ENGINE_LINE = ("INFO [core.py:93] Initializing a V1 LLM engine (v0.32.0) with config: model='/opt/ml/model', "
+               "speculative_config=SpeculativeConfig(method='eagle3', model='/opt/ml/drafter', num_spec_tokens=3)")
+
+
+def test_a_mode_only_labelled_is_said_to_be_a_label(tmp_path):
+    with FakeVllm(accepted_per_request=(3, 2, 1)) as server:
+        res = run_cli("bench", server.url, "--mode", "eagle3", *QUICK, "-d", "chat", "--out", str(tmp_path))
+    assert res.code == 0, res.stderr
+    [note] = [line for line in res.stderr.splitlines() if "is a label" in line]
+    assert note == (f"note: mode eagle3 is a label (--mode/--k), not read from the server: it shows speculative "
+                    f"decoding with K=3 but not its method (read from {server.url}/metrics (3 per-position series)); "
+                    "the results say so")
+    said = ("speculative decoding: eagle3 K=3 (read from " + server.url + "/metrics (3 per-position series); mode "
+            "eagle3 from --mode only, not shown by the server)")
+    assert said in res.stdout  # the terminal, beside the title
+    [saved] = tmp_path.glob("bench-eagle3-K3-*.json")
+    assert f"- {said}" in saved.with_suffix(".md").read_text(encoding="utf-8")
+    target = json.loads(saved.read_text(encoding="utf-8"))["target"]
+    assert (target["mode"], target["mode_source"], target["k_source"]) == ("eagle3", "flags", "server")
+
+
+@pytest.fixture
+def local_p_eagle(tmp_path, monkeypatch):
+    """A loopback server that `peagle local` remembers starting as P-EAGLE K=3: its state file (this process
+    stands in for the server's process) and a start-up log whose engine line, as vLLM's does, omits the method."""
+    import os
+    from datetime import UTC, datetime
+
+    from peagle_deploy.local import state
+    from peagle_deploy.local.process import start_time
+
+    monkeypatch.setenv("PEAGLE_STATE_DIR", str(tmp_path / "state"))
+    with FakeVllm(accepted_per_request=(3, 2, 1)) as server:
+        log = tmp_path / "state" / "pe.log"
+        state.private_dir()
+        log.write_text(ENGINE_LINE + "\n", encoding="utf-8")
+        spec = json.dumps({"model": "/opt/ml/drafter", "method": "eagle3", "num_speculative_tokens": 3,
+                           "parallel_drafting": True})
+        state.save(state.LocalServer(
+            name="pe", url=server.url, port=int(server.url.rsplit(":", 1)[1]), pid=os.getpid(),
+            start_time=start_time(os.getpid()), log_path=str(log), started_at=datetime.now(UTC), model_dir="/m",
+            drafter_dir="/d", mode="p-eagle", k=3, speculative_config=spec, environment={}, command=["vllm"]))
+        yield server
+
+
+def test_a_peagle_local_servers_mode_is_read_from_its_state_and_wins_over_the_label(local_p_eagle, tmp_path):
+    res = run_cli("bench", local_p_eagle.url, "--mode", "eagle3", *QUICK, "-d", "chat", "--out", str(tmp_path),
+                  "--json")
+    assert res.code == 0, res.stderr
+    [warning] = [line for line in res.stderr.splitlines() if "labels it" in line]
+    assert warning.startswith("warning: --mode/--k labels it eagle3, but the server runs p-eagle K=3 (read from ")
+    assert "the SM_VLLM_SPECULATIVE_CONFIG peagle local server 'pe' was started with" in warning
+    assert "is a label" not in res.stderr and "P-EAGLE or EAGLE-3" not in res.stderr  # the state said which
+    target = json.loads(res.stdout)["result"]["target"]
+    assert (target["mode"], target["mode_source"], target["label_mode"]) == ("p-eagle", "server", "eagle3")
+    assert [p.name.startswith("bench-p-eagle-K3-") for p in tmp_path.glob("bench-*.json")] == [True]
+    unlabelled = run_cli("bench", local_p_eagle.url, *QUICK, "-d", "chat", "--out", str(tmp_path), "--json")
+    assert json.loads(unlabelled.stdout)["result"]["target"]["mode"] == "p-eagle" and "warning" not in unlabelled.stderr

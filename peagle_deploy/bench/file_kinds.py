@@ -16,7 +16,17 @@ class FileKind(NamedTuple):
     reader: str  # which command reads it
 
 
-def _required(model: Any) -> set[str]:
+# The required fields of each model, as data: bench/ sits below sweep/ and imports none of its models
+# (tests/test_bench_file_kinds.py checks these against the models' own required fields).
+OUTPUT_SAMPLE_KEYS = frozenset({"answers", "max_tokens", "target", "temperature", "unit"})  # agreement.OutputSample
+SWEEP_STATE_KEYS = frozenset({"configs", "plan", "request"})  # sweep.state.SweepState
+SWEEP_REPORT_KEYS = frozenset({  # sweep.report.SweepReport
+    "budget_usd", "concurrency", "configurations", "estimated_usd", "model", "published", "ratios", "recommendation",
+    "removed", "spent_usd", "status", "stopped_reason", "sweep_id", "tables"})
+AGREEMENT_REPORT_KEYS = frozenset({"agrees", "baseline", "candidate", "dataset", "max_tokens", "prompts"})
+
+
+def required_fields(model: Any) -> set[str]:
     return {name for name, field in model.model_fields.items() if field.is_required()}
 
 
@@ -24,21 +34,17 @@ def peagle_file_kind(data: Any) -> FileKind | None:
     """What peagle file `data` (a parsed JSON document) is, when it is one of peagle's other files; else None."""
     if not isinstance(data, dict):
         return None
-    from ..sweep.report import SweepReport
-    from ..sweep.state import SweepState
-    from .agreement import AgreementReport, OutputSample
-
     keys = set(data)
-    if _required(OutputSample) <= keys:
+    if OUTPUT_SAMPLE_KEYS <= keys:
         return FileKind(f"the greedy outputs of {data.get('target')!s} that a sweep kept for its agreement check",
                         "the sweep reads it for its report's 'greedy output vs off' column; no command takes it "
                         "as an argument")
-    if _required(SweepState) <= keys:
+    if SWEEP_STATE_KEYS <= keys:
         return FileKind("a sweep's state file", "'peagle sweep --resume' reads it")
-    if _required(SweepReport) <= keys:
+    if SWEEP_REPORT_KEYS <= keys:
         return FileKind("a sweep's report (sweep.json)",
                         "its benchmark results are the bench-*.json files in runs/ beside it")
-    if _required(AgreementReport) <= keys:
+    if AGREEMENT_REPORT_KEYS <= keys:
         return FileKind("the --json output of 'peagle bench agree'", "no peagle command reads it")
     inner = data.get("result")
     if isinstance(inner, dict) and "schema_version" in inner and "files" in data:

@@ -40,6 +40,7 @@ from .conversation import Conversation, answer_text
 from .stats import LatencySamples
 
 Messages = list[dict[str, str]]
+LAG_SAMPLE_S = 0.25  # the ticker's period: progress, stall checks and one event-loop lag sample per tick
 
 
 class RequestRecord:
@@ -152,7 +153,7 @@ async def run_level(
     duration: float | None = None,
     num_prompts: int | None = None,
     on_progress: Callable[[LevelProgress], None] | None = None,
-    progress_interval: float = 0.25,
+    progress_interval: float = LAG_SAMPLE_S,
     classify: ErrorClassifier = default_classifier,
     on_window: Callable[[str], Awaitable[Any] | None] | None = None,
     idle_limit: float = 60.0,

@@ -42,7 +42,8 @@ def level_rows(level: LevelResult) -> list[str]:
         errors,
         _ms(level.ttfc_ms, "mean"),
         _f(level.tokens_per_chunk, 2),
-        "SATURATED" if level.client_saturated else "host busy" if level.host_busy else "ok",
+        "SATURATED" if level.client_saturated else "host busy" if level.host_busy else
+        "ok" if level.client_judged else "no verdict",
     ]
 
 
@@ -92,13 +93,20 @@ def acceptance_lines(acc: Acceptance) -> list[str]:
     return lines
 
 
+_LABEL_ORIGIN = {"flags": "--mode", "tags": "the endpoint's peagle:mode tag", "url-label": "the --url MODE:K label"}
+
+
 def server_text(t) -> str:
     """Where the mode and K of a run came from: the server (and which source), or a label."""
+    origin = _LABEL_ORIGIN.get(t.mode_source or "", t.mode_source or "unknown")
     if t.server is not None and t.server.known and "server" in (t.mode_source, t.k_source):
         label = f"; labelled {t.label_mode}" + (f" K={t.label_k}" if t.label_k else "") if t.label_mode else ""
-        unchecked = f"; mode from {t.mode_source}" if t.mode_source not in ("server", None) else ""
+        unchecked = ""
+        if t.mode_source not in ("server", None):  # the mode is the label's: say so once
+            unchecked = f"; mode {t.mode} from {origin} only, not shown by the server"
+            label = f"; labelled K={t.label_k}" if t.label_k not in (None, t.k) else ""
         return f"read from {t.server.source_text()}{unchecked}{label}"
-    return f"from {t.mode_source or 'unknown'}, not checked against the server"
+    return f"from {origin}, not checked against the server"
 
 
 def price_text(price) -> str:
@@ -145,7 +153,8 @@ def markdown_summary(result: BenchResult) -> str:
         " TPOT: (E2E - TTFT) / (output tokens - 1) per request (per token); tok/chunk: output tokens per chunk"
         " (> 1 under speculative decoding); held: mean requests in flight / concurrency; client: SATURATED when"
         " the load generator, not the target, was the limit (a whole core used, or its event loop never idle);"
-        " host busy when other processes made it wait for a CPU while it still kept up."
+        " host busy when other processes made it wait for a CPU while it still kept up; no verdict when the window"
+        " was too short to give one."
     )
     return "\n".join(out) + "\n"
 
@@ -156,6 +165,10 @@ def render_result(console: Console, result: BenchResult, files: list[str]) -> No
 
     rows = [level_rows(lv) for lv in result.levels]
     title = f"peagle bench: {result.label()} ({result.settings.dataset})"
+    t = result.target
+    if t.mode or t.k:  # where the title's mode and K came from: the server, or only a label
+        console.print(f"speculative decoding: {result.label()} ({server_text(t)})", markup=False, soft_wrap=True,
+                      highlight=False)
     groups = ((title, [0, 1, 2, 3, 15, 11, 12]), ("latency, ms (mean / p99)", [0, 4, 5, 13, 6, 7, 14, 8, 9, 10]))
     for caption, idx in groups:
         table = Table(title=caption, title_justify="left")

@@ -83,6 +83,8 @@ class LevelResult(BaseModel):
     loop_lag_ms: Summary = Field(Summary(), description="event-loop lag of the load generator over the window")
     client_saturated: bool = Field(False, description="the load generator, not the target, limited this level: it "
                                    "used a whole core, or its event loop was never idle (starved of CPU)")
+    client_judged: bool = Field(True, description="false: the window was too short for the load-generator verdict "
+                                "(client_saturated, host_busy), so none was given; client_note says so")
     loop_busy: float | None = Field(None, description="share of the window the event loop ran or waited for a CPU "
                                                       "(/proc/thread-self/schedstat); 1 - idle")
     loop_waiting: float | None = Field(None, description="share of the window it waited for a CPU other processes held")

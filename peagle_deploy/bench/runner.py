@@ -21,7 +21,7 @@ from ..runtime.target_ref import TargetRef, parse_target
 from .acceptance import Acceptance, SpecCounters
 from ..pricing import Price, instance_price, usd_per_million_tokens
 from .datasets import Dataset
-from .loadgen import LevelMeasurement, LevelProgress, LevelStopped, run_level
+from .loadgen import LAG_SAMPLE_S, LevelMeasurement, LevelProgress, LevelStopped, run_level
 from .results import BenchResult, LevelResult, Settings, TargetInfo, write_result
 
 VLLM_LOG_INTERVAL_S = 10.0  # vLLM logs its SpecDecoding line about every 10 s
@@ -32,6 +32,10 @@ STARVED_BUSY, STARVED_PREEMPTED, STARVED_CPU = 0.5, 0.15, 0.01
 HOST_WAIT = 0.05  # of the window: other processes kept it waiting for a CPU
 HOST_LAG_MS = 20.0  # mean event-loop lag that is worth a line even when the load generator kept up
 KEPT_UP_IDLE = 0.15  # idle at least this share of the window: it caught up between events
+# the shortest window a verdict is given on: 8 event-loop lag samples (one per LAG_SAMPLE_S, loadgen's tick), so one
+# late timer moves the mean lag by an eighth of its lateness; and one scheduler delay (Linux CFS lets a runnable task
+# wait up to its latency target, 24 ms with 8 or more CPUs) is 1.2% of the window, under HOST_WAIT, not most of it
+MIN_VERDICT_WINDOW_S = 2.0
 
 
 @dataclass
@@ -113,6 +117,7 @@ class ClientVerdict:
     saturated: bool
     host_busy: bool
     why: str | None
+    judged: bool = True  # False: the window was too short for a verdict (`why` says so)
     loop_busy: float | None = None  # share of the window its event loop ran or waited for a CPU (1 - idle)
     loop_waiting: float | None = None  # share of the window it waited for a CPU that other processes held
     sleeps_per_s: float | None = None  # the loop went idle (voluntary switches)
@@ -125,12 +130,13 @@ def _share(x: float) -> str:
 
 
 def judge_client(cpu: float | None, lag_mean_ms: float | None, before: LoopTimes | None,
-                 after: LoopTimes | None) -> ClientVerdict:
+                 after: LoopTimes | None, window_s: float | None = None) -> ClientVerdict:
     """Saturated: the load generator used a whole core, or it was starved: its event loop was busy or waiting
     for a CPU most of the window and was often taken off the CPU with work left, so it fell behind the data.
     Host busy: other processes made it wait for a CPU (or its loop ran late) while it kept up, finishing its
     work in its turns; what it could not send or read while it waited still costs the server time, so both its
-    throughput and its latencies can carry the wait (measured beside `vllm bench serve`: docs/performance.md)."""
+    throughput and its latencies can carry the wait (measured beside `vllm bench serve`: docs/performance.md).
+    No verdict on a window shorter than MIN_VERDICT_WINDOW_S (`window_s`, else the readings' own span)."""
     cpu = cpu or 0.0
     lag = lag_mean_ms or 0.0
     busy = waiting = sleeps = preempted = None
@@ -140,6 +146,12 @@ def judge_client(cpu: float | None, lag_mean_ms: float | None, before: LoopTimes
         busy = min(1.0, ran + waiting)
         sleeps, preempted = (after[3] - before[3]) / window, (after[4] - before[4]) / window
     fields = {"loop_busy": busy, "loop_waiting": waiting, "sleeps_per_s": sleeps, "preemptions_per_s": preempted}
+    span = window_s if window_s is not None else (after[0] - before[0] if before and after else None)
+    if span is not None and span < MIN_VERDICT_WINDOW_S:
+        why = (f"no load-generator verdict: the window was {span:.2f} s, shorter than the {MIN_VERDICT_WINDOW_S:g} s "
+               f"a verdict needs ({MIN_VERDICT_WINDOW_S / LAG_SAMPLE_S:.0f} event-loop lag samples; one scheduler delay "
+               "well under 5% of the window); measure longer (--duration, or more --num-prompts)")
+        return ClientVerdict(saturated=False, host_busy=False, why=why, judged=False, **fields)
     cut = preempted / (preempted + sleeps) if preempted is not None and sleeps is not None and preempted + sleeps else 0.0
     if cpu >= SATURATED_CPU:
         return ClientVerdict(saturated=True, host_busy=False, why=f"it used {_share(cpu)} of a core", **fields)
@@ -169,7 +181,7 @@ def judge_client(cpu: float | None, lag_mean_ms: float | None, before: LoopTimes
 def _level_result(m: LevelMeasurement, price: Price | None, verdict: ClientVerdict | None = None) -> LevelResult:
     usd = usd_per_million_tokens(price.usd_per_hour if price else None, m.output_tokens_per_s)
     lag = m.loop_lag_ms
-    verdict = verdict or judge_client(m.client_cpu, lag.mean if lag is not None else None, None, None)
+    verdict = verdict or judge_client(m.client_cpu, lag.mean if lag is not None else None, None, None, m.window_s)
     return LevelResult(
         concurrency=m.concurrency,
         window_s=round(m.window_s, 4),
@@ -194,6 +206,7 @@ def _level_result(m: LevelMeasurement, price: Price | None, verdict: ClientVerdi
         client_cpu=None if m.client_cpu is None else round(m.client_cpu, 3),
         loop_lag_ms=lag,
         client_saturated=verdict.saturated,
+        client_judged=verdict.judged,
         loop_busy=None if verdict.loop_busy is None else round(verdict.loop_busy, 3),
         loop_waiting=None if verdict.loop_waiting is None else round(verdict.loop_waiting, 3),
         host_busy=verdict.host_busy,
@@ -250,7 +263,8 @@ class _Progress:
         self._progress.update(self._task, completed=done, info=info)
 
     def finish(self, level: LevelResult) -> None:
-        note = ", CLIENT SATURATED" if level.client_saturated else ", host busy" if level.host_busy else ""
+        note = ", CLIENT SATURATED" if level.client_saturated else ", host busy" if level.host_busy else \
+            "" if level.client_judged else ", no client verdict (short window)"
         info = (f"{level.output_tokens_per_s:,.0f} tok/s, held {level.concurrency_held:.0%}, "
                 f"{level.errors} errors{note}")
         if self._plain is not None:
@@ -284,8 +298,9 @@ def resolve_target(plan: BenchPlan, ref: TargetRef, out: Output) -> tuple[Target
 
 
 def apply_server_facts(info: TargetInfo, plan: BenchPlan, out: Output) -> None:
-    """The server's mode and K where it shows them, the label elsewhere; one warning line when they disagree."""
-    from .server_facts import reconcile
+    """The server's mode and K where it shows them, the label elsewhere; one warning line when they disagree,
+    one note when the mode is only the label (nothing the server offers shows it)."""
+    from .server_facts import reconcile, unconfirmed_mode
 
     name = plan.label_name if info.label_source != "tags" else "the endpoint's peagle tags"
     r = reconcile(info.label_mode, info.label_k, info.server, label_source=info.label_source, label_name=name)
@@ -293,6 +308,8 @@ def apply_server_facts(info: TargetInfo, plan: BenchPlan, out: Output) -> None:
     info.label_disagrees = r.disagreement
     if r.disagreement:
         out.warn(f"{r.disagreement}; the results record the server's values")
+    if (line := unconfirmed_mode(info.label_mode, info.mode_source, name, info.server)) is not None:
+        out.note(line)
     for note in (info.server.notes if info.server else []):
         out.note(f"server facts: {note}")
 
@@ -369,8 +386,9 @@ class _Measured:
 
 
 async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session: Any, price: Price | None,
-                      out: Output, measured: _Measured) -> None:
-    """Run every level into `measured` (filled as it goes, so a failure keeps what was measured)."""
+                      out: Output, measured: _Measured, *, announce: bool = True) -> None:
+    """Run every level into `measured` (filled as it goes, so a failure keeps what was measured). `announce`:
+    say which prompts are sent (a caller that runs one level per call says it once itself)."""
     from .prometheus import scrape_async
 
     if ref.is_url:
@@ -381,7 +399,8 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
             info.model = await _openai_model(ref)
         info.server = await read_url_facts(ref)
         apply_server_facts(info, plan, out)
-    out.info(f"dataset: {plan.dataset.describe()}")
+    if announce:
+        out.info(f"dataset: {plan.dataset.describe()}")
     prom_url = ref.metrics_url
     sender = make_sender(ref, info, plan, session)
     idle_limit = min(plan.timeout, max(30.0, plan.duration or 0.0))
@@ -409,7 +428,7 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                                     on_window=on_window, idle_limit=idle_limit, on_request=log)
                 lag_mean = m.loop_lag_ms.mean if m.loop_lag_ms is not None else None
                 level = _level_result(m, price, judge_client(m.client_cpu, lag_mean, edges.get("open"),
-                                                             edges.get("close")))
+                                                             edges.get("close"), m.window_s))
                 progress.finish(level)
                 measured.levels.append(level)
                 measured.windows.append((datetime.fromtimestamp(m.wall_start, timezone.utc),
@@ -419,6 +438,8 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                              "throughput and latencies include its own delays")
                 elif level.host_busy:
                     out.note(f"concurrency {conc}: host busy: {level.client_note}")
+                elif not level.client_judged:
+                    out.note(f"concurrency {conc}: {level.client_note}")
                 if level.completed == 0:
                     raise _no_request_completed(level, ref)
                 if "open" in scrapes and "close" in scrapes:

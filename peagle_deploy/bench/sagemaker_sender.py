@@ -80,16 +80,15 @@ class SageMakerChatSender:
 
     def _blocking(self, body: bytes, rec: RequestRecord, cancel: threading.Event, streams: list[Any],
                   answer: bytearray | None = None) -> None:
-        import botocore.exceptions
+        from ..aws import botocore_exceptions, error_code, error_message
 
-        from ..aws import error_code, error_message
-
+        bx = botocore_exceptions()
         clock = time.perf_counter
         try:
             resp = self._client.invoke_endpoint_with_response_stream(
                 EndpointName=self.endpoint, Body=body, ContentType="application/json", Accept="text/event-stream"
             )
-        except botocore.exceptions.ClientError as exc:
+        except bx.ClientError as exc:
             if error_code(exc) == "ModelError":
                 status = int(exc.response.get("OriginalStatusCode") or 500)
                 raise TargetHttpError(status, error_text(str(exc.response.get("OriginalMessage") or

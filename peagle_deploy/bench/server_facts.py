@@ -171,7 +171,9 @@ def reconcile(label_mode: str | None, label_k: int | None, facts: ServerFacts | 
 
 
 def local_server_facts(url: str) -> ServerFacts | None:
-    """The start-up log of the `peagle local` server at `url`, if it is one (method, K, parallel drafting)."""
+    """What the `peagle local` server at `url` runs, if it is one: its start-up log (method, K; a plain process
+    only) completed by the SM_VLLM_SPECULATIVE_CONFIG peagle started it with (its state file), which names the
+    mode (parallel drafting) where vLLM's engine line does not."""
     from ..errors import PeagleError
 
     try:
@@ -180,15 +182,44 @@ def local_server_facts(url: str) -> ServerFacts | None:
         server = server_at(url)
     except (PeagleError, OSError):
         return None
-    if server is None or server.container_id:
+    if server is None:
         return None
+    from ..served_config import speculation_from_env
+    from ..speculative import ENV_VAR
+
+    where = f"peagle local server {server.name!r}"
+    started = from_speculation(
+        speculation_from_env({ENV_VAR: server.speculative_config} if server.speculative_config else {}),
+        f"the {ENV_VAR} {where} was started with")
+    if server.container_id:  # its log is the engine's (`docker logs`): the state alone
+        return started
     from pathlib import Path
 
     from ..lifecycle.startup_log import read_file
 
     facts = from_startup(read_file(Path(server.log_path)))
-    facts.sources = [f"{s}, peagle local server {server.name!r}" for s in facts.sources]
-    return facts
+    facts.sources = [f"{s}, {where}" for s in facts.sources]
+    if disagreements(started.mode if started.speculative else "off", started.k, facts):
+        facts.notes.append(f"{where} was started with {started.describe()}, its start-up log says "
+                           f"{facts.describe()}: using the log")
+        return facts
+    if facts.mode is None and started.mode is not None:
+        facts.notes = []  # the log's one note, "method not stated": the state states it
+    return facts.merge(started) if facts.known else started.merge(facts)
+
+
+def unconfirmed_mode(label_mode: str | None, mode_source: str | None, label_name: str,
+                     facts: ServerFacts | None) -> str | None:
+    """One line when the reported mode is only a label: no source the server offers showed it."""
+    if label_mode is None or mode_source == "server":
+        return None
+    facts = facts or ServerFacts()
+    if facts.speculative:
+        seen = ("it shows speculative decoding" + (f" with K={facts.k}" if facts.k else "")
+                + f" but not its method (read from {facts.source_text()})")
+    else:
+        seen = "it showed nothing of what it runs"
+    return f"mode {label_mode} is a label ({label_name}), not read from the server: {seen}; the results say so"
 
 
 async def read_url_facts(ref: Any) -> ServerFacts:

@@ -52,3 +52,54 @@ def describe_endpoint(sagemaker: Any, name: str) -> TargetInfo:
         info.label_mode, info.label_k, info.label_source = peagle_tags.mode, peagle_tags.k, "tags"
     info.model = peagle_tags.model
     return info
+
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def target_identity(ref: Any, region: str | None) -> tuple[str, ...]:
+    """What tells two targets apart: an endpoint's region and name (its name or its OpenAI route URL alike), a
+    URL's server root (scheme, host, port, path; the loopback names counted as one host)."""
+    from urllib.parse import urlsplit
+
+    from ..aws import resolve_region
+
+    if ref.kind == "sagemaker":
+        return ("sagemaker", ref.session_region(region) or resolve_region(None), ref.name)
+    parts = urlsplit(ref.root)
+    host = (parts.hostname or "").lower()
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return ("url", parts.scheme.lower(), "loopback" if host in _LOOPBACK else host, str(port), parts.path)
+
+
+def target_facts(ref: Any, *, region: str | None = None, profile: str | None = None) -> Any:
+    """What a target runs, read before any request: a URL's /metrics (and a `peagle local` server's start-up log
+    and state), an endpoint's served config. A read that fails is a note on the facts (unknown), not a failure;
+    an endpoint that does not exist is bad input."""
+    from .server_facts import ServerFacts, from_speculation
+
+    if ref.is_url:
+        import asyncio
+
+        from .server_facts import read_url_facts
+
+        return asyncio.run(read_url_facts(ref))
+    from ..aws import AwsSession, error_code, translate_error
+    from ..errors import PeagleError
+    from ..served_config import read_served_config
+
+    try:
+        session = AwsSession(ref.session_region(region), profile)
+        served = read_served_config(session.client("sagemaker"), ref.name)
+    except UsageError:
+        raise
+    except PeagleError as exc:  # credentials, a profile: the requests will say more
+        return ServerFacts(notes=[f"could not read the served config of {ref.name} ({exc.one_line()})"])
+    except Exception as exc:  # botocore's errors, through the one AWS classifier
+        translated = translate_error(exc)
+        if translated is None:
+            raise
+        if error_code(exc) in ("ValidationException", "ValidationError"):
+            raise UsageError(f"endpoint {ref.name!r} not found", "check the name and --region") from None
+        return ServerFacts(notes=[f"could not read the served config of {ref.name} ({translated.one_line()})"])
+    return from_speculation(served.speculation, served.source)

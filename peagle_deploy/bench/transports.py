@@ -102,13 +102,14 @@ def run_side_by_side(plan: BenchPlan, out: Output) -> tuple[TransportComparison,
     infos = {t: info.model_copy(update={"transport": t}) for t in TRANSPORTS}
     measured = {t: _Measured() for t in TRANSPORTS}
     failure: PeagleError | None = None
+    out.info(f"dataset: {plan.dataset.describe()}")  # once: the levels below run one call each
     try:
         for index, conc in enumerate(plan.concurrency):
             for transport in (TRANSPORTS if index % 2 == 0 else TRANSPORTS[::-1]):
                 out.info(f"concurrency {conc}: {transport}")
                 one_level = replace(plan, concurrency=[conc])
                 asyncio.run(_run_levels(one_level, refs[transport], infos[transport], session, price, out,
-                                        measured[transport]))
+                                        measured[transport], announce=False))
     except LevelStopped as exc:
         failure = _stopped_failure(exc, refs[BASELINE])
     except KeyboardInterrupt:

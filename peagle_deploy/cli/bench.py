@@ -131,9 +131,11 @@ def bench_run(
         from ..runtime.target_ref import parse_target
 
         parse_target(target, transport=None if transport == "both" else transport)  # bad input: exit 2 first
+        with out.status(f"reading --dataset {dataset}") as show:
+            data = load_dataset(dataset, progress=show)
         plan = BenchPlan(
             target=target,
-            dataset=load_dataset(dataset),
+            dataset=data,
             concurrency=parse_concurrency(concurrency),
             max_tokens=max_tokens,
             temperature=temperature,
@@ -334,7 +336,8 @@ def bench_advise(
 
 @bench_app.command("agree")
 def bench_agree(
-    baseline: Annotated[str, typer.Argument(help="The target without speculation (mode off): endpoint or URL.")],
+    baseline: Annotated[str, typer.Argument(help="The target without speculation (mode off): endpoint or URL. "
+                                                 "Checked first: one that speculates is refused.")],
     candidate: Annotated[str, typer.Argument(help="The speculative target to check against it: endpoint or URL.")],
     dataset: Annotated[
         str, typer.Option("--dataset", "-d", help="Prompts, as for 'peagle bench' (the first --num-prompts).")
@@ -356,6 +359,16 @@ def bench_agree(
         float, typer.Option("--noise-per-token", min=0.0, max=1.0, help="Greedy divergences per token that "
                             "floating-point noise may explain (0: demand identical outputs).")
     ] = 0.01,
+    allow_speculative_baseline: Annotated[
+        bool, typer.Option("--allow-speculative-baseline", help="Accept a BASELINE that speculates, to compare two "
+                           "speculative servers with each other (K=3 against K=7, P-EAGLE against EAGLE-3) when no "
+                           "server without speculation is at hand: agreement then shows they match each other, not "
+                           "that either is lossless.")
+    ] = False,
+    allow_same_target: Annotated[
+        bool, typer.Option("--allow-same-target", help="Accept BASELINE and CANDIDATE being one target, to measure "
+                           "its noise floor (run to run numerics, docs/agreement.md): not a check of speculation.")
+    ] = False,
     model: Annotated[
         str | None, typer.Option("--model", help="Model name sent to OpenAI URLs (default: none).")
     ] = None,
@@ -368,8 +381,11 @@ def bench_agree(
     sampled outputs by distribution (docs/agreement.md). Exit 6 when the outputs differ beyond noise."""
 
     def body(out):
-        from ..bench.agreement import check_agreement
+        import threading
+
+        from ..bench.agreement import check_agreement, check_baseline
         from ..bench.datasets import load_dataset
+        from ..bench.target_info import target_facts, target_identity
         from ..errors import EndpointFailed, UsageError
         from ..runtime.target_ref import parse_target
 
@@ -380,19 +396,40 @@ def bench_agree(
                 from None
         if not temperatures or any(not 0 <= t <= 2 for t in temperatures):
             raise UsageError(f"--temperature {temperature!r} needs values from 0 to 2", "e.g. --temperature 0,1")
-        parse_target(baseline)
-        parse_target(candidate)
-        data = load_dataset(dataset)
+        base_ref, cand_ref = parse_target(baseline), parse_target(candidate)
+        same = target_identity(base_ref, region) == target_identity(cand_ref, region)
+        if same and not allow_same_target:
+            raise UsageError(f"BASELINE and CANDIDATE are the same target ({candidate}): a server compared with "
+                             "itself says nothing about speculation",
+                             "pass the target without speculation as BASELINE and the speculative one as "
+                             "CANDIDATE (--allow-same-target measures one server's noise floor)")
+        with out.status(f"reading --dataset {dataset}") as show:
+            data = load_dataset(dataset, progress=show)
         prompts = data.prompts[:num_prompts]
         if len(prompts) < num_prompts:
             out.note(f"{data.name} has {len(data.prompts)} prompts: using all of them")
+        base_facts = target_facts(base_ref, region=region, profile=profile)
+        cand_facts = base_facts if same else target_facts(cand_ref, region=region, profile=profile)
+        checked = check_baseline(baseline, candidate, base_facts, cand_facts, same_target=same,
+                                 allow_speculative_baseline=allow_speculative_baseline)
+        for line in checked.notes:
+            out.note(line)
         requests = 2 * len(prompts) * sum(1 if t == 0 else samples for t in temperatures)
         out.info(f"agreement: {len(prompts)} prompts from {data.source}, temperatures "
                  f"{', '.join(f'{t:g}' for t in temperatures)}: {requests} requests")
-        report = check_agreement(baseline, candidate, prompts, dataset=data.name, max_tokens=max_tokens,
-                                 temperatures=temperatures, samples=samples, concurrency=concurrency, alpha=alpha,
-                                 noise_per_token=noise_per_token, region=region, profile=profile, model=model,
-                                 timeout=timeout)
+        answered, lock = [0], threading.Lock()
+        with out.status(f"agreement: 0/{requests} requests answered") as show:
+            def one_more() -> None:  # from the request threads
+                with lock:
+                    answered[0] += 1
+                    show(f"agreement: {answered[0]}/{requests} requests answered")
+
+            report = check_agreement(baseline, candidate, prompts, dataset=data.name, max_tokens=max_tokens,
+                                     temperatures=temperatures, samples=samples, concurrency=concurrency,
+                                     alpha=alpha, noise_per_token=noise_per_token, region=region, profile=profile,
+                                     model=model, timeout=timeout, on_answer=one_more)
+        report = report.model_copy(update={"baseline_server": base_facts, "candidate_server": cand_facts,
+                                           "baseline_check": checked})
         for line in report.warnings:
             out.warn(line)
 
@@ -404,7 +441,8 @@ def bench_agree(
                               soft_wrap=True, highlight=False)
             for s in report.sampled:
                 console.print(f"  {s.summary()}", markup=False, soft_wrap=True, highlight=False)
-            console.print("agreement: " + ("ok" if report.agrees else "FAILED"), markup=False, highlight=False)
+            console.print("agreement: " + ("ok" + checked.qualifier() if report.agrees else "FAILED"), markup=False,
+                          soft_wrap=True, highlight=False)
 
         out.result(report, human)
         if not report.agrees:

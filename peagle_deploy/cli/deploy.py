@@ -53,7 +53,8 @@ def deploy(
     timeout: Annotated[int, typer.Option(help="Seconds to wait for InService.")] = 3600,
     keep_on_failure: Annotated[bool, typer.Option(help="On failure keep what was created and print the cleanup command.")] = False,
     show_secrets: Annotated[bool, typer.Option(
-        "--show-secrets", help="Print secret-looking --env values (HF_TOKEN, *_KEY, ...) instead of ***.")] = False,
+        "--show-secrets", help="Print secret --env values (named HF_TOKEN, *_KEY, ... or shaped like a token: "
+                                "ghp_..., hf_..., a JWT) instead of ***.")] = False,
     max_price_per_hour: Annotated[float | None, typer.Option(
         help="Accept a plan priced above this many USD/h without a prompt (default guard: 100); refused when "
              "the price is unknown.")] = None,
@@ -111,10 +112,10 @@ def deploy(
 
             register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
             shown = mask_plan_env(plan)
-        from ..redaction import looks_secret, revealing
+        from ..redaction import is_secret, revealing
 
         # --show-secrets: the --env values the user asked to see are exempt from the output's redaction
-        with revealing([v for k, v in user_env.items() if looks_secret(k)] if show_secrets else []):
+        with revealing([v for k, v in user_env.items() if is_secret(k, v)] if show_secrets else []):
             if dry_run:
                 out.result({"dry_run": True, "plan": shown}, lambda console: render_plan(console, shown))
                 return

@@ -34,7 +34,9 @@ def iam_policy(
 
         document = table.policy_document(commands, role=role, name_prefix=name_prefix)  # refuses bad input
         if out.json_mode:
-            out.result(document)
+            out.result(document)  # the document alone: IAM refuses a policy with keys of ours in it
+            if _unscoped_applies(document):
+                out.note(table.UNSCOPED)
             return
         chosen = commands or list(table.COMMANDS)
         rows = [[command, p.action, ", ".join(sid for sid, _ in table.scopes_of(p)), p.why]
@@ -46,5 +48,14 @@ def iam_policy(
         out.result(document, human)
         out.note("--json prints these as one policy document to attach; the execution role's own needs are in "
                  "docs/iam.md")
+        if _unscoped_applies(document):
+            out.note(table.UNSCOPED)
 
     run(json_output, body)
+
+
+def _unscoped_applies(document: dict) -> bool:
+    """The policy holds one of the actions UNSCOPED speaks of."""
+    named = {"application-autoscaling:RegisterScalableTarget", "cloudwatch:PutMetricAlarm", "iam:PassRole",
+             "sagemaker:CallWithBearerToken"}
+    return any(named & set(statement["Action"]) for statement in document["Statement"])

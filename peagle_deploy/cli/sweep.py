@@ -36,7 +36,9 @@ def sweep(
     logs_wait: Annotated[float, typer.Option(min=0, help="Seconds to wait for acceptance lines in CloudWatch.")] = 60.0,
     timeout: Annotated[int, typer.Option(min=1, help="Seconds to wait for each endpoint to be InService.")] = 3600,
     agreement_prompts: Annotated[int, typer.Option(min=0, help="Prompts whose greedy outputs each configuration must reproduce from off's (0: no check).")] = 16,
-    url: Annotated[list[str] | None, typer.Option("--url", help="MODE:K=URL of a server you run (off=URL); repeat, one per configuration; no AWS.")] = None,
+    url: Annotated[list[str] | None, typer.Option("--url", help="MODE:K=URL of a server you run (off=URL); repeat, one per configuration; no AWS. On --resume: the "
+                                                                    "same URL again, to give back the password the state file does not keep "
+                                                                    "(or set PEAGLE_SWEEP_URL_PASSWORD).")] = None,
     trust_labels: Annotated[bool, typer.Option("--trust-labels", help="Measure a --url server even when its /metrics contradict its MODE:K label (refused otherwise).")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan (endpoints, time, dollars vs --budget) and stop.")] = False,
     state: Annotated[Path | None, typer.Option(help="State file (default: OUT/sweep-state.json).")] = None,
@@ -60,7 +62,7 @@ def sweep(
             _check_beside_resume(model, sf)
             with _locked(sf.out_dir, sf.path, resuming=True):
                 sf = StateFile.load(resume)  # re-read under the lock
-                _apply_on_resume(sf, budget=budget, profile=profile)
+                _apply_on_resume(sf, budget=budget, profile=profile, url=url)
                 _continue(out, sf, out_dir=sf.out_dir, resumed=True)
             return
         if model is None:
@@ -83,9 +85,10 @@ def sweep(
     run(json_output, body)
 
 
-# options a --resume takes from the state file; --budget and --profile may change (issue 27: --resume --budget)
+# options a --resume takes from the state file; --budget and --profile may change (issue 27: --resume --budget), and
+# --url may come again with the credentials the state file does not keep (sweep/config.restore_url_credentials)
 _FROM_STATE = ("modes", "k", "concurrency", "dataset", "duration", "num_prompts", "warmup", "max_tokens", "parallel",
-               "instance_type", "role", "accept_eula", "ttl", "provision_estimate", "logs_wait", "timeout", "url",
+               "instance_type", "role", "accept_eula", "ttl", "provision_estimate", "logs_wait", "timeout",
                "agreement_prompts", "trust_labels", "dry_run", "state", "out_dir", "region")
 
 
@@ -124,10 +127,15 @@ def _locked(out_dir: Path, state_path: Path, *, resuming: bool):
     return stack
 
 
-def _apply_on_resume(sf, *, budget: float | None, profile: str | None) -> None:
+def _apply_on_resume(sf, *, budget: float | None, profile: str | None, url: list[str] | None = None) -> None:
+    import os
+
     from ..errors import UsageError
+    from ..sweep.config import restore_url_credentials
 
     state = sf.state
+    state.request = restore_url_credentials(state.request, {label for label, c in state.configs.items() if c.measured},
+                                            url, dict(os.environ), sf.path)
     changes = {}
     if budget is not None:
         if not budget > 0:

@@ -19,13 +19,14 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..aws import is_lost_answer, translate_error
+from ..describe import describe
 from ..errors import Interrupted, PeagleError, UsageError
 from ..plan import VARIANT_NAME, DeploymentPlan
 from .autoscaling import SERVICE as AUTOSCALING_SERVICE
 from .autoscaling import Applied, apply_autoscaling
 from .quota import check_quota
 from .signals import Signalled, SignalGuard
-from .teardown import Outcome, describe, teardown
+from .teardown import Outcome, teardown
 from .verify import Check, require, verify
 from .wait import Progress, read_retrying, wait_in_service
 
@@ -140,20 +141,16 @@ class _Rollback:
         return describe(self.sm, kind, self.plan.endpoint_name) is not None  # type: ignore[arg-type]
 
 
-def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: float = 3600,
-           keep_on_failure: bool = False, on_progress: Progress | None = None,
-           on_note: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
-           clock: Callable[[], float] = time.monotonic, handle_signals: bool = True) -> DeployResult:
+def deploy_endpoint(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: float = 3600,
+                    keep_on_failure: bool = False, on_progress: Progress | None = None,
+                    on_note: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
+                    clock: Callable[[], float] = time.monotonic, handle_signals: bool = True) -> DeployResult:
     """Create the plan's model, endpoint config and endpoint; wait and verify when `wait`.
 
-    SIGINT, SIGTERM and SIGHUP roll back like any failure (exit 130); see `signals.SignalGuard`. A plan that hosts
-    the model as an inference component is deployed by `component_apply.deploy_component`."""
+    SIGINT, SIGTERM and SIGHUP roll back like any failure (exit 130); see `signals.SignalGuard`. `lifecycle.deploy`
+    calls this for a classic endpoint, `component_apply.deploy_component` for an inference component."""
     if plan.hosting == "component":
-        from .component_apply import deploy_component
-
-        return deploy_component(plan, session, wait=wait, timeout_s=timeout_s, keep_on_failure=keep_on_failure,
-                                on_progress=on_progress, on_note=on_note, sleep=sleep, clock=clock,
-                                handle_signals=handle_signals)
+        raise ValueError("a plan that hosts an inference component is deployed by lifecycle.deploy")
     if "ExecutionRoleArn" not in plan.create_model:
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
     if plan.autoscaling is not None and not wait:

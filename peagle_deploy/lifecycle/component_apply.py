@@ -89,7 +89,7 @@ def deploy_component(plan: DeploymentPlan, session: Any, *, wait: bool = True, t
                      keep_on_failure: bool = False, on_progress: Progress | None = None,
                      on_note: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
                      clock: Callable[[], float] = time.monotonic, handle_signals: bool = True) -> DeployResult:
-    """`apply.deploy` for a plan whose hosting is component (see the module docstring)."""
+    """`lifecycle.deploy` of a plan whose hosting is component (see the module docstring)."""
     if "ExecutionRoleArn" not in plan.create_model:
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
     if not wait:

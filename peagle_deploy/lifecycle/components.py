@@ -330,7 +330,7 @@ def remove_endpoint_components(sm: Any, aas: Any, cloudwatch: Any, endpoint: str
 def remove_stranded(sm: Any, aas: Any, cloudwatch: Any, endpoint: str | None = None) -> list[Outcome]:
     """peagle's components of an endpoint that no longer exists (`endpoint`, or any: deleted under them, SageMaker
     leaves them behind), with their scaling and alarms. Someone else's are not mentioned."""
-    from .teardown import describe
+    from ..describe import describe
 
     outcomes: list[Outcome] = []
     gone: dict[str, bool] = {}

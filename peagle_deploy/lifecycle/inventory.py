@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..describe import describe
 from ..errors import UsageError
 from ..inputs import validate_name
 from ..tags import PeagleTags
@@ -21,7 +22,7 @@ from .autoscaling import SERVICE as AUTOSCALING_SERVICE
 from .autoscaling import AutoscalingStatus, read_autoscaling
 from ..pricing import Price
 from .startup_log import StartupInfo
-from .tags import list_tags_if_present
+from .tags import described_with_tags, list_tags_if_present
 from .verify import Check
 from .wait import read_retrying
 
@@ -186,8 +187,6 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
     sm = sm or session.client("sagemaker")
     now = now or clock.now()
     read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
-    from .teardown import describe, described_with_tags
-
     if name:
         validate_name(name)
         found = described_with_tags(sm, name, read)
@@ -284,8 +283,7 @@ def leftovers(session: Any, name: str | None = None, *, sleep: Any = None, sm: A
     """peagle-made configs and models no endpoint uses (of endpoint `name`, or all), each with its command."""
     import time
 
-    from .leftovers import find_leftovers
-    from .teardown import References
+    from .leftovers import References, find_leftovers
 
     sm = sm or session.client("sagemaker")
     read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731

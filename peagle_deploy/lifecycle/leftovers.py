@@ -1,4 +1,5 @@
-"""peagle-made endpoint configs and models, found by their tags, and which of them nothing uses.
+"""Who uses which endpoint config and model (`References`), peagle-made configs and models found by their tags,
+and which of them nothing uses.
 
 Every config and model peagle creates carries `peagle:managed=true` and `peagle:endpoint=NAME` (the endpoint it
 was made for; an update's `NAME-u...` resources too). What was made before that tag existed is matched by its
@@ -11,15 +12,79 @@ is a leftover once its endpoint is gone (SageMaker leaves a component behind whe
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ..aws import translate_error
+from ..describe import describe
 from ..tags import PeagleTags
 from .tags import list_tags_if_present
-from .teardown import References
 
 _UPDATE_NAME = re.compile(r"^(?P<endpoint>.+)-u\d{12}(?:-[0-9a-f]{4})?$")
+
+
+@dataclass
+class References:
+    """Who uses what, read from SageMaker before anything is deleted. An endpoint that is updating uses the
+    config it moves to (PendingDeploymentSummary) as much as the one it serves: neither may go."""
+
+    endpoint_config: dict[str, str] = field(default_factory=dict)  # endpoint -> its config
+    config_models: dict[str, list[str]] = field(default_factory=dict)  # config -> its models
+    pending: dict[str, str] = field(default_factory=dict)  # endpoint -> the config an update moves it to
+    config_arns: dict[str, str] = field(default_factory=dict)
+    endpoint_arns: dict[str, str] = field(default_factory=dict)
+    components: dict[str, Any] = field(default_factory=dict)  # component -> components.ComponentRef
+    components_unknown: str | None = None  # why the components could not be listed: then no model is unused
+
+    @classmethod
+    def read(cls, sm: Any) -> References:
+        refs = cls()
+        for page in sm.get_paginator("list_endpoints").paginate():
+            for summary in page.get("Endpoints", []):
+                described = describe(sm, "endpoint", summary["EndpointName"])
+                if described is not None:
+                    refs.endpoint_config[summary["EndpointName"]] = described.get("EndpointConfigName", "")
+                    refs.endpoint_arns[summary["EndpointName"]] = described.get("EndpointArn", "")
+                    target = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+                    if target:
+                        refs.pending[summary["EndpointName"]] = target
+        for page in sm.get_paginator("list_endpoint_configs").paginate():
+            for summary in page.get("EndpointConfigs", []):
+                refs.config_arns[summary["EndpointConfigName"]] = summary.get("EndpointConfigArn", "")
+                refs.config_models[summary["EndpointConfigName"]] = _models_of(
+                    describe(sm, "endpoint_config", summary["EndpointConfigName"]))
+        from .components import models_in_use
+
+        try:
+            refs.components = models_in_use(sm)
+        except Exception as exc:  # noqa: BLE001 - e.g. no sagemaker:ListInferenceComponents: keep every model
+            error = translate_error(exc)
+            if error is None or error.exit_code != 3:
+                raise
+            refs.components_unknown = error.one_line()
+        return refs
+
+    def model_users(self, model: str, *, besides: set[str] = frozenset()) -> list[str]:
+        """Inference components (not in `besides`) that name `model`; all of them when they could not be listed."""
+        if self.components_unknown is not None:
+            return [f"(unknown: {self.components_unknown})"]
+        return sorted(c for c, ref in self.components.items() if ref.model == model and c not in besides)
+
+    def users(self, config: str, *, besides: set[str] = frozenset()) -> list[str]:
+        """Endpoints (not in `besides`) that serve `config` or are updating to it."""
+        return sorted({ep for ep, c in self.endpoint_config.items() if c == config and ep not in besides}
+                      | {ep for ep, c in self.pending.items() if c == config and ep not in besides})
+
+    def configs_in_use(self) -> set[str]:
+        return set(self.endpoint_config.values()) | set(self.pending.values())
+
+
+def _models_of(config: dict[str, Any] | None) -> list[str]:
+    if config is None:
+        return []
+    return [v["ModelName"] for v in config.get("ProductionVariants", []) if v.get("ModelName")]
 
 
 class Leftover(BaseModel):

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..errors import UsageError
-from ..local.failure import failure_index
+from ..vllm_failure import failure_index
 from .wait import log_group, read_retrying
 
 POLL_S = 2.0  # --follow asks this often: CloudWatch itself lags a few seconds behind the container
@@ -32,7 +32,7 @@ class LogEvent(BaseModel):
     stream: str
     message: str
     event_id: str | None = None
-    failure: bool = False  # the container's failure line (local.failure.failure_index)
+    failure: bool = False  # the container's failure line (vllm_failure.failure_index)
 
     @property
     def time(self) -> datetime:

@@ -23,12 +23,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..describe import describe
 from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
 from ..plan import VARIANT_NAME
 from ..served_config import Served, read_served
 from ..tags import PeagleTags
 from .intent import clear_update_intent, deletion_requested, read_update_intent
-from .teardown import Outcome, References, describe, described_with_tags, teardown
+from .leftovers import References
+from .tags import described_with_tags
+from .teardown import Outcome, teardown
 from .wait import WAITING, Progress, read_retrying, wait_in_service
 
 Read = Callable[[Callable[[], Any]], Any]

@@ -204,7 +204,7 @@ def advise(info: StartupInfo, expected: dict[str, Any] | None = None) -> Startup
 
 def read_file(path: Any, expected: dict[str, Any] | None = None) -> StartupInfo:
     """From a local container's log file (`peagle local`)."""
-    from ..local.failure import tail
+    from ..vllm_failure import tail
 
     lines = tail(path, max_bytes=4_000_000)
     info = parse_startup(lines, source=f"file:{path}")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from ..describe import describe
 from ..tags import PeagleTags, is_managed
 
-__all__ = ["PeagleTags", "is_managed", "list_tags", "list_tags_if_present", "read_tags"]
+__all__ = ["PeagleTags", "described_with_tags", "is_managed", "list_tags", "list_tags_if_present", "read_tags"]
 
 
 def list_tags(sm: Any, arn: str) -> dict[str, str]:
@@ -31,3 +33,12 @@ def list_tags_if_present(sm: Any, arn: str) -> dict[str, str] | None:
 
 def read_tags(sm: Any, arn: str) -> PeagleTags:
     return PeagleTags.from_aws(list_tags(sm, arn))
+
+
+def described_with_tags(sm: Any, name: str, read: Callable[[Callable[[], Any]], Any]) -> tuple[dict[str, Any],
+                                                                                             dict[str, str]] | None:
+    """Endpoint `name`'s description and tags (each through `read`), or None when it is gone: also when it was
+    deleted between the two reads (another cleanup, a sweep's teardown)."""
+    described = read(lambda: describe(sm, "endpoint", name))
+    tags = read(lambda: list_tags_if_present(sm, described["EndpointArn"])) if described is not None else None
+    return (described, tags) if tags is not None else None

@@ -16,20 +16,19 @@ inference component names is in use as much as one an endpoint config names.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ..aws import is_not_found, translate_error
+from ..describe import DESCRIBE, Kind, describe
 from ..errors import PeagleError, UsageError
 from ..tags import PeagleTags
+from .leftovers import References, owned_by
 from .tags import list_tags_if_present, read_tags
 
 from .outcome import Outcome, OutcomeKind  # noqa: F401 - teardown's answer, imported from here by callers
-
-Kind = Literal["endpoint", "endpoint_config", "model"]
 
 
 class Skipped(BaseModel):
@@ -53,31 +52,9 @@ class CleanupReport(BaseModel):
         return [o for o in self.outcomes if o.result in ("left", "failed")]
 
 
-_DESCRIBE = {"endpoint": ("describe_endpoint", "EndpointName", "EndpointArn"),
-             "endpoint_config": ("describe_endpoint_config", "EndpointConfigName", "EndpointConfigArn"),
-             "model": ("describe_model", "ModelName", "ModelArn")}
 _DELETE = {"endpoint": "delete_endpoint", "endpoint_config": "delete_endpoint_config", "model": "delete_model"}
 _LABEL = {"endpoint": "endpoint", "endpoint_config": "endpoint config", "model": "model",
           "scalable_target": "scalable target", "scaling_policy": "scaling policy"}
-
-
-def describe(sm: Any, kind: Kind, name: str) -> dict[str, Any] | None:
-    method, key, _ = _DESCRIBE[kind]
-    try:
-        return getattr(sm, method)(**{key: name})
-    except Exception as exc:
-        if is_not_found(exc):
-            return None
-        raise
-
-
-def described_with_tags(sm: Any, name: str, read: Callable[[Callable[[], Any]], Any]) -> tuple[dict[str, Any],
-                                                                                             dict[str, str]] | None:
-    """Endpoint `name`'s description and tags (each through `read`), or None when it is gone: also when it was
-    deleted between the two reads (another cleanup, a sweep's teardown)."""
-    described = read(lambda: describe(sm, "endpoint", name))
-    tags = read(lambda: list_tags_if_present(sm, described["EndpointArn"])) if described is not None else None
-    return (described, tags) if tags is not None else None
 
 
 def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
@@ -93,7 +70,7 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
         return Outcome(kind=kind, name=name, result="already gone")
     tags = PeagleTags()
     if require_managed or created_at is not None:
-        raw = list_tags_if_present(sm, described[_DESCRIBE[kind][2]])
+        raw = list_tags_if_present(sm, described[DESCRIBE[kind][2]])
         if raw is None:  # deleted between the describe and now
             return Outcome(kind=kind, name=name, result="already gone")
         tags = PeagleTags.from_aws(raw)
@@ -122,7 +99,7 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
         if extra is not None:
             extra.extend(removed)
     try:
-        getattr(sm, _DELETE[kind])(**{_DESCRIBE[kind][1]: name})
+        getattr(sm, _DELETE[kind])(**{DESCRIBE[kind][1]: name})
     except Exception as exc:
         if is_not_found(exc):
             return Outcome(kind=kind, name=name, result="already gone")
@@ -145,68 +122,6 @@ def _gone_after_all(sm: Any, kind: Kind, name: str, exc: BaseException) -> bool:
         return describe(sm, kind, name) is None
     except Exception:  # noqa: BLE001 - cannot tell: the delete counts as failed
         return False
-
-
-@dataclass
-class References:
-    """Who uses what, read from SageMaker before anything is deleted. An endpoint that is updating uses the
-    config it moves to (PendingDeploymentSummary) as much as the one it serves: neither may go."""
-
-    endpoint_config: dict[str, str] = field(default_factory=dict)  # endpoint -> its config
-    config_models: dict[str, list[str]] = field(default_factory=dict)  # config -> its models
-    pending: dict[str, str] = field(default_factory=dict)  # endpoint -> the config an update moves it to
-    config_arns: dict[str, str] = field(default_factory=dict)
-    endpoint_arns: dict[str, str] = field(default_factory=dict)
-    components: dict[str, Any] = field(default_factory=dict)  # component -> components.ComponentRef
-    components_unknown: str | None = None  # why the components could not be listed: then no model is unused
-
-    @classmethod
-    def read(cls, sm: Any) -> References:
-        refs = cls()
-        for page in sm.get_paginator("list_endpoints").paginate():
-            for summary in page.get("Endpoints", []):
-                described = describe(sm, "endpoint", summary["EndpointName"])
-                if described is not None:
-                    refs.endpoint_config[summary["EndpointName"]] = described.get("EndpointConfigName", "")
-                    refs.endpoint_arns[summary["EndpointName"]] = described.get("EndpointArn", "")
-                    target = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
-                    if target:
-                        refs.pending[summary["EndpointName"]] = target
-        for page in sm.get_paginator("list_endpoint_configs").paginate():
-            for summary in page.get("EndpointConfigs", []):
-                refs.config_arns[summary["EndpointConfigName"]] = summary.get("EndpointConfigArn", "")
-                refs.config_models[summary["EndpointConfigName"]] = _models_of(
-                    describe(sm, "endpoint_config", summary["EndpointConfigName"]))
-        from .components import models_in_use
-
-        try:
-            refs.components = models_in_use(sm)
-        except Exception as exc:  # noqa: BLE001 - e.g. no sagemaker:ListInferenceComponents: keep every model
-            error = translate_error(exc)
-            if error is None or error.exit_code != 3:
-                raise
-            refs.components_unknown = error.one_line()
-        return refs
-
-    def model_users(self, model: str, *, besides: set[str] = frozenset()) -> list[str]:
-        """Inference components (not in `besides`) that name `model`; all of them when they could not be listed."""
-        if self.components_unknown is not None:
-            return [f"(unknown: {self.components_unknown})"]
-        return sorted(c for c, ref in self.components.items() if ref.model == model and c not in besides)
-
-    def users(self, config: str, *, besides: set[str] = frozenset()) -> list[str]:
-        """Endpoints (not in `besides`) that serve `config` or are updating to it."""
-        return sorted({ep for ep, c in self.endpoint_config.items() if c == config and ep not in besides}
-                      | {ep for ep, c in self.pending.items() if c == config and ep not in besides})
-
-    def configs_in_use(self) -> set[str]:
-        return set(self.endpoint_config.values()) | set(self.pending.values())
-
-
-def _models_of(config: dict[str, Any] | None) -> list[str]:
-    if config is None:
-        return []
-    return [v["ModelName"] for v in config.get("ProductionVariants", []) if v.get("ModelName")]
 
 
 def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), models: list[str] = (),
@@ -274,8 +189,6 @@ def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool
     SageMaker, not assumed), and every other config and model peagle made for `name` (found by their
     `peagle:endpoint` tag: an update's, or what an interrupted deploy, update or cleanup left), except what an
     endpoint still uses. `before_delete(name, arn)` runs just before DeleteEndpoint (cleanup records its intent)."""
-    from .leftovers import owned_by
-
     refs = References.read(sm)
     configs, models = owned_by(sm, refs, name)
     if name in refs.endpoint_config:

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..autoscale import AutoscalePolicy, resource_id
+from ..describe import describe
 from ..errors import PeagleError, UsageError
 from ..plan import TP_ENV, VARIANT_NAME, DeploymentPlan, FactSource, PlanRequest, build_plan
 from ..pricing import Price
@@ -33,7 +34,6 @@ from ..served_config import spec_of_environment
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k
 from ..tags import INTENT_KEYS, PeagleTags
 from .intent import UpdateIntent, read_update_intent, recover_command
-from .teardown import describe
 from .wait import read_retrying
 
 BAKE_DEFAULT = timedelta(minutes=5)

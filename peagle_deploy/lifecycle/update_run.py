@@ -39,7 +39,8 @@ from ..speculative import Mode
 from .apply import _add_hint, _as_peagle_error
 from .intent import UpdateIntent, clear_update_intent, read_update_intent, recover_command, write_update_intent
 from .signals import SignalGuard
-from .teardown import Outcome, describe, teardown
+from ..describe import describe
+from .teardown import Outcome, teardown
 from .update_plan import Serving, UpdatePlan
 from .verify import Check, require, verify
 from .wait import Progress, read_retrying, wait_in_service
@@ -109,9 +110,9 @@ def _reconcile(sm: Any, plan: UpdatePlan, call_error: BaseException | None, read
     of an attempt SageMaker took, or someone else's update) is settled by reading the endpoint: serving or moving to
     this update's config is 'accepted'; moving to another config or InService on the old one after an answer
     SageMaker gave is 'refused'; anything else is 'unknown', and nothing may be deleted."""
-    import botocore.exceptions as bx
+    from ..aws import botocore_exceptions, error_code, error_message, is_lost_answer
 
-    from ..aws import error_code, error_message, is_lost_answer
+    bx = botocore_exceptions()
 
     if call_error is None:
         return "unknown"

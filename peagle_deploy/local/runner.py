@@ -24,11 +24,11 @@ from pydantic import BaseModel
 from ..container import ContainerConfigError, build_argv, validate
 from ..errors import EndpointFailed, UsageError, WaitTimeout
 from ..lifecycle.startup_log import StartupInfo, advise, parse_startup, read_file
+from ..vllm_failure import failure_line, tail
 from . import engine as engine_mod
 from . import state
 from .engine import Engine
 from .environment import ContainerEnvironment
-from .failure import failure_line, tail
 from .mounts import host_environment
 from .process import alive, launch, ping, start_time, stop_group, wait_ready
 

@@ -102,8 +102,9 @@ def botocore_payload_parts(event_stream: object) -> Iterator[bytes]:
 
     Error events (ModelStreamError, InternalStreamFailure) become StreamFailure; so do frames that
     botocore parses but that are not PayloadParts."""
-    import botocore.exceptions
+    from ..aws import botocore_exceptions
 
+    bx = botocore_exceptions()
     try:
         for event in event_stream:  # type: ignore[attr-defined]
             part = event.get("PayloadPart")
@@ -114,7 +115,7 @@ def botocore_payload_parts(event_stream: object) -> Iterator[bytes]:
                 detail = event.get(kind) or {}
                 raise StreamFailure(kind, str(detail.get("Message") or detail) if isinstance(detail, dict)
                                     else str(detail))
-    except botocore.exceptions.EventStreamError as exc:
+    except bx.EventStreamError as exc:
         error = getattr(exc, "response", {}).get("Error", {})
         raise StreamFailure(error.get("Code") or "EventStreamError", error.get("Message") or str(exc)) from None
 

@@ -167,9 +167,11 @@ class SageMakerTarget:
         return translate_error(exc) or exc
 
     def send(self, body: bytes, deadline: Deadline) -> bytes:
-        import botocore.exceptions
         import urllib3.exceptions
 
+        from ..aws import botocore_exceptions
+
+        bx = botocore_exceptions()
         try:
             response = self._client_for(deadline).invoke_endpoint(
                 EndpointName=self.name, Body=body, ContentType="application/json", Accept="application/json")
@@ -178,17 +180,19 @@ class SageMakerTarget:
                 deadline.check(f"the answer of {self.name}")
                 parts.append(part)
             return b"".join(parts)
-        except botocore.exceptions.ClientError as exc:
+        except bx.ClientError as exc:
             raise self._explain(exc) from None
-        except (botocore.exceptions.ReadTimeoutError, urllib3.exceptions.ReadTimeoutError):
+        except (bx.ReadTimeoutError, urllib3.exceptions.ReadTimeoutError):
             deadline.check(f"the answer of {self.name}")
             raise WaitTimeout(f"{self.name} sent no answer in {self._idle_timeout:g}s", "raise --timeout") from None
 
     def stream(self, body: bytes, deadline: Deadline) -> Iterator[bytes]:
-        import botocore.exceptions
         import urllib3.exceptions
         from botocore.eventstream import ParserError
 
+        from ..aws import botocore_exceptions
+
+        bx = botocore_exceptions()
         try:
             response = self._client_for(deadline).invoke_endpoint_with_response_stream(
                 EndpointName=self.name, Body=body, ContentType="application/json", Accept="text/event-stream")
@@ -201,9 +205,9 @@ class SageMakerTarget:
                 events.close()
         except StreamFailure as exc:
             raise EndpointFailed(f"{self.name} stream failed ({exc.kind}): {exc.message}", self.log_hint) from None
-        except botocore.exceptions.ClientError as exc:
+        except bx.ClientError as exc:
             raise self._explain(exc) from None
-        except (botocore.exceptions.ReadTimeoutError, urllib3.exceptions.ReadTimeoutError):
+        except (bx.ReadTimeoutError, urllib3.exceptions.ReadTimeoutError):
             deadline.check(f"the answer of {self.name}")
             raise WaitTimeout(f"{self.name} sent nothing for {self._idle_timeout:g}s (stalled stream)",
                               "raise --timeout, or check the endpoint") from None

@@ -6,12 +6,15 @@ import re
 import secrets
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from ..errors import UsageError
 
 MODES = ("off", "eagle3", "p-eagle")
 _URL_SPEC = re.compile(r"^(?P<mode>[^:=\s]+)(?::(?P<k>\d+))?=(?P<url>https?://\S+)$")
+# where `--resume` reads a --url's password (the state file never keeps it): one name for every URL when they share
+# it, else PEAGLE_SWEEP_URL_PASSWORD_<CONFIGURATION> (PEAGLE_SWEEP_URL_PASSWORD_P_EAGLE_K3); the state names it
+PASSWORD_ENV = "PEAGLE_SWEEP_URL_PASSWORD"
 
 
 class Configuration(BaseModel):
@@ -21,20 +24,34 @@ class Configuration(BaseModel):
 
     mode: str
     k: int | None = None
-    url: str | None = None  # a server the user already runs (no AWS); its credentials live only in the state file
+    url: str | None = None  # a server the user already runs (no AWS); written without its password (see below)
+    url_user: str | None = Field(None, description="the URL's user name, kept where the URL has a password too")
+    password_env: str | None = Field(None, description="the environment variable --resume reads the URL's password "
+                                                       "from (its user name where that alone is the credential)")
 
     @field_validator("url")
     @classmethod
     def _secret_userinfo(cls, url: str | None) -> str | None:
-        if url:  # given or read back by --resume: its user:password is printed and written nowhere
+        if url:  # given or completed by --resume: its user:password is printed and written nowhere
             from ..redaction import register_url
 
             register_url(url)
         return url
 
+    @field_serializer("url")
+    def _url_without_credentials(self, url: str | None) -> str | None:
+        """Every document this configuration becomes (the state file above all) has the URL without its user
+        information; `url_user` and `password_env` say how --resume puts it back."""
+        return url and _split_credentials(url)[0]
+
     @property
     def label(self) -> str:
         return self.mode if self.mode == "off" else f"{self.mode} K={self.k}"
+
+    @property
+    def spec(self) -> str:
+        """MODE:K as --url takes it (off alone)."""
+        return self.mode if self.mode == "off" else f"{self.mode}:{self.k}"
 
     @property
     def slug(self) -> str:
@@ -144,4 +161,62 @@ def parse_url_specs(specs: list[str]) -> list[Configuration]:
         if any(c.label == config.label for c in out):
             raise UsageError(f"--url gives {config.label} twice", "pass one URL per configuration")
         out.append(config)
-    return out
+    return _name_password_envs(out)
+
+
+def _split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """(the URL without user information, its user name when a password follows, the secret: the password, or the
+    user name where it stands alone, as a token does in https://TOKEN@host). Raw, as typed (percent-encoded)."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if not sep or not at:
+        return url, None, None
+    user, colon, password = userinfo.partition(":")
+    bare = f"{scheme}://{host}{slash}{path}"
+    return (bare, user, password) if colon else (bare, None, user)
+
+
+def _name_password_envs(configs: list[Configuration]) -> list[Configuration]:
+    found = {c.label: _split_credentials(c.url)[2] for c in configs if c.url}
+    given = {label: secret for label, secret in found.items() if secret}
+    shared = len(set(given.values())) == 1
+    named = []
+    for config in configs:
+        if config.label in given:
+            env = PASSWORD_ENV if shared else f"{PASSWORD_ENV}_{re.sub(r'[^A-Z0-9]+', '_', config.slug.upper())}"
+            config = config.model_copy(update={"url_user": _split_credentials(config.url)[1], "password_env": env})
+        named.append(config)
+    return named
+
+
+def restore_url_credentials(request: SweepRequest, measured: set[str], given: list[str] | None,
+                            environ: dict[str, str], state_path: object) -> SweepRequest:
+    """On --resume: the request with each --url's credentials back in it, for every configuration still to measure,
+    from the same --url passed again or from the environment variable the state names; refused in one line
+    (exit 2, before anything runs) where neither has it."""
+    from urllib.parse import quote
+
+    again = {c.label: c for c in parse_url_specs(given)} if given else {}
+    stored = {c.label: c for c in request.configurations}
+    for label, config in again.items():
+        theirs = stored.get(label)
+        if not theirs or not theirs.url or _split_credentials(config.url)[0] != _split_credentials(theirs.url)[0]:
+            raise UsageError(f"--url {config.spec} on --resume is not the sweep's server for {label}"
+                             + (f" ({_split_credentials(theirs.url)[0]})" if theirs and theirs.url else ""),
+                             "pass the sweep's own URL with its credentials, or resume without --url")
+    restored = []
+    for config in request.configurations:
+        if config.label in again:
+            config = Configuration.model_validate({**config.model_dump(), "url": again[config.label].url})
+        elif config.password_env and config.label not in measured:
+            secret = environ.get(config.password_env)
+            if not secret:
+                raise UsageError(f"the sweep's --url {config.spec} needs a password, which {state_path} does not keep",
+                                 f"set {config.password_env}, or pass --url {config.spec}=URL with its credentials "
+                                 "again")
+            scheme, _, rest = config.url.partition("://")
+            userinfo = quote(secret, safe="") if config.url_user is None else f"{config.url_user}:{quote(secret, safe='')}"
+            config = Configuration.model_validate({**config.model_dump(), "url": f"{scheme}://{userinfo}@{rest}"})
+        restored.append(config)
+    return request.model_copy(update={"configurations": restored})

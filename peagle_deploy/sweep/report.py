@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..bench.advisor import Advice
-from ..bench.agreement import GreedyAgreement
+from ..bench.agreement import BEYOND_NOISE, GreedyAgreement
 from ..bench.compare import CompareTable
 from ..bench.results import BenchResult
 from .state import SweepState
@@ -72,7 +72,7 @@ class SweepReport(BaseModel):
     tables: list[CompareTable]
     published: list[CompareTable]
     removed: list[str]
-    warnings: list[str] = Field(default_factory=list, description="output agreement far below noise")
+    warnings: list[str] = Field(default_factory=list, description="greedy outputs that diverge beyond noise")
     files: list[str] = Field(default_factory=list)
 
 
@@ -118,7 +118,7 @@ def build_report(state: SweepState, results: dict[str, BenchResult], base: Path 
 
 
 def _output_agreement(state: SweepState, rows: list[ConfigRow], base: Path) -> list[str]:
-    """Each speculative configuration's greedy outputs against off's; the loud lines for those far below noise."""
+    """Each speculative configuration's greedy outputs against off's; the loud lines for those beyond noise."""
     from ..bench.agreement import OutputSample, greedy_agreement, loud_warnings
 
     def sample(label: str) -> OutputSample | None:
@@ -149,7 +149,7 @@ def _agreement_cell(row: ConfigRow) -> str:
     a = row.output_vs_off
     if a is None:
         return "-"
-    flag = " FAR BELOW NOISE" if a.verdict == "far below noise" else ""
+    flag = " BEYOND NOISE" if a.verdict == BEYOND_NOISE else ""
     return (f"{a.identical_share:.0%} identical, prefix {a.mean_common_prefix:.1f}/{a.mean_baseline_length:.1f} "
             f"{a.unit}{flag}")
 

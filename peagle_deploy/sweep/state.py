@@ -63,7 +63,8 @@ class SweepState(BaseModel):
 
 class StateFile:
     """The state and its path; `save()` is atomic (safe_write: temp file + os.replace, never through a link),
-    private (0600: a --url's credentials stay here, for --resume, and are printed nowhere) and thread-safe."""
+    private (0600), redacted like every file (a --url's password is not kept: --resume asks for it) and
+    thread-safe."""
 
     def __init__(self, path: Path, state: SweepState):
         self.path = Path(path).absolute()
@@ -94,7 +95,9 @@ class StateFile:
         with self.lock:
             from ..safe_write import write_text
 
-            write_text(self.path, self.state.model_dump_json(indent=2) + "\n", private=True, redact_text=False)
+            # redacted like every file: a --url is written without its credentials (sweep/config.py: --resume
+            # reads the password from the variable the state names, or from --url given again)
+            write_text(self.path, self.state.model_dump_json(indent=2) + "\n", private=True)
 
     def update(self, label: str, **changes: object) -> ConfigState:
         with self.lock:

@@ -35,10 +35,10 @@ from typing import Any
 
 from ..local import engine as engine_mod
 from ..local.engine import Engine, find_engine
-from ..local.failure import MAX_REASON, failure_line, tail
 from ..local.mounts import Mounts, host_environment
 from ..local.process import launch, ping, stop_group
 from ..local.runner import process_environment
+from ..vllm_failure import MAX_REASON, failure_line, tail
 from .streaming import event_frame, exception_frame, scope_region
 
 _ROUTE = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<op>invocations|invocations-response-stream)$")

@@ -75,6 +75,8 @@ FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "te
 # retries sets its own: `emu.max_attempts = None` leaves it out of `emu.env` (peagle's default, 8), or it sets
 # AWS_MAX_ATTEMPTS itself.
 MAX_ATTEMPTS = 2
+# how long a test waits for a cause (a call held, a line printed) before it calls it a hang: not a speed budget
+HANG_GUARD_S = 600.0
 Middleware = Callable[[Any, "SageMakerEmulator"], Any]
 
 
@@ -108,9 +110,15 @@ class Gate:
     caller: str | None = None  # only calls from this AWS_SDK_UA_APP_ID
     resource: str | None = None  # only calls whose request names this resource
 
-    def wait_entered(self, timeout: float = 60.0) -> None:
-        if not self.entered.wait(timeout):
-            raise TimeoutError(f"no {self.action} call reached the gate within {timeout}s")
+    def wait_entered(self, timeout: float = HANG_GUARD_S, *, unless: Callable[[], bool] | None = None) -> None:
+        """Until the call is held: a cause, not a time. `timeout` only guards against a hang (a loaded machine may
+        take minutes to start a child); `unless` (the child exited, say) ends the wait at once."""
+        deadline = time.monotonic() + timeout
+        while not self.entered.wait(0.2 if unless else timeout):
+            if unless is not None and unless():
+                raise TimeoutError(f"no {self.action} call reached the gate: its caller is gone")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {self.action} call reached the gate within {timeout}s")
 
     def release(self) -> None:
         self.released.set()
@@ -159,7 +167,8 @@ class SageMakerEmulator(CapacityEmulation):
         self._script = _Script()
         self._faults: list[_Fault] = []
         self._throttle_every: int = 0
-        self._gates: list[Gate] = []
+        self._gates: list[Gate] = []  # not taken yet
+        self._issued: list[Gate] = []  # every gate, taken or not: `release_gates` ends each hold
         self._delays: dict[str, float] = {}
         self._calls = 0
         self.calls: list[str] = []
@@ -215,7 +224,16 @@ class SageMakerEmulator(CapacityEmulation):
         gate = Gate(action, skip, when, caller=caller, resource=resource)
         with self._lock:
             self._gates.append(gate)
+            self._issued.append(gate)
         return gate
+
+    def release_gates(self) -> None:
+        """Release every gate, those holding a call included (a failed test must not leave a call held for the
+        next one), and forget them."""
+        with self._lock:
+            issued, self._issued, self._gates = self._issued, [], []
+        for gate in issued:
+            gate.release()
 
     def delay(self, action: str, seconds: float) -> None:
         """Every call of `action` takes `seconds` longer (latency, not a fault)."""

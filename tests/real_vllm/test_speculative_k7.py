@@ -10,7 +10,7 @@ import pytest
 from peagle_deploy.testing.tiny_models import mode_sensitive_acceptance
 
 from .conftest import K_DEEP, SERVER_DRAFTER, peagle
-from .test_speculative import assert_designed_acceptance, assert_designed_counters
+from .test_speculative import assert_designed_acceptance, assert_designed_counters, counters, one_request_drafts
 
 pytestmark = pytest.mark.real_vllm
 USES_SERVER_POOL = True
@@ -32,11 +32,29 @@ def test_acceptance_per_position_as_designed_at_k7(deep_server, tmp_path):
     assert_designed_acceptance(bench.json()["result"]["acceptance"], deep_server.mode, K_DEEP)
 
 
-def test_the_modes_differ_where_designed(deep_server):
-    """What tells them apart: position 2 onwards (P-EAGLE's mask-token slots)."""
-    designed = mode_sensitive_acceptance(deep_server.mode, K_DEEP)
-    other = mode_sensitive_acceptance("eagle3" if deep_server.mode == "p-eagle" else "p-eagle", K_DEEP)
-    assert designed[0] == other[0] == 1.0 and all(a != b for a, b in zip(designed[1:], other[1:]))
+def measured_rates(server, k: int) -> list[float]:
+    """vLLM's own per-position acceptance over one greedy request: its /metrics counters' deltas, accepted at
+    each position / drafts."""
+    before = counters(server.metrics_text())
+    one_request_drafts(server)
+    after = counters(server.metrics_text())
+    drafts = after["num_drafts"] - before.get("num_drafts", 0.0)
+    assert drafts > 0, server.mode
+    return [(after.get(f"num_accepted_tokens_per_pos_pos{i}", 0.0)
+             - before.get(f"num_accepted_tokens_per_pos_pos{i}", 0.0)) / drafts for i in range(k)]
+
+
+def test_the_two_servers_differ_where_the_modes_do(server_pool):
+    """What tells the modes apart, as vLLM counts it: both servers accept position 1 of every draft, and from
+    position 2 on the P-EAGLE server (its mask-token slots, drafted in one pass) accepts none where the EAGLE-3
+    server accepts all. A vLLM that drafted P-EAGLE sequentially (parallel_drafting lost) would accept
+    every position on both servers and fail here."""
+    p_eagle = measured_rates(server_pool.get("p-eagle", K_DEEP), K_DEEP)
+    eagle3 = measured_rates(server_pool.get("eagle3", K_DEEP), K_DEEP)
+    assert p_eagle[0] == eagle3[0] == 1.0
+    assert all(p != e for p, e in zip(p_eagle[1:], eagle3[1:])), (p_eagle, eagle3)
+    assert (p_eagle, eagle3) == (mode_sensitive_acceptance("p-eagle", K_DEEP),
+                                 mode_sensitive_acceptance("eagle3", K_DEEP))
 
 
 def test_this_vllm_accepts_the_drafters_these_servers_run(deep_server):

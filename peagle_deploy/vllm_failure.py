@@ -1,4 +1,7 @@
-"""The one line that says why a container died, picked from its output.
+"""The one line that says why a container died, picked from its output (vLLM's, or the entrypoint's).
+
+Read by `peagle local`, `peagle logs`, the start-up log reader and the emulator's container backend: a module of
+its own below all of them.
 
 vLLM's start-up failures end with a wrapper ("RuntimeError: Engine core initialization failed. See
 root cause above ...") printed after the engine core's own traceback, so the last exception line is

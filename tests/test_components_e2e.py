@@ -108,6 +108,19 @@ def test_deploy_scale_to_zero_creates_the_component_and_its_scaling_tagged_in_or
     assert emu.components.state(theirs)["status"] == "InService"
 
 
+def wake_at_zero(emu, clock) -> None:
+    """The wake step of issue 35's Must-show cycle. SEAM: the issue wakes it with `peagle invoke NAME` (saying it
+    is waking it, the elapsed time, then the answer); `invoke` does not address a component on this branch yet, so
+    another client's request stands in: SageMaker refuses it (no capacity), which raises the wake-up alarm, whose
+    step policy sets the copies back. Replace this body with the `peagle invoke` call and its progress lines."""
+    runtime = emu.client("sagemaker-runtime")
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        runtime.invoke_endpoint(EndpointName=NAME, InferenceComponentName=NAME, Body=b"{}",
+                                ContentType="application/json")
+    assert "no capacity" in str(refused.value)
+    clock.advance(120)  # the alarm's one-minute period, the policy, then managed scaling's instance
+
+
 def test_the_must_show_cycle_deploy_status_idle_to_zero_wake_and_cleanup(emu, clocked, theirs):
     before = everything(emu)
     assert deploy(emu, "--scale-to-zero", "--idle", "15m").returncode == 0
@@ -141,13 +154,7 @@ def test_the_must_show_cycle_deploy_status_idle_to_zero_wake_and_cleanup(emu, cl
     assert "0 x ml.g7e.2xlarge" in at_zero and "now $0.00/h for the 0 instances running" in at_zero
     assert f"inference component {NAME} InService: 0/0 copies, 0 instances" in at_zero
 
-    # a request at zero is refused and wakes it through the alarm and the step policy (the client is another's)
-    runtime = emu.client("sagemaker-runtime")
-    with pytest.raises(botocore.exceptions.ClientError) as refused:
-        runtime.invoke_endpoint(EndpointName=NAME, InferenceComponentName=NAME, Body=b"{}",
-                                ContentType="application/json")
-    assert "no capacity" in str(refused.value)
-    clocked.advance(120)
+    wake_at_zero(emu, clocked)
     assert emu.components.state(NAME)["desired"] == 1
     assert emu.components.state(NAME)["current"] == 1
     woken = json.loads(peagle(emu, "status", NAME, "--json").stdout)["endpoints"][0]

@@ -47,8 +47,27 @@ def test_the_scale_to_zero_dry_run_has_every_body_valid_and_the_price_at_zero(no
     human = run_cli_completed("deploy", "qwen3-coder", "--dry-run", "--scale-to-zero", env=None)
     assert human.returncode == 0, human.stderr
     for text in ("CreateInferenceComponent", "RegisterScalableTarget", "PutScalingPolicy (step scaling: wake up)",
-                 "PutMetricAlarm (idle: no request)", "$0.00/h (no instance-hours)", "with 1 copy up"):
+                 "PutMetricAlarm (idle: no request)", "$0.00/h (no instance-hours)",
+                 "with 1 copy up: an unknown price"):  # no credentials: the Pricing API was not asked
         assert text in human.stdout, text
+
+
+def test_the_scale_to_zero_dry_run_prices_the_copies_up_from_the_pricing_api_and_writes_nothing(emu):
+    """Must-show 1 with credentials: the price when up is the instances' hourly price read from the Pricing API
+    (the emulator's), the price at zero is no instance-hours; a dry run reads the price and nothing else."""
+    from peagle_deploy.testing.pricing_emulation import EMULATED_HOSTING_USD
+
+    out = run_cli_completed("deploy", "qwen3-coder", "--scale-to-zero", "--instance-count", "2", "--dry-run", "--json",
+                            env=emu.env)
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)["plan"]
+    up = 2 * EMULATED_HOSTING_USD["ml.g7e.2xlarge"]  # two copies, one per ml.g7e.2xlarge (one GPU each)
+    assert plan["create_endpoint_config"]["ProductionVariants"][0]["InitialInstanceCount"] == 2
+    assert plan["price"]["source"] == "aws-pricing-api" and plan["price_per_hour_usd"] == up
+    assert plan["price_at_zero_usd_per_hour"] == 0.0
+    assert f"at zero: $0.00/h (no instance-hours); with 2 copies up: ${up:,.2f}/h (2 x ml.g7e.2xlarge)" in " ".join(
+        plan["notes"])
+    assert list(emu.calls) == ["GetProducts"]
 
 
 def test_component_hosting_without_scale_to_zero_registers_nothing_and_keeps_one_instance(no_aws):

@@ -34,6 +34,8 @@ def test_the_scale_to_zero_dry_run_has_every_body_valid_and_the_price_at_zero(no
               *((r["service"], r["operation"], r["body"]) for r in plan["component_requests"])]
     assert [r["step"] for r in plan["component_requests"]] == [
         "scalable_target", "wake_policy", "wake_alarm", "idle_policy", "idle_alarm"]
+    # the target is tagged on registration, as `peagle iam-policy`'s scaling writes require
+    assert plan["component_requests"][0]["body"]["Tags"] == {"peagle:managed": "true"}
     for service, operation, body in bodies:
         assert request_errors(service, operation, body) == [], (operation, body)
     spec = plan["create_inference_component"]["Specification"]

@@ -141,6 +141,19 @@ class _Rollback:
         return describe(self.sm, kind, self.plan.endpoint_name) is not None  # type: ignore[arg-type]
 
 
+def _create(sm: Any, guard: SignalGuard, rollback: _Rollback, kind: str, field: str, call: str,
+            plan: DeploymentPlan) -> None:
+    """One create whose answer must not be lost: a first signal waits for it; a lost answer is reconciled."""
+    try:
+        with guard.critical(call):
+            getattr(sm, field)(**getattr(plan, field))
+            rollback.created.append(kind)
+    except BaseException as exc:
+        if kind not in rollback.created and is_lost_answer(exc):
+            rollback.lost.append(kind)
+        raise
+
+
 def deploy_endpoint(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: float = 3600,
                     keep_on_failure: bool = False, on_progress: Progress | None = None,
                     on_note: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
@@ -174,14 +187,7 @@ def deploy_endpoint(plan: DeploymentPlan, session: Any, *, wait: bool = True, ti
         created_ms = int(time.time() * 1000)  # start-up lines before this are an earlier endpoint's of that name
         try:
             for kind, create, call in _CREATES:
-                try:
-                    with guard.critical(call):
-                        getattr(sm, create)(**getattr(plan, create))
-                        rollback.created.append(kind)
-                except BaseException as exc:
-                    if kind not in rollback.created and is_lost_answer(exc):
-                        rollback.lost.append(kind)
-                    raise
+                _create(sm, guard, rollback, kind, create, call, plan)
                 note(f"created {_LABEL[kind]} {plan.endpoint_name}")
             if not wait:
                 return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region, status="Creating",

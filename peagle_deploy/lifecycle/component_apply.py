@@ -19,10 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..aws import is_lost_answer
 from ..errors import UsageError
 from ..plan import DeploymentPlan
-from .apply import _CREATES, DeployResult, _as_peagle_error, _refuse_existing, _Rollback
+from .apply import _CREATES, DeployResult, _as_peagle_error, _create, _refuse_existing, _Rollback
 from .components import (
     apply_scaling,
     by_hand_component,
@@ -70,19 +69,6 @@ class _ComponentRollback(_Rollback):
         if kind == "inference_component":
             return describe_component(self.sm, self.plan.inference_component_name) is not None
         return super()._exists(kind)
-
-
-def _create(sm: Any, guard: SignalGuard, rollback: _Rollback, kind: str, field: str, call: str,
-            plan: DeploymentPlan) -> None:
-    """One create whose answer must not be lost: a first signal waits for it; a lost answer is reconciled."""
-    try:
-        with guard.critical(call):
-            getattr(sm, field)(**getattr(plan, field))
-            rollback.created.append(kind)
-    except BaseException as exc:
-        if kind not in rollback.created and is_lost_answer(exc):
-            rollback.lost.append(kind)
-        raise
 
 
 def deploy_component(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: float = 3600,

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #   bench/, testing/             load generation and reports; the emulator and test doubles
 #   local/                       the deployment plan's container on this machine
 #   lifecycle/                   deploy, verify, update, status, cleanup, recover
-#   plan.py                      the deployment plan
+#   plan.py, plan_component.py   the deployment plan (its classic and its inference-component shape)
 #   runtime/, pricing.py, ...    one request to a target; prices; what an endpoint serves; JumpStart specs;
 #                                one SageMaker resource described; validated input (a region's partition is
 #                                botocore's, its error through aws.py)
@@ -35,7 +35,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("bench", "testing"),
     ("local",),
     ("lifecycle",),
-    ("plan",),
+    ("plan", "plan_component"),
     ("runtime", "pricing", "served_config", "jumpstart", "describe", "inputs"),
     ("aws",),
 ]

@@ -31,6 +31,7 @@ BOUNDS: dict[str, tuple[timedelta, timedelta]] = {
     "--bake": (timedelta(0), timedelta(hours=1)),  # SageMaker's WaitIntervalInSeconds: 0..3600
     "--since": (timedelta(seconds=1), timedelta(days=365)),
     "--window": (timedelta(0), timedelta(days=30)),
+    "--idle": (timedelta(minutes=1), timedelta(days=1)),  # a CloudWatch alarm looks back at most one day
 }
 LONGEST = timedelta(days=3650)
 _FLAG_DEFAULT = object()

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 JUMPSTART_BUCKETS = ["arn:aws:s3:::jumpstart-cache-prod-*", "arn:aws:s3:::jumpstart-private-cache-prod-*"]
 LOG_GROUPS = "arn:aws:logs:*:*:log-group:/aws/sagemaker/Endpoints/*"
+COMPONENT_LOG_GROUPS = "arn:aws:logs:*:*:log-group:/aws/sagemaker/InferenceComponents/*"
 
 # API calls that IAM authorizes under another action's name
 _CALL_TO_ACTION = {
@@ -24,6 +25,9 @@ _CALL_TO_ACTION = {
     "s3:ListObjectsV2": "s3:ListBucket",
     "s3:HeadBucket": "s3:ListBucket",
 }
+
+
+_SIGNING_TO_IAM = {"monitoring": "cloudwatch"}  # SigV4 signing name -> IAM service prefix
 
 
 class Permission(BaseModel):
@@ -48,21 +52,28 @@ def _p(action: str, why: str, *, resources: tuple[str, ...] = ("*",), unobserved
 MANAGED = "peagle:managed"
 _SM = "arn:aws:sagemaker:*:*:"
 ENDPOINTS, CONFIGS, MODELS = _SM + "endpoint/*", _SM + "endpoint-config/*", _SM + "model/*"
+COMPONENTS = _SM + "inference-component/*"
 SCALABLE_TARGETS = "arn:aws:application-autoscaling:*:*:scalable-target/*"
 # Application Auto Scaling names its target tracking alarms TargetTracking-<resource id>-AlarmHigh/Low-<uuid>, the
-# resource id of a SageMaker variant being endpoint/NAME/variant/VARIANT (peagle's one variant: plan.VARIANT_NAME)
+# resource id of a SageMaker variant being endpoint/NAME/variant/VARIANT (peagle's one variant: hosting.VARIANT_NAME)
 ALARM_PREFIX = "TargetTracking-endpoint/"
 ALARM_SUFFIX = "/variant/AllTraffic-Alarm*"
 AUTOSCALING_ALARMS = f"arn:aws:cloudwatch:*:*:alarm:{ALARM_PREFIX}*{ALARM_SUFFIX}"
+COMPONENT_ALARM_PREFIX = "TargetTracking-inference-component/"  # a component's resource id: inference-component/NAME
+COMPONENT_AUTOSCALING_ALARMS = f"arn:aws:cloudwatch:*:*:alarm:{COMPONENT_ALARM_PREFIX}*"
+PEAGLE_ALARMS = "arn:aws:cloudwatch:*:*:alarm:peagle-*"  # scale to zero: peagle-wake-up-NAME, peagle-idle-NAME
 _ON_MANAGED = {"StringEquals": {f"aws:ResourceTag/{MANAGED}": "true"}}
 _CREATES_MANAGED = {"StringEquals": {f"aws:RequestTag/{MANAGED}": "true"},
                     "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}}
 _SAGEMAKER_VARIANT = {"application-autoscaling:service-namespace": "sagemaker",
                       "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+_SAGEMAKER_COMPONENT = {"application-autoscaling:service-namespace": "sagemaker",
+                        "application-autoscaling:scalable-dimension": "sagemaker:inference-component:DesiredCopyCount"}
 # What AWS's condition keys cannot narrow further, said once by `peagle iam-policy` and in docs/iam.md
 UNSCOPED = ("not narrower, and why: the target tracking alarms are made untagged by Application Auto Scaling, so only "
-            "their names narrow them (--name-prefix); a scalable target carries peagle:managed from its registration, "
-            "but no condition tells that tag from a later TagResource on another variant's target; iam:PassRole is on "
+            "their names narrow them (--name-prefix), and scale to zero's own alarms are narrowed by their names "
+            "(peagle-*) too; a scalable target carries peagle:managed from its registration, "
+            "but no condition tells that tag from a later TagResource on another target; iam:PassRole is on "
             "any role (only to SageMaker) unless --role names it; sagemaker:CallWithBearerToken names no resource (the "
             "token is made before any endpoint), so InvokeEndpoint's statement bounds what a token reaches")
 
@@ -82,17 +93,26 @@ SCOPES: dict[str, Scope] = {
                                              "quotas, prices)"),
     "JumpStartSpecs": Scope(resources=tuple(f"{b}/*" for b in JUMPSTART_BUCKETS), means="JumpStart's buckets"),
     "EndpointLogs": Scope(resources=(LOG_GROUPS,), means="the endpoints' log groups"),
+    "ComponentLogs": Scope(resources=(COMPONENT_LOG_GROUPS,), means="the inference components' log groups"),
     "ReadEndpoints": Scope(resources=(ENDPOINTS,), means="any endpoint (read, invoke)"),
     "ReadEndpointConfigs": Scope(resources=(CONFIGS,), means="any endpoint config (read)"),
     "ReadModels": Scope(resources=(MODELS,), means="any model (read)"),
+    "ReadComponents": Scope(resources=(COMPONENTS,), means="any inference component (read)"),
     "CreateManagedModels": Scope(resources=(MODELS,), condition=_CREATES_MANAGED,
                                  means=f"only a create that tags it {MANAGED}=true"),
     "CreateManagedConfigs": Scope(resources=(CONFIGS,), condition=_CREATES_MANAGED,
                                   means=f"only a create that tags it {MANAGED}=true"),
     "CreateManagedEndpoints": Scope(resources=(ENDPOINTS,), condition=_CREATES_MANAGED,
                                     means=f"only a create that tags it {MANAGED}=true"),
-    "TagOnCreate": Scope(resources=(ENDPOINTS, CONFIGS, MODELS), condition={"StringEquals": {
-        "sagemaker:TaggingAction": ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"],
+    "CreateManagedComponents": Scope(resources=(COMPONENTS,), condition=_CREATES_MANAGED,
+                                     means=f"only a create that tags it {MANAGED}=true"),
+    "CreateComponentsOnManagedEndpoints": Scope(resources=(ENDPOINTS,), condition={
+        "StringEquals": {f"aws:RequestTag/{MANAGED}": "true", f"aws:ResourceTag/{MANAGED}": "true"},
+        "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}},
+        means=f"only on an endpoint tagged {MANAGED}=true, by a create that tags the component so"),
+    "TagOnCreate": Scope(resources=(ENDPOINTS, CONFIGS, MODELS, COMPONENTS), condition={"StringEquals": {
+        "sagemaker:TaggingAction": ["CreateModel", "CreateEndpointConfig", "CreateEndpoint",
+                                    "CreateInferenceComponent"],
         f"aws:RequestTag/{MANAGED}": "true"}}, means=f"only the tags of peagle's own creates ({MANAGED}=true)"),
     "RetagManaged": Scope(resources=(ENDPOINTS, CONFIGS, MODELS), condition={**_ON_MANAGED, "ForAllValues:StringLike": {
         "aws:TagKeys": ["peagle:*"]}}, means=f"only peagle:* tags, only on what is tagged {MANAGED}=true"),
@@ -101,20 +121,35 @@ SCOPES: dict[str, Scope] = {
     "ManageEndpointConfigs": Scope(resources=(CONFIGS,), condition=_ON_MANAGED,
                                    means=f"only an endpoint config tagged {MANAGED}=true"),
     "ManageModels": Scope(resources=(MODELS,), condition=_ON_MANAGED, means=f"only a model tagged {MANAGED}=true"),
+    "ManageComponents": Scope(resources=(COMPONENTS,), condition=_ON_MANAGED,
+                              means=f"only an inference component tagged {MANAGED}=true"),
     "RegisterManagedScalableTargets": Scope(resources=(SCALABLE_TARGETS,), condition={
         "StringEquals": {**_SAGEMAKER_VARIANT, f"aws:RequestTag/{MANAGED}": "true"},
         "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}},
         means=f"registering a SageMaker variant's instance count only tagged {MANAGED}=true"),
+    "RegisterManagedComponentTargets": Scope(resources=(SCALABLE_TARGETS,), condition={
+        "StringEquals": {**_SAGEMAKER_COMPONENT, f"aws:RequestTag/{MANAGED}": "true"},
+        "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}},
+        means=f"registering an inference component's copy count only tagged {MANAGED}=true"),
     "TagScalableTargetsOnRegister": Scope(resources=(SCALABLE_TARGETS,), condition={
         "StringEquals": {f"aws:RequestTag/{MANAGED}": "true"}, "ForAllValues:StringEquals": {"aws:TagKeys": [MANAGED]}},
         means=f"only the {MANAGED}=true tag a registration gives"),
     "ScaleManagedVariants": Scope(resources=(SCALABLE_TARGETS,), condition={
         "StringEquals": {**_SAGEMAKER_VARIANT, f"aws:ResourceTag/{MANAGED}": "true"}},
         means=f"only a SageMaker variant's scalable target tagged {MANAGED}=true"),
+    "ScaleManagedComponents": Scope(resources=(SCALABLE_TARGETS,), condition={
+        "StringEquals": {**_SAGEMAKER_COMPONENT, f"aws:ResourceTag/{MANAGED}": "true"}},
+        means=f"only an inference component's scalable target tagged {MANAGED}=true"),
     "AutoscalingAlarms": Scope(resources=(AUTOSCALING_ALARMS,), means="only the target tracking alarms of an endpoint's "
                                                                       f"AllTraffic variant ({ALARM_PREFIX}*"
                                                                       f"{ALARM_SUFFIX})"),
-    "ReadAlarms": Scope(resources=("arn:aws:cloudwatch:*:*:alarm:*",), means="any alarm (read: --rollback-alarm)"),
+    "ComponentAutoscalingAlarms": Scope(resources=(COMPONENT_AUTOSCALING_ALARMS,),
+                                        means=f"only target tracking alarms of inference components "
+                                              f"({COMPONENT_ALARM_PREFIX}*)"),
+    "PeagleAlarms": Scope(resources=(PEAGLE_ALARMS,), means="only alarms named peagle-* (scale to zero's wake-up "
+                                                            "and idle alarms)"),
+    "ReadAlarms": Scope(resources=("arn:aws:cloudwatch:*:*:alarm:*",), means="any alarm (read: --rollback-alarm; "
+                                                                        "scale to zero's alarms and their tags)"),
     "KmsGrantsForSageMaker": Scope(resources=("arn:aws:kms:*:*:key/*",), condition={
         "Bool": {"kms:GrantIsForAWSResource": "true"}, "StringLike": {"kms:ViaService": "sagemaker.*.amazonaws.com"}},
         means="only a grant SageMaker makes for its own resources"),
@@ -138,6 +173,14 @@ ACTION_SCOPES: dict[str, tuple[str, ...]] = {
     "pricing:GetProducts": ("Anywhere",),
     "s3:GetObject": ("JumpStartSpecs",),
     "logs:FilterLogEvents": ("EndpointLogs",),
+    "sagemaker:ListInferenceComponents": ("Anywhere",),
+    "sagemaker:DescribeInferenceComponent": ("ReadComponents",),
+    "sagemaker:CreateInferenceComponent": ("CreateManagedComponents", "CreateComponentsOnManagedEndpoints"),
+    "sagemaker:DeleteInferenceComponent": ("ManageComponents",),
+    "sagemaker:UpdateInferenceComponentRuntimeConfig": ("ManageComponents",),
+    "application-autoscaling:DescribeScalingActivities": ("Anywhere",),
+    "cloudwatch:ListTagsForResource": ("ReadAlarms",),
+    "cloudwatch:TagResource": ("PeagleAlarms",),
     "sagemaker:ListEndpoints": ("Anywhere",),
     "sagemaker:ListEndpointConfigs": ("Anywhere",),
     "sagemaker:ListModels": ("Anywhere",),
@@ -145,7 +188,7 @@ ACTION_SCOPES: dict[str, tuple[str, ...]] = {
     "sagemaker:InvokeEndpoint": ("ReadEndpoints",),
     "sagemaker:DescribeEndpointConfig": ("ReadEndpointConfigs",),
     "sagemaker:DescribeModel": ("ReadModels",),
-    "sagemaker:ListTags": ("ReadEndpoints", "ReadEndpointConfigs", "ReadModels"),
+    "sagemaker:ListTags": ("ReadEndpoints", "ReadEndpointConfigs", "ReadModels", "ReadComponents"),
     "sagemaker:CreateModel": ("CreateManagedModels",),
     "sagemaker:CreateEndpointConfig": ("CreateManagedConfigs",),
     "sagemaker:CreateEndpoint": ("CreateManagedEndpoints", "CreateManagedConfigs"),
@@ -200,6 +243,24 @@ _ROUTE_TOKEN = _p("sagemaker:CallWithBearerToken", "SageMaker's OpenAI route: a 
                                                     "CallWithBearerToken request, checked on every call")
 _ALARMS = "Application Auto Scaling manages the target tracking alarms with the caller's permissions; " \
           "the emulator makes no CloudWatch call"
+# --hosting component / --scale-to-zero (docs/hosting.md)
+_BOTH_SCALING = ("ScaleManagedVariants", "ScaleManagedComponents")
+_BOTH_REGISTERS = ("RegisterManagedScalableTargets", "RegisterManagedComponentTargets", *_BOTH_SCALING)
+_ALL_ALARMS = ("AutoscalingAlarms", "ComponentAutoscalingAlarms", "PeagleAlarms")
+_IC_LIST = _p("sagemaker:ListInferenceComponents", "an endpoint's inference components; a model a component names "
+                                                    "is in use (never removed as unused)")
+_IC_READ = _p("sagemaker:DescribeInferenceComponent", "a component's status, copies and the model it names")
+_IC_DELETE = _p("sagemaker:DeleteInferenceComponent", "remove peagle's inference component before its endpoint")
+_SCALING_BY_AAS = _p("sagemaker:UpdateInferenceComponentRuntimeConfig",
+                     "--scale-to-zero: what scaling does to the component's copies",
+                     unobserved="Application Auto Scaling calls it with the caller's permissions; the emulator has "
+                                "no IAM")
+_ALARM_TAGS = _p("cloudwatch:TagResource", "--scale-to-zero: the tags given in PutMetricAlarm (peagle:managed)",
+                 unobserved="authorized inside PutMetricAlarm's Tags, not an API call of its own")
+_ALARM_READS = [_p("cloudwatch:DescribeAlarms", "scale to zero: peagle's wake-up and idle alarms (their state)"),
+                _p("cloudwatch:ListTagsForResource", "scale to zero: remove an alarm only if it carries "
+                                                     "peagle:managed")]
+_COMPONENT_LOGS = "EndpointLogs", "ComponentLogs"
 # the registration's tags (the scalable target's peagle:managed): AWS requires TagResource for tags given there
 _TAG_ON_REGISTER = _p("application-autoscaling:TagResource", "the registration tags the scalable target "
                                                              f"{MANAGED}=true (what the autoscaling writes require)",
@@ -217,6 +278,9 @@ COMMANDS: dict[str, list[Permission]] = {
                                     "pool's own model)"),
         _p("sagemaker:CreateEndpointConfig", "create the endpoint configuration"),
         _p("sagemaker:CreateEndpoint", "create the endpoint"),
+        _p("sagemaker:CreateInferenceComponent", "--hosting component: the inference component, once the endpoint "
+                                                 "is InService"),
+        _IC_READ.model_copy(update={"why": "--hosting component: wait for InService; verify its model and sizes"}),
         _p("sagemaker:AddTags", "tag what it creates (peagle:managed, TTL, K, ..., its lease); refresh the lease "
                                 "(peagle:lease) on them every 60 s while it runs",
            scopes=("TagOnCreate", "RetagManaged"),
@@ -231,28 +295,40 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:DescribeEndpoint", "wait for InService"),
         _p("sagemaker:DescribeModel", "verify the live speculative config, drafter channel and VPC config"),
         _p("sagemaker:DescribeEndpointConfig", "verify the live instance type and KMS key"),
-        _LOGS.model_copy(update={"why": "read vLLM's start-up lines (version, runner, parsed config)"}),
+        _LOGS.model_copy(update={"why": "read vLLM's start-up lines (version, runner, parsed config; a component's "
+                                        "in /aws/sagemaker/InferenceComponents/NAME)", "scopes": _COMPONENT_LOGS}),
         _p("sagemaker:DeleteEndpoint", "roll back a failed or interrupted deploy"),
+        _IC_DELETE.model_copy(update={"why": "--hosting component: roll back (the component before its endpoint)"}),
+        _IC_LIST.model_copy(update={"why": "roll back: " + _IC_LIST.why}),
         _p("sagemaker:DeleteEndpointConfig", "roll back a failed or interrupted deploy"),
         _p("sagemaker:DeleteModel", "roll back a failed or interrupted deploy"),
         _TAGS.model_copy(update={"why": "roll back only what this deploy created (its peagle:created-at tag)"}),
         _p("sagemaker:ListEndpoints", "roll back: keep a config another endpoint uses"),
         _p("sagemaker:ListEndpointConfigs", "roll back: keep a model another config uses"),
-        _p("application-autoscaling:RegisterScalableTarget", "--autoscale: register the variant after InService"),
-        _TAG_ON_REGISTER.model_copy(update={"why": "--autoscale: " + _TAG_ON_REGISTER.why}),
-        _p("application-autoscaling:PutScalingPolicy", "--autoscale: attach the target tracking policy"),
+        _p("application-autoscaling:RegisterScalableTarget", "--autoscale: register the variant after InService; "
+                                                             "--scale-to-zero: the component's copies",
+           scopes=_BOTH_REGISTERS),
+        _TAG_ON_REGISTER.model_copy(update={"why": "--autoscale, --scale-to-zero: " + _TAG_ON_REGISTER.why}),
+        _p("application-autoscaling:PutScalingPolicy", "--autoscale: attach the target tracking policy; "
+                                                       "--scale-to-zero: the wake-up and idle step policies",
+           scopes=_BOTH_SCALING),
         *[p.model_copy(update={"why": "--autoscale: roll back a registration (" + p.why + ")"})
-          for p in [*_AAS_READ, _AAS_REMOVE[1]]],
+          for p in [*_AAS_READ]],
+        _AAS_REMOVE[1].model_copy(update={"why": "--autoscale, --scale-to-zero: roll back a registration",
+                                          "scopes": _BOTH_SCALING}),
         _AAS_REMOVE[0].model_copy(update={
-            "why": "--autoscale: roll back an attached policy (a signal right after PutScalingPolicy)",
-            "unobserved": "nothing in a deploy can fail after the policy is attached but a signal; the test's "
-                          "rollback comes from a refused PutScalingPolicy, which leaves no policy to delete"}),
+            "why": "--autoscale, --scale-to-zero: roll back an attached policy", "scopes": _BOTH_SCALING}),
+        _SCALING_BY_AAS,
         _p("sagemaker:UpdateEndpointWeightsAndCapacities", "--autoscale: what scaling does to the variant (in "
                                                            "SageMaker's minimum autoscaling permissions)",
            unobserved="Application Auto Scaling calls it with the caller's permissions; the emulator has no IAM"),
-        _p("cloudwatch:PutMetricAlarm", "--autoscale: the target tracking policy's alarms", unobserved=_ALARMS),
-        _p("cloudwatch:DescribeAlarms", "--autoscale: the target tracking policy's alarms", unobserved=_ALARMS),
-        _p("cloudwatch:DeleteAlarms", "--autoscale: the alarms of a policy rolled back", unobserved=_ALARMS),
+        _p("cloudwatch:PutMetricAlarm", "--scale-to-zero: the wake-up and idle alarms; --autoscale: the target "
+                                        "tracking policy's alarms (Application Auto Scaling, as you)",
+           scopes=_ALL_ALARMS),
+        _ALARM_TAGS,
+        *[p.model_copy(update={"why": "--scale-to-zero, roll back: " + p.why}) for p in _ALARM_READS],
+        _p("cloudwatch:DeleteAlarms", "--scale-to-zero: roll back peagle's alarms; --autoscale: the alarms of a "
+                                      "policy rolled back (Application Auto Scaling, as you)", scopes=_ALL_ALARMS),
         _p("iam:CreateServiceLinkedRole", "--autoscale, first time in an account: Application Auto Scaling's "
                                           "role for SageMaker variants",
            resources=("arn:aws:iam::*:role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
@@ -276,6 +352,10 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:DescribeModel", "NAME: the served SM_VLLM_SPECULATIVE_CONFIG"),
         _PRICE.model_copy(update={"why": "the SageMaker hosting price, for the cost so far"}),
         *_AAS_READ,
+        _IC_LIST, _IC_READ,
+        _p("application-autoscaling:DescribeScalingActivities", "a component's copy count over time: its cost so "
+                                                                "far from instance-hours"),
+        _ALARM_READS[0].model_copy(update={"why": "a component's wake-up and idle alarms (their state)"}),
     ],
     "invoke": [
         _p("sagemaker:InvokeEndpoint", "send the request (InvokeEndpointWithResponseStream and InvokeEndpoint "
@@ -334,6 +414,9 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:DeleteEndpointConfig", "remove the previous config after success (or the new one after a "
                                              "rollback)"),
         _p("sagemaker:DeleteModel", "remove the previous model after success (or the new one after a rollback)"),
+        _IC_LIST.model_copy(update={"why": "keep a previous model an inference component names"}),
+        _IC_READ.model_copy(update={"why": "which model each inference component names",
+                                    "unobserved": "only while the region holds inference components"}),
         _p("cloudwatch:DescribeAlarms", "--rollback-alarm: check the alarms exist before updating",
            unobserved="only with --rollback-alarm, which the emulator test does not pass"),
         *[p.model_copy(update={"why": "--autoscale or --instance-type on an autoscaled endpoint: " + p.why,
@@ -361,9 +444,11 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:DeleteEndpointConfig", "remove its configuration"),
         _p("sagemaker:DeleteModel", "remove its model"),
         *_AAS_READ,
-        *_AAS_REMOVE,
-        _p("cloudwatch:DescribeAlarms", "the alarms of a removed scaling policy", unobserved=_ALARMS),
-        _p("cloudwatch:DeleteAlarms", "the alarms of a removed scaling policy", unobserved=_ALARMS),
+        *[p.model_copy(update={"scopes": _BOTH_SCALING}) for p in _AAS_REMOVE],
+        _IC_LIST, _IC_READ, _IC_DELETE,
+        *_ALARM_READS,
+        _p("cloudwatch:DeleteAlarms", "peagle's wake-up and idle alarms; the alarms of a removed scaling policy "
+                                      "(Application Auto Scaling, as you)", scopes=_ALL_ALARMS),
     ],
 }
 
@@ -383,21 +468,29 @@ COMMANDS["recover"] = [
     _p("sagemaker:DeleteModel", "remove peagle-made models no endpoint uses"),
     _p("sagemaker:DeleteEndpoint", "finish an interrupted cleanup (peagle:deleting); remove what an abandoned sweep "
                                    "left", unobserved=_RECOVER_ONLY_AFTER_CLEANUP),
+    _IC_LIST, _IC_READ.model_copy(update={"unobserved": "only while the region holds inference components"}),
+    *[p.model_copy(update={"why": "a component whose endpoint was deleted under it: " + p.why,
+                           "unobserved": "only for such a component; tests/test_components_e2e.py covers it"})
+      for p in [_IC_DELETE, *_ALARM_READS, _p("cloudwatch:DeleteAlarms", "its alarms", scopes=("PeagleAlarms",))]],
     _AAS_READ[0],
     _AAS_READ[1].model_copy(update={"unobserved": "read only while a target is registered; the test's scenario "
                                                   "recovers an endpoint whose target an update removed"}),
     _p("application-autoscaling:RegisterScalableTarget", "register the intended autoscaling again"),
     _TAG_ON_REGISTER,
     _p("application-autoscaling:PutScalingPolicy", "its target tracking policy"),
-    *[p.model_copy(update={"why": "finish an interrupted cleanup: " + p.why, "unobserved": _RECOVER_ONLY_AFTER_CLEANUP})
-      for p in _AAS_REMOVE],
+    *[p.model_copy(update={"why": "finish an interrupted cleanup: " + p.why, "unobserved": _RECOVER_ONLY_AFTER_CLEANUP,
+                           "scopes": _BOTH_SCALING}) for p in _AAS_REMOVE],
 ]
 
 # `update --autoscale` registers a scaling target as deploy does: what AWS does on the caller's behalf then too
 for _command in ("update", "recover"):
     COMMANDS[_command] += [p for p in COMMANDS["deploy"] if p.unobserved and p.action in {
-        "sagemaker:UpdateEndpointWeightsAndCapacities", "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms",
-        "iam:CreateServiceLinkedRole"}]
+        "sagemaker:UpdateEndpointWeightsAndCapacities", "iam:CreateServiceLinkedRole"}]
+    COMMANDS[_command] += [  # a variant's target tracking alarms only (components are not updated or re-registered)
+        _p("cloudwatch:PutMetricAlarm", "--autoscale: the target tracking policy's alarms", unobserved=_ALARMS,
+           scopes=("AutoscalingAlarms",)),
+        _p("cloudwatch:DeleteAlarms", "--autoscale: the alarms of a policy rolled back", unobserved=_ALARMS,
+           scopes=("AutoscalingAlarms",))]
 
 
 
@@ -412,7 +505,8 @@ def _sweep() -> list[Permission]:
                         "sagemaker:ListEndpoints", "sagemaker:ListEndpointConfigs",
                         "application-autoscaling:DescribeScalableTargets"),
              "bench": ("sagemaker:InvokeEndpoint", "pricing:GetProducts"),
-             "cleanup": ("sagemaker:ListModels",)}
+             "cleanup": ("sagemaker:ListModels", "sagemaker:ListInferenceComponents",
+                         "sagemaker:DescribeInferenceComponent")}
     chosen: dict[str, Permission] = {}
     for command, wanted in steps.items():
         for permission in COMMANDS[command]:
@@ -445,8 +539,8 @@ EXECUTION_ROLE: list[Permission] = [
     _p("ecr:GetAuthorizationToken", "pull the container image"),
     _p("ecr:BatchGetImage", "pull the container image"),
     _p("ecr:GetDownloadUrlForLayer", "pull the container image"),
-    _p("logs:CreateLogStream", "the container's output", resources=(LOG_GROUPS,)),
-    _p("logs:PutLogEvents", "the container's output", resources=(LOG_GROUPS,)),
+    _p("logs:CreateLogStream", "the container's output", resources=(LOG_GROUPS, COMPONENT_LOG_GROUPS)),
+    _p("logs:PutLogEvents", "the container's output", resources=(LOG_GROUPS, COMPONENT_LOG_GROUPS)),
     _p("cloudwatch:PutMetricData", "the endpoint's metrics"),
     _p("ec2:CreateNetworkInterface", "--subnet/--security-group: attach the instances to your VPC"),
     _p("ec2:CreateNetworkInterfacePermission", "--subnet/--security-group"),
@@ -461,8 +555,10 @@ EXECUTION_ROLE: list[Permission] = [
 
 
 def iam_action(call: str) -> str:
-    """The IAM action that allows API call `service:Operation` (its own name, but for a few)."""
-    return _CALL_TO_ACTION.get(call, call)
+    """The IAM action that allows API call `service:Operation` (its own name, but for a few; CloudWatch signs as
+    `monitoring` and authorizes as `cloudwatch`)."""
+    service, _, operation = _CALL_TO_ACTION.get(call, call).partition(":")
+    return f"{_SIGNING_TO_IAM.get(service, service)}:{operation}"
 
 
 def actions(command: str) -> list[str]:
@@ -505,7 +601,7 @@ def policy_document(commands: list[str] | None = None, *, role: str | None = Non
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+\Z")
 _NAME_PREFIX = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]{0,62}\Z")
 _ORDER = {sid: index for index, sid in enumerate(SCOPES)}
-_NAMED = (ENDPOINTS, CONFIGS, MODELS)
+_NAMED = (ENDPOINTS, CONFIGS, MODELS, COMPONENTS)
 _WRITES = ("Create", "Manage", "TagOnCreate", "RetagManaged")  # reads must see every name
 
 
@@ -516,6 +612,9 @@ def _narrow(resource: str, sid: str, role: str | None, name_prefix: str | None) 
         return resource.removesuffix("*") + name_prefix + "*"
     if name_prefix and resource == AUTOSCALING_ALARMS:
         return AUTOSCALING_ALARMS.replace(f"{ALARM_PREFIX}*", f"{ALARM_PREFIX}{name_prefix}*")
+    if name_prefix and resource == COMPONENT_AUTOSCALING_ALARMS:  # a component is named as its endpoint
+        return COMPONENT_AUTOSCALING_ALARMS.replace(f"{COMPONENT_ALARM_PREFIX}*",
+                                                    f"{COMPONENT_ALARM_PREFIX}{name_prefix}*")
     return resource
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
@@ -55,24 +54,17 @@ from .plan_pools import (
 )
 from .pools import CapacityReservation, Pool, Quota, tag_value
 from .pricing import Price
+from .scale_to_zero import ComponentScaling, IdleRule, ScalingRequest
 from .spec import ResolvedSpec
 from .tags import INTENT_KEYS, PeagleTags
 from .speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, SpeculativeSettings, parse_k, settings_for
 from .vllm_runner import p_eagle_runner_note
-
-VARIANT_NAME = "AllTraffic"
-TP_ENV = "SM_VLLM_TENSOR_PARALLEL_SIZE"
+from . import plan_component
+from .hosting import TP_ENV, VARIANT_NAME, Hosting
 
 Resolver = Callable[..., ResolvedSpec]
 PriceLookup = Callable[[str, str, int], Price]
 QuotaLookup = Callable[[str, str], Quota]
-
-
-class Hosting(StrEnum):
-    """How SageMaker hosts the model. `endpoint`: an endpoint config whose one production variant runs the model
-    on whole instances. (Inference components will be a second shape of the same plan.)"""
-
-    ENDPOINT = "endpoint"
 
 
 class PlanRequest(BaseModel):
@@ -109,6 +101,7 @@ class PlanRequest(BaseModel):
     capacity_reservation: CapacityReservation | None = None
     max_price_per_hour_usd: float | None = Field(None, description="an explicit --max-price-per-hour: a pool "
                                                                "priced above it is left out")
+    scale_to_zero: IdleRule | None = Field(None, description="--scale-to-zero --idle: only with hosting component")
 
 
 class DeploymentPlan(BaseModel):
@@ -157,8 +150,7 @@ class DeploymentPlan(BaseModel):
     vpc_config: dict[str, list[str]] | None = Field(None, description="CreateModel's VpcConfig (--subnet, "
                                                                          "--security-group)")
     kms_key_id: str | None = Field(None, description="CreateEndpointConfig's KmsKeyId for the ML storage volume")
-    hosting: Hosting = Field(Hosting.ENDPOINT, exclude=True,  # shown once a second shape exists
-                             description="which resources host the model (Hosting)")
+    hosting: Hosting = Field(Hosting.ENDPOINT, description="which resources host the model (Hosting)")
     # instance pools and capacity reservations (plan_pools.py): left out of --json when not used
     pools: list[Pool] = Field(default_factory=list, description="every listed instance type in priority order, "
                                                                  "kept or left out with the reason")
@@ -166,6 +158,17 @@ class DeploymentPlan(BaseModel):
                                                      "whose container differs (its ModelNameOverride)")
     provision_timeout_s: int | None = Field(None, description="VariantInstanceProvisionTimeoutInSeconds")
     capacity_reservation: CapacityReservation | None = None
+    # hosting component (plan_component.py): the component, its scaling and what it costs at zero
+    inference_component_name: str | None = None
+    create_inference_component: dict[str, Any] | None = Field(
+        None, description="CreateInferenceComponent, sent once the endpoint is InService")
+    component_scaling: ComponentScaling | None = Field(
+        None, description="copies: Application Auto Scaling range, target tracking, the idle rule")
+    component_requests: list[ScalingRequest] = Field(
+        default_factory=list, description="Application Auto Scaling and CloudWatch requests, in order, sent once the "
+                                          "component is InService and verified")
+    price_at_zero_usd_per_hour: float | None = Field(
+        None, description="scale to zero: what an hour at zero instances costs (no instance-hours)")
 
     @model_serializer(mode="wrap")
     def _without_unused_capacity_fields(self, handler: Any) -> dict[str, Any]:
@@ -286,10 +289,14 @@ def _choose(request: PlanRequest, now: datetime) -> _Choice:
                          f"pass --instance-count between {policy.min_capacity} and {policy.max_capacity}")
     vpc_config = parse_vpc_config(request.subnets, request.security_groups)
     kms_key_id = validate_kms_key(request.kms_key, request.region) if request.kms_key is not None else None
-    if request.instance_pools or request.provision_timeout_s is not None:
+    if request.instance_pools or request.provision_timeout_s is not None or request.capacity_reservation is not None:
         check_pool_request(request)
     for instance_type in request.instance_pools or [t for t in [request.instance_type] if t]:
         check_family(instance_type, request.allow_any_instance)  # before any AWS call
+    if request.hosting is Hosting.COMPONENT or request.scale_to_zero is not None:
+        from .plan_component import check_component_request
+
+        check_component_request(request)
     return _Choice(request=request, entry=entry, settings=settings, name=name, role=role, image=image,
                    vpc_config=vpc_config, kms_key_id=kms_key_id, created_at=now,
                    expires_at=now + request.ttl if request.ttl else None)
@@ -367,10 +374,14 @@ def _params(choice: _Choice, spec: ResolvedSpec) -> _Params:
     _check_spec(choice, spec, instance_type)
     instance = instance_info(instance_type)
     env = _environment(spec, settings, request.env, instance.gpus if instance else None)
+    component = request.hosting is Hosting.COMPONENT
     tags = PeagleTags(managed=True, model=choice.entry.alias, model_id=choice.model_id, mode=settings.mode.value,
                       k=settings.k, instance_type=instance_type, instance_count=request.instance_count,
                       created_at=choice.created_at, expires_at=choice.expires_at, version=__version__,
-                      autoscale=request.autoscale, endpoint=choice.name).to_aws()
+                      autoscale=None if component else request.autoscale, endpoint=choice.name,
+                      hosting=request.hosting.value if component else None,
+                      components=[choice.name] if component else [],
+                      scale_to_zero=request.scale_to_zero).to_aws()
     tags.update(spec.attribution_tags)  # JumpStart's own attribution, as the SDK tags its deployments
     tags.update(request.tags)
     check_tag_count(tags, len(request.tags), reserve=len(INTENT_KEYS))
@@ -474,13 +485,15 @@ def _plan_autoscaling(p: _Params) -> Part:
 # which resources each hosting shape has, in the order the plan lists them (their notes too)
 _RESOURCES: dict[Hosting, tuple[Callable[[_Params], Part], ...]] = {
     Hosting.ENDPOINT: (_plan_model, _plan_endpoint_config, _plan_endpoint, _plan_autoscaling),
+    Hosting.COMPONENT: (_plan_model, plan_component.endpoint_config, _plan_endpoint, plan_component.inference_component,
+                        plan_component.scaling),
 }
 
 
-def _plan_price(request: PlanRequest, priced: Price) -> Part:
+def _plan_price(request: PlanRequest, priced: Price, max_count: int | None = None) -> Part:
     policy = request.autoscale
     price = priced.usd_per_hour
-    max_price = priced.for_count(policy.max_capacity).usd_per_hour if policy else price
+    max_price = priced.for_count(max_count or policy.max_capacity).usd_per_hour if policy else price
     notes = []
     if max_price is not None and max_price > PRICE_GUARD_USD_PER_HOUR:
         at_max = " at the autoscaling maximum" if policy else ""
@@ -584,5 +597,9 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: d
                       version=request.model_version, offline=request.offline)
     params = _params(choice, spec)
     resources = _plan_resources(params)  # every check has run: a refused request reads no price
-    priced = facts.price(params.instance_type, request.region, request.instance_count, offline=request.offline)
-    return DeploymentPlan(**_merge([resources, _plan_price(request, priced)]))
+    priced = facts.price(params.instance_type, request.region, resources["instance_count"], offline=request.offline)
+    parts = [resources, _plan_price(request, priced, resources.get("max_instance_count"))]
+    if request.hosting is Hosting.COMPONENT:
+        parts.append(plan_component.price(resources, priced))
+    resources.pop("max_instance_count", None)
+    return DeploymentPlan(**_merge(parts))

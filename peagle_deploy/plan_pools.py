@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import PeagleError, QuotaError, UsageError
+from .hosting import Hosting
 from .instances import instance_info
 from .pools import MAX_POOLS, Pool, Quota, check_provision_timeout
 from .pricing import Price
@@ -30,11 +31,20 @@ NO_IMAGE = "the JumpStart spec has no image for it (not among its supported inst
 
 
 def check_pool_request(request: Any) -> None:
-    """The pool list and its timeout, before any AWS call (each type's family: `plan._choose`)."""
+    """The pool list, its timeout and the reservation, before any AWS call (each type's family: `plan._choose`)."""
     types = request.instance_pools
     if types and request.instance_type:
         raise UsageError("a request names both instance_type and instance_pools",
                          "give one type as instance_type, or two or more as instance_pools")
+    if request.hosting is not Hosting.ENDPOINT:  # the component shape plans its config on one type, no reservation
+        other = "deploy without --hosting component and --scale-to-zero"
+        if types:
+            raise UsageError("instance pools (--instance-type A,B) are for --hosting endpoint; an inference "
+                             "component's endpoint runs on one instance type", f"pass --instance-type {types[0]}, "
+                             f"or {other}")
+        flag = "--provision-timeout" if request.provision_timeout_s is not None else "--capacity-reservation"
+        raise UsageError(f"{flag} is for --hosting endpoint; peagle plans an inference component's endpoint without "
+                         "instance pools or a reservation", f"drop {flag}, or {other}")
     if len(types) > MAX_POOLS or len(set(types)) != len(types):
         raise UsageError(f"instance pools {', '.join(types)}: SageMaker takes at most {MAX_POOLS} types, each once",
                          "list each instance type once, at most 5")

@@ -184,8 +184,10 @@ def spec_of_environment(environment: dict[str, str] | None) -> SpeculativeSpec:
                            problem=f"{ENV_VAR} method {method!r} is not one peagle deploys")
 
 
-def read_served(sm: Any, config_name: str, *, read: Callable[[Callable[[], Any]], Any]) -> Served:
-    """DescribeEndpointConfig, then DescribeModel of its (single) variant's model."""
+def read_served(sm: Any, config_name: str, *, read: Callable[[Callable[[], Any]], Any],
+                model: str | None = None) -> Served:
+    """DescribeEndpointConfig, then DescribeModel of its (single) variant's model (`model`: the one an inference
+    component names, for a config whose variant names none)."""
     served = Served(endpoint_config=config_name)
     try:
         config = read(lambda: describe(sm, "endpoint_config", config_name))
@@ -200,7 +202,7 @@ def read_served(sm: Any, config_name: str, *, read: Callable[[Callable[[], Any]]
         served.problem = f"endpoint config {config_name} has no production variant"
         return served
     variant = variants[0]
-    served.model = variant.get("ModelName")
+    served.model = variant.get("ModelName") or model
     served.instance_type = variant.get("InstanceType")
     served.instance_count = variant.get("InitialInstanceCount")
     served.instance_pools = configured_pools(variant)

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .autoscale import AutoscalePolicy
+from .scale_to_zero import IdleRule
 from .tag_keys import LEASE, MANAGED, SWEEP_ID
 
 _KEYS = {
@@ -21,6 +22,7 @@ _KEYS = {
     "k": "peagle:k", "instance_type": "peagle:instance-type", "instance_count": "peagle:instance-count",
     "created_at": "peagle:created-at", "expires_at": "peagle:expires-at", "version": "peagle:version",
     "sweep_id": SWEEP_ID, "autoscale": "peagle:autoscale", "endpoint": "peagle:endpoint",
+    "hosting": "peagle:hosting", "components": "peagle:components", "scale_to_zero": "peagle:scale-to-zero",
 }
 # Intent tags: written on an endpoint before an update or a cleanup acts, cleared after it (lifecycle/intent.py);
 # the lease: who works on a resource now, until when (lifecycle/lease.py). Never copied to another resource.
@@ -45,6 +47,10 @@ class PeagleTags(BaseModel):
     sweep_id: str | None = Field(default=None, description="the `peagle sweep` that created it, if one did")
     autoscale: AutoscalePolicy | None = Field(default=None, description="the autoscaling peagle registered, if any")
     endpoint: str | None = Field(default=None, description="the endpoint a config or model was made for")
+    hosting: str | None = Field(default=None, description="'component' for an endpoint that hosts inference "
+                                                          "components (no tag: a classic endpoint)")
+    components: list[str] = Field(default_factory=list, description="the inference components peagle made for it")
+    scale_to_zero: IdleRule | None = Field(default=None, description="the idle rule peagle registered, if any")
     problems: list[str] = Field(default_factory=list, description="tags that were present but unreadable")
 
     def to_aws(self) -> dict[str, str]:
@@ -56,6 +62,8 @@ class PeagleTags(BaseModel):
             "created_at": _write_time(self.created_at), "expires_at": _write_time(self.expires_at),
             "version": self.version, "sweep_id": self.sweep_id,
             "autoscale": self.autoscale.to_tag() if self.autoscale else None, "endpoint": self.endpoint,
+            "hosting": self.hosting, "components": " ".join(self.components) or None,
+            "scale_to_zero": self.scale_to_zero.to_tag() if self.scale_to_zero else None,
         }
         return {_KEYS[field]: value for field, value in values.items() if value is not None}
 
@@ -70,7 +78,9 @@ class PeagleTags(BaseModel):
         return cls(
             managed=(raw["managed"] or "").strip().lower() == "true",
             model=raw["model"], model_id=raw["model_id"], mode=raw["mode"], version=raw["version"],
-            sweep_id=raw["sweep_id"], endpoint=raw["endpoint"],
+            sweep_id=raw["sweep_id"], endpoint=raw["endpoint"], hosting=raw["hosting"],
+            components=(raw["components"] or "").split(),
+            scale_to_zero=_read_idle(raw["scale_to_zero"], problems),
             instance_type=raw["instance_type"],
             k=_read_int("k", raw["k"], problems, zero_is_none=True),
             instance_count=_read_int("instance_count", raw["instance_count"], problems),
@@ -120,6 +130,16 @@ def _read_autoscale(value: str | None, problems: list[str]) -> AutoscalePolicy |
         return AutoscalePolicy.from_tag(value)
     except ValueError:  # pydantic's ValidationError is a ValueError too
         problems.append(f"{_KEYS['autoscale']} {value!r} is not MIN:MAX METRIC=TARGET")
+        return None
+
+
+def _read_idle(value: str | None, problems: list[str]) -> IdleRule | None:
+    if value is None or value == "":
+        return None
+    try:
+        return IdleRule.from_tag(value)
+    except ValueError:
+        problems.append(f"{_KEYS['scale_to_zero']} {value!r} is not MINUTESm (e.g. 15m)")
         return None
 
 

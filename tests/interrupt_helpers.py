@@ -34,7 +34,7 @@ def stack(emu: Any, plan: Any, name: str) -> None:
     """Model, endpoint config and endpoint `name` from `plan`'s bodies (its tags, peagle:endpoint=name), and its
     autoscaling registered as deploy registers it; InService at once (the emulator's default script)."""
     from peagle_deploy.lifecycle.autoscaling import apply_autoscaling
-    from peagle_deploy.plan import VARIANT_NAME
+    from peagle_deploy.hosting import VARIANT_NAME
 
     sm = emu.client("sagemaker")
     tags = [t for t in plan.create_model["Tags"] if t["Key"] != "peagle:endpoint"] + [

@@ -44,6 +44,7 @@ def _registered() -> tuple[set[str], set[str]]:
 
 COMMANDS, DEPLOY_OPTIONS = _registered()
 AUTOSCALE = ["--autoscale", "1:2", "--target-concurrency", "8"] if "--autoscale" in DEPLOY_OPTIONS else []
+ZERO = ["--scale-to-zero"] if "--scale-to-zero" in DEPLOY_OPTIONS else []  # an inference component, its alarms
 
 
 def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None]]:
@@ -55,6 +56,9 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING, "--role", role, "--yes"], "fail"),
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-as", "--role", role, "--yes", *AUTOSCALE],
          "policy-fails"),
+        ("deploy", ["deploy", "qwen3-coder", "--name", NAME + "-zero", "--role", role, "--yes", *ZERO], "reads"),
+        ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-zero", "--role", role, "--yes", *ZERO],
+         "idle-alarm-fails"),
         ("status", ["status"], "reads"),
         ("status", ["status", NAME], "reads"),
         ("invoke", ["invoke", NAME, "hello"], "reads"),
@@ -78,7 +82,8 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("cleanup", ["cleanup", NAME, "--yes"], None),
         ("cleanup", ["cleanup", "--all", "--yes"], "unmanaged"),
     ]
-    return [run for run in runs if run[0] in COMMANDS and (run[2] != "policy-fails" or AUTOSCALE)]
+    return [run for run in runs if run[0] in COMMANDS and (run[2] != "policy-fails" or AUTOSCALE)
+            and ("-zero" not in " ".join(run[1]) or ZERO)]
 
 
 def _batches(runs: list) -> list[list[tuple[int, tuple]]]:
@@ -114,6 +119,8 @@ def recorded(emulator_server, tmp_path_factory):
                 emu.script_endpoints(final="Failed", reason="scripted failure for the IAM test")
             if setup == "policy-fails":  # registered, then the policy refused: the rollback deregisters
                 emu.fail("PutScalingPolicy", code="ValidationException", message="injected for the IAM test")
+            if setup == "idle-alarm-fails":  # the wake-up alarm made, the idle alarm refused: the rollback reads
+                emu.fail("PutMetricAlarm", code="ValidationException", message="injected for the IAM test", skip=1)
             if setup == "update-fails":  # SageMaker rolls back: the update removes what it created
                 emu.script_update(fail=True, reason="scripted rollback for the IAM test")
             if setup == "unmanaged":

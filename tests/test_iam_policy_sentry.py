@@ -141,7 +141,7 @@ def test_no_sagemaker_write_without_the_managed_tag():
     # a tag is added only on peagle's creates, or to what already is peagle's (and then only peagle:* keys)
     tagging = {s["Sid"]: s for s in _statements_of(doc, "sagemaker:AddTags")}
     assert tagging["TagOnCreate"]["Condition"]["StringEquals"]["sagemaker:TaggingAction"] == [
-        "CreateModel", "CreateEndpointConfig", "CreateEndpoint"]
+        "CreateModel", "CreateEndpointConfig", "CreateEndpoint", "CreateInferenceComponent"]
     assert tagging["RetagManaged"]["Condition"]["ForAllValues:StringLike"] == {"aws:TagKeys": ["peagle:*"]}
     # deploy retags only to refresh its lease (peagle:lease) on what it created: peagle:* keys on peagle's resources
     assert {s["Sid"] for s in _statements_of(iam_policy.policy_document(["deploy"]), "sagemaker:AddTags")} == {
@@ -160,17 +160,22 @@ def test_kms_grants_pass_role_and_alarms_are_conditioned():
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
     without = iam_policy.policy_document()
     assert _statements_of(without, "iam:PassRole")[0]["Resource"] == "arn:aws:iam::*:role/*"
-    for action in ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"):
-        [alarms] = _statements_of(doc, action)  # Application Auto Scaling's names for peagle's one variant's alarms
-        assert alarms["Resource"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*/variant/AllTraffic-"
-                                      "Alarm*")
-    from peagle_deploy.plan import VARIANT_NAME
+    for action in ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"):  # target tracking's, and peagle's own
+        assert {s["Sid"]: s["Resource"] for s in _statements_of(doc, action)} == {
+            # Application Auto Scaling's names for peagle's one variant's alarms, and for a component's
+            "AutoscalingAlarms": "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*/variant/AllTraffic-Alarm*",
+            "ComponentAutoscalingAlarms": "arn:aws:cloudwatch:*:*:alarm:TargetTracking-inference-component/*",
+            "PeagleAlarms": "arn:aws:cloudwatch:*:*:alarm:peagle-*"}
+        assert all("Condition" not in s for s in _statements_of(doc, action))  # scoped by name, not by tag
+    from peagle_deploy.hosting import VARIANT_NAME
 
     assert iam_policy.ALARM_SUFFIX == f"/variant/{VARIANT_NAME}-Alarm*"  # the one variant peagle deploys
     prefixed = iam_policy.policy_document(name_prefix="peagle-")
-    [alarms] = _statements_of(prefixed, "cloudwatch:DeleteAlarms")
-    assert alarms["Resource"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/peagle-*/variant/AllTraffic-"
-                                  "Alarm*")
+    alarms = {s["Sid"]: s["Resource"] for s in _statements_of(prefixed, "cloudwatch:DeleteAlarms")}
+    assert alarms["AutoscalingAlarms"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/peagle-*/variant/"
+                                           "AllTraffic-Alarm*")
+    assert alarms["ComponentAutoscalingAlarms"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-inference-component/"
+                                                    "peagle-*")
     [delete] = _statements_of(prefixed, "sagemaker:DeleteEndpoint")
     assert delete["Resource"] == "arn:aws:sagemaker:*:*:endpoint/peagle-*"
     [read] = [s for s in _statements_of(prefixed, "sagemaker:ListTags") if s["Sid"] == "ReadEndpoints"]
@@ -179,18 +184,25 @@ def test_kms_grants_pass_role_and_alarms_are_conditioned():
 
 VARIANT = {"application-autoscaling:service-namespace": "sagemaker",
            "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount"}
+COMPONENT = {"application-autoscaling:service-namespace": "sagemaker",
+             "application-autoscaling:scalable-dimension": "sagemaker:inference-component:DesiredCopyCount"}
+_VARIANT_SIDS = {"RegisterManagedScalableTargets", "ScaleManagedVariants", "TagScalableTargetsOnRegister"}
 
 
-@pytest.mark.parametrize("command", ["deploy", "update", "recover"])
-def test_autoscaling_writes_only_on_peagles_own_sagemaker_variants(command):
-    """Issue 38: not every scalable target, only SageMaker variants' that peagle registered (tagged peagle:managed
-    on registration); registering only with that tag on the request, tagging only that tag."""
+@pytest.mark.parametrize(("command", "sids"), [
+    ("deploy", _VARIANT_SIDS | {"RegisterManagedComponentTargets", "ScaleManagedComponents"}),
+    ("update", _VARIANT_SIDS),  # an update scales variants only
+    ("recover", _VARIANT_SIDS | {"ScaleManagedComponents"})])  # a stranded component's scaling is removed
+def test_autoscaling_writes_only_on_peagles_own_sagemaker_variants_and_components(command, sids):
+    """Issue 38: not every scalable target, only SageMaker variants' and inference components' that peagle
+    registered (tagged peagle:managed on registration); registering only with that tag on the request, tagging only
+    that tag."""
     doc = iam_policy.policy_document([command])
     writes = {"application-autoscaling:RegisterScalableTarget", "application-autoscaling:PutScalingPolicy",
               "application-autoscaling:DeleteScalingPolicy", "application-autoscaling:DeregisterScalableTarget",
               "application-autoscaling:TagResource"}
     by_sid = {s["Sid"]: s for s in doc["Statement"] if writes & set(s["Action"])}
-    assert set(by_sid) == {"RegisterManagedScalableTargets", "ScaleManagedVariants", "TagScalableTargetsOnRegister"}
+    assert set(by_sid) == sids
     assert all(s["Resource"] == "arn:aws:application-autoscaling:*:*:scalable-target/*" for s in by_sid.values())
     assert by_sid["ScaleManagedVariants"]["Condition"] == {"StringEquals": {
         **VARIANT, f"aws:ResourceTag/{MANAGED}": "true"}}
@@ -201,6 +213,15 @@ def test_autoscaling_writes_only_on_peagles_own_sagemaker_variants(command):
     assert by_sid["TagScalableTargetsOnRegister"]["Action"] == ["application-autoscaling:TagResource"]
     assert by_sid["TagScalableTargetsOnRegister"]["Condition"] == {
         "StringEquals": {f"aws:RequestTag/{MANAGED}": "true"}, "ForAllValues:StringEquals": {"aws:TagKeys": [MANAGED]}}
+    if "ScaleManagedComponents" in by_sid:
+        assert by_sid["ScaleManagedComponents"]["Condition"] == {"StringEquals": {
+            **COMPONENT, f"aws:ResourceTag/{MANAGED}": "true"}}
+    if "RegisterManagedComponentTargets" in by_sid:
+        assert by_sid["RegisterManagedComponentTargets"]["Action"] == [
+            "application-autoscaling:RegisterScalableTarget"]
+        assert by_sid["RegisterManagedComponentTargets"]["Condition"] == {
+            "StringEquals": {**COMPONENT, f"aws:RequestTag/{MANAGED}": "true"},
+            "ForAnyValue:StringEquals": {"aws:TagKeys": [MANAGED]}}
 
 
 @pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["human", "json"])

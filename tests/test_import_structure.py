@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #   bench/, testing/             load generation and reports; the emulator and test doubles
 #   local/                       the deployment plan's container on this machine
 #   lifecycle/                   deploy, verify, update, status, cleanup, recover
-#   plan.py, plan_pools.py       the deployment plan; the decisions on each instance pool's facts
+#   plan.py, plan_component.py,  the deployment plan (its classic and its inference-component shape); the
+#   plan_pools.py                decisions on each instance pool's facts
 #   runtime/, pricing.py, ...    one request to a target; prices; what an endpoint serves; JumpStart specs;
 #                                one SageMaker resource described; validated input (a region's partition is
 #                                botocore's, its error through aws.py); instance pools' values (a pool's price)
@@ -35,7 +36,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("bench", "testing"),
     ("local",),
     ("lifecycle",),
-    ("plan", "plan_pools"),
+    ("plan", "plan_component", "plan_pools"),
     ("runtime", "pricing", "served_config", "jumpstart", "describe", "inputs", "pools"),
     ("aws",),
 ]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from peagle_deploy.errors import UsageError
-from peagle_deploy.plan import FactSource, Hosting, PlanRequest, build_plan
+from peagle_deploy.plan import FactSource, PlanRequest, build_plan
+from peagle_deploy.hosting import Hosting
 
 from .plan_inputs import resolver_for
 from .test_plan import NOW, listed_price

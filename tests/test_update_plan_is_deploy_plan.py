@@ -91,7 +91,7 @@ def test_without_a_plan_of_what_serves_only_the_speculative_config_and_the_tp_de
     """When deploy cannot plan what serves now (a live K the drafter no longer takes, an instance type the spec
     no longer lists), nothing tells peagle what of the live container the user set: it is all kept (image, env,
     timeouts), the speculative config is the new target's, and the TP degree follows the new instance type."""
-    from peagle_deploy.plan import TP_ENV
+    from peagle_deploy.hosting import TP_ENV
     from peagle_deploy.speculative import ENV_VAR
 
     emu = emu_in_process

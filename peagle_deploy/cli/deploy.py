@@ -37,6 +37,15 @@ def deploy(
         help="Autoscaling target: concurrent requests per instance (SageMaker's high-resolution concurrency metric).")] = None,
     target_invocations: Annotated[float | None, typer.Option(
         help="Autoscaling target instead: invocations per instance per minute (the older metric).")] = None,
+    hosting: Annotated[str | None, typer.Option(
+        help="endpoint (the model on the variant's instances) or component (an inference component; see "
+             "docs/hosting.md). Default: endpoint, component with --scale-to-zero.")] = None,
+    scale_to_zero: Annotated[bool, typer.Option(
+        "--scale-to-zero", help="Host as an inference component that scales to zero instances after --idle without "
+                                "a request, and back on the next one (minutes; requests fail meanwhile).")] = False,
+    idle: Annotated[str | None, typer.Option(
+        help="With --scale-to-zero: how long without a request before zero, whole minutes from 1m to 24h "
+             "(default 15m).")] = None,
     image: Annotated[str | None, typer.Option(help="Container image URI to use instead of JumpStart's.")] = None,
     model_id: Annotated[str | None, typer.Option(help="Override the JumpStart model id.")] = None,
     model_version: Annotated[str | None, typer.Option(help="JumpStart spec version (default: latest).")] = None,
@@ -79,7 +88,10 @@ def deploy(
         from ..speculative import parse_mode
         from .render_plan import render_plan
 
+        from ..plan_component import parse_hosting
+
         price_limit = parse_max_price(max_price_per_hour)
+        shape, idle_rule = parse_hosting(hosting, scale_to_zero=scale_to_zero, idle=idle, wait=wait or dry_run)
         policy, count = parse_autoscale(autoscale, target_concurrency=target_concurrency,
                                         target_invocations=target_invocations, instance_count=instance_count,
                                         wait=wait or dry_run)
@@ -100,7 +112,7 @@ def deploy(
             region=where, role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
             ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image,
             env=user_env, autoscale=policy, subnets=subnet or [], security_groups=security_group or [],
-            kms_key=kms_key,
+            kms_key=kms_key, hosting=shape, scale_to_zero=idle_rule,
             offline=offline or dry_run and _no_credentials(profile),
         )
         facts = FactSource(profile=profile)
@@ -199,7 +211,7 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
                                     keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note,
                                     sleep=clock.sleep, clock=clock.monotonic)
     route = None
-    if result.status == "InService":  # SageMaker's OpenAI route, for the OpenAI SDK, gateways and agents
+    if result.status == "InService" and result.inference_component is None:  # SageMaker's OpenAI route
         from ..runtime.openai_route import route_info
 
         route = route_info(session, result.endpoint_name)
@@ -213,6 +225,11 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
         render_checks(console, result.verification)
         if result.autoscaling is not None:
             console.print(f"  autoscaling: {result.autoscaling.policy.describe()}", soft_wrap=True)
+        if result.inference_component is not None:
+            console.print(f"  inference component: {result.inference_component} "
+                          f"(invoke with InferenceComponentName={result.inference_component})", soft_wrap=True)
+        if plan.component_scaling is not None and plan.component_scaling.idle is not None:
+            console.print(f"  scale to zero: {plan.component_scaling.idle.describe()}", soft_wrap=True)
         if result.status != "InService":
             console.print(f"  follow it with: peagle status {result.endpoint_name} --region {result.region}")
         if route is not None:

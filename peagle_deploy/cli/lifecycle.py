@@ -62,7 +62,7 @@ def status(
             out.warn(f"could not read Application Auto Scaling ({unknown[0].autoscaling.detail}); "
                      "autoscaling shown as unknown")
         route = None
-        if name is not None and rows and rows[0].status == "InService":  # the route, for OpenAI clients
+        if name is not None and rows and rows[0].status == "InService" and rows[0].hosting == "endpoint":
             from ..runtime.openai_route import route_info
 
             route = route_info(session, rows[0].name)

@@ -21,13 +21,19 @@ def render_plan(console, plan: DeploymentPlan) -> None:
     if plan.register_scalable_target is not None:  # Application Auto Scaling, after InService and verification
         requests += [("RegisterScalableTarget (once InService and verified)", plan.register_scalable_target),
                      ("PutScalingPolicy", plan.put_scaling_policy)]
+    if plan.create_inference_component is not None:  # hosting component: once the endpoint is InService
+        requests.append(("CreateInferenceComponent (once the endpoint is InService)", plan.create_inference_component))
+        requests += [(request.title, request.body) for request in plan.component_requests]
     for title, body in tags_once(console, requests):
         console.print(f"\n[bold]{title}[/bold]")
         # soft_wrap: no line break inside a JSON string, on a narrow terminal either
         console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
 
 
-_CARRIERS = {"CreateModel": "model", "CreateEndpointConfig": "endpoint config", "CreateEndpoint": "endpoint"}
+_CARRIERS = {"CreateModel": "model", "CreateEndpointConfig": "endpoint config", "CreateEndpoint": "endpoint",
+             "CreateInferenceComponent (once the endpoint is InService)": "inference component",
+             "PutMetricAlarm (wake up: a request found no copy)": "wake-up alarm",
+             "PutMetricAlarm (idle: no request)": "idle alarm"}
 
 
 def tags_once(console, requests: list[tuple[str, dict | None]]) -> list[tuple[str, dict | None]]:
@@ -59,6 +65,7 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         ("endpoint", plan.endpoint_name),
         ("model", f"{plan.display_name} ({plan.model_id} v{plan.model_version})"),
         ("region", plan.region),
+        ("hosting", _hosting(plan)),
         ("instance", f"{fleet(plan)} ({gpus} GPU each)" if not plan.pools else
          f"{fleet(plan)} (instance pools, in priority order)"),
         *_pool_rows(plan),
@@ -69,8 +76,11 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         ("image", plan.image_uri + (" (--image)" if plan.image_overridden else "")),
         ("price", plan.price.describe() if plan.price is not None else
          f"{_money(plan.price_per_hour_usd)} ({plan.price_source})"),
-        *([("autoscaling", f"{plan.autoscaling.describe()}; up to {_money(plan.max_price_per_hour_usd)}")]
-          if plan.autoscaling else []),
+        *([("at zero", f"{_money(plan.price_at_zero_usd_per_hour)} (no instance-hours)")]
+          if plan.price_at_zero_usd_per_hour is not None else []),
+        *([("autoscaling", _autoscaling(plan))] if plan.autoscaling else []),
+        *([("scale to zero", plan.component_scaling.idle.describe())]
+          if plan.component_scaling is not None and plan.component_scaling.idle is not None else []),
         ("expires", plan.expires_at.isoformat() if plan.expires_at else "never (set --ttl)"),
         ("spec source", f"{plan.resolution_source}: {plan.resolution_detail}".rstrip(": ")),
     ]
@@ -99,6 +109,26 @@ def _pool_rows(plan: DeploymentPlan) -> list[tuple[str, str]]:
     if plan.capacity_reservation is not None:
         rows.append(("capacity reservation", plan.capacity_reservation.describe()))
     return rows
+
+
+def _hosting(plan: DeploymentPlan) -> str:
+    if plan.inference_component_name is None:
+        return "endpoint (the model on the variant's instances)"
+    requirements = (plan.create_inference_component or {}).get("Specification", {}).get(
+        "ComputeResourceRequirements", {})
+    copies = (plan.create_inference_component or {}).get("RuntimeConfig", {}).get("CopyCount")
+    return (f"inference component {plan.inference_component_name} ({copies} x "
+            f"{requirements.get('NumberOfAcceleratorDevicesRequired', 0):g} GPU, "
+            f"{requirements.get('MinMemoryRequiredInMb')} MB; model {plan.create_model['ModelName']})")
+
+
+def _autoscaling(plan: DeploymentPlan) -> str:
+    top = f"up to {_money(plan.max_price_per_hour_usd)}"
+    if plan.inference_component_name is None:
+        return f"{plan.autoscaling.describe()}; {top}"
+    policy = plan.autoscaling
+    return (f"{policy.min_capacity}-{policy.max_capacity} copies, target {policy.target:g} "
+            f"{'concurrent requests' if policy.metric == 'concurrency' else 'invocations per minute'} per copy; {top}")
 
 
 def _drafter(plan: DeploymentPlan) -> str:

@@ -22,7 +22,8 @@ def cells(row: Any) -> list[str]:
     cost = "price unknown" if unknown else "-" if row.cost_so_far_usd is None else f"${row.cost_so_far_usd:,.2f} (est.)"
     status = row.status + (f": {row.failure_reason}" if row.failure_reason else "")
     return [row.name, status, row.model or "-", row.mode or "-", "-" if row.k is None else str(row.k),
-            f"{row.instance_count or '?'} x {row.instance_type or '?'}", human_duration(row.age_s),
+            f"{'?' if row.instance_count is None else row.instance_count} x {row.instance_type or '?'}",
+            human_duration(row.age_s),
             _expiry(row), cost]
 
 
@@ -55,6 +56,10 @@ def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints"
         if (leftover.endpoint, leftover.lease.run_id) not in leased:
             say(f"{leftover.label} {leftover.name}: {leftover.lease.describe()}")
     for leftover in unused:
+        if leftover.kind == "inference_component":
+            say(f"stranded inference component {leftover.name} (its endpoint {leftover.endpoint} was deleted under "
+                f"it; SageMaker keeps it): remove with '{leftover.command}'")
+            continue
         made_for = f"peagle made it for {leftover.endpoint}" if leftover.endpoint else "peagle made it"
         say(f"unused {leftover.label} {leftover.name} ({made_for}; no endpoint uses it): remove with "
             f"'{leftover.command}'")
@@ -85,6 +90,15 @@ def served_lines(row: Any) -> list[str]:
                          + ("" if lease is not None else " (stopped, or still running elsewhere)"))
     if _scaling_worth_a_line(row):
         lines.append(row.autoscaling.summary())
+    component = getattr(row, "component", None)
+    if component is not None:
+        from ..lifecycle.components import summary
+
+        lines.append(summary(component))
+        if component.detail:
+            lines.append(f"could not read: {component.detail}")
+    if getattr(row, "cost_how", None):
+        lines.append(f"cost so far: {row.cost_how}")
     intended, scaling = getattr(row, "autoscaling_intended", None), row.autoscaling
     if intended and scaling is not None and scaling.state != "unknown" and not _as_intended(intended, scaling):
         lines.append(f"autoscaling intended: {intended}; registered: {scaling.summary().removeprefix('autoscaling ')}")
@@ -102,7 +116,11 @@ def _price_lines(console: Any, rows: Sequence[Any]) -> None:
     """One endpoint: its price and source. Several: only why a price is unknown (once per instance type)."""
     priced = [r for r in rows if getattr(r, "price", None) is not None]
     if len(rows) == 1 and priced:
-        console.print(f"{rows[0].name}: price {priced[0].price.describe()}", markup=False, soft_wrap=True)
+        now = ""
+        if getattr(rows[0], "hosting", "endpoint") == "component" and rows[0].price_per_hour_usd is not None:
+            now = (f"; now ${rows[0].price_per_hour_usd:,.2f}/h for the {rows[0].instance_count} instance"
+                   f"{'' if rows[0].instance_count == 1 else 's'} running")
+        console.print(f"{rows[0].name}: price {priced[0].price.describe()}{now}", markup=False, soft_wrap=True)
         return
     seen = set()
     for r in priced:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_WHERE = {"DeployResult": "apply", "cleanup_command": "apply", "deploy": "apply", "EndpointStatus": "inventory",
+_WHERE = {"DeployResult": "apply", "cleanup_command": "apply", "deploy": "deploying", "EndpointStatus": "inventory",
           "status": "inventory", "report": "inventory", "CleanupReport": "teardown", "cleanup": "teardown",
           "Check": "verify", "verify": "verify"}
 

@@ -22,7 +22,8 @@ from pydantic import BaseModel, Field
 from ..aws import is_lost_answer, translate_error
 from ..describe import describe
 from ..errors import Interrupted, PeagleError, UsageError
-from ..plan import VARIANT_NAME, DeploymentPlan
+from ..plan import DeploymentPlan
+from ..hosting import VARIANT_NAME
 from .autoscaling import SERVICE as AUTOSCALING_SERVICE
 from .autoscaling import Applied, apply_autoscaling
 from .lease import LeaseHolder, removed_meanwhile
@@ -35,9 +36,11 @@ from .wait import Progress, read_retrying, wait_in_service
 _CREATES = (("model", "create_model", "CreateModel"),
             ("endpoint_config", "create_endpoint_config", "CreateEndpointConfig"),
             ("endpoint", "create_endpoint", "CreateEndpoint"))
-_ARN = {"model": "ModelArn", "endpoint_config": "EndpointConfigArn", "endpoint": "EndpointArn"}
+_ARN = {"model": "ModelArn", "endpoint_config": "EndpointConfigArn", "endpoint": "EndpointArn",
+        "inference_component": "InferenceComponentArn"}
 _LABEL = {"model": "model", "endpoint_config": "endpoint config", "endpoint": "endpoint",
-          "scalable_target": "scalable target", "scaling_policy": "scaling policy"}
+          "scalable_target": "scalable target", "scaling_policy": "scaling policy",
+          "inference_component": "inference component", "alarm": "alarm", "scaling": "scaling and alarms"}
 RECONCILE_POLLS = 3  # a create whose answer was lost: look for it this many times (1 s apart) before giving up
 
 
@@ -51,6 +54,9 @@ class DeployResult(BaseModel):
     autoscaling: Applied | None = None
     serving_pools: str | None = Field(None, description="instance pools: which one SageMaker provisioned "
                                                         "(DescribeEndpoint's InstancePools)")
+    inference_component: str | None = Field(None, description="hosting component: the component that serves")
+    component_policies: dict[str, str] = Field(default_factory=dict, description="hosting component: scaling "
+                                                                                  "policy name -> ARN")
 
 
 def cleanup_command(plan: DeploymentPlan) -> str:
@@ -88,6 +94,8 @@ def _add_hint(error: PeagleError, text: str) -> None:
 class _Rollback:
     """What this deploy sent to SageMaker, and undoing it."""
 
+    creates = _CREATES  # (kind, plan field, API call): a hosting shape with more creates names them
+
     def __init__(self, sm: Any, plan: DeploymentPlan, sleep: Callable[[float], None], scaling: Any = None):
         self.sm, self.plan, self.sleep, self.scaling = sm, plan, sleep, scaling
         self.created: list[str] = []  # answered: it exists
@@ -123,7 +131,7 @@ class _Rollback:
         if any(not o.reason.startswith("still used") for o in left):
             _add_hint(error, f"rollback incomplete: remove what is left with '{command}'")
         elif unseen:
-            calls = ", ".join(c for k, _, c in _CREATES if k in unseen)
+            calls = ", ".join(c for k, _, c in self.creates if k in unseen)
             _add_hint(error, f"{calls} was interrupted before SageMaker answered and nothing has appeared yet; "
                              f"if it appears, remove it with '{command}'")
         elif not deleted:
@@ -146,16 +154,38 @@ class _Rollback:
         return describe(self.sm, kind, self.plan.endpoint_name) is not None  # type: ignore[arg-type]
 
 
-def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: float = 3600,
-           keep_on_failure: bool = False, on_progress: Progress | None = None,
-           on_note: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
-           clock: Callable[[], float] = time.monotonic, handle_signals: bool = True,
-           lease: LeaseHolder | None = None) -> DeployResult:
+def _create(sm: Any, guard: SignalGuard, rollback: _Rollback, kind: str, field: str, call: str,
+            plan: DeploymentPlan, holder: LeaseHolder) -> None:
+    """One create whose answer must not be lost: a first signal waits for it; a lost answer is reconciled. It
+    carries `holder`'s lease, which then holds what it made."""
+    try:
+        with guard.critical(call):
+            answer = getattr(sm, field)(**holder.with_tag(getattr(plan, field)))
+            rollback.created.append(kind)
+            holder.hold(answer.get(_ARN[kind]))
+    except BaseException as exc:
+        if kind not in rollback.created and is_lost_answer(exc):
+            rollback.lost.append(kind)
+        gone = removed_meanwhile(sm, exc, [(k, plan.endpoint_name) for k in rollback.created], call=call,
+                                 operation="deploy")
+        if gone is not None:
+            raise gone from None
+        raise
+
+
+def deploy_endpoint(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: float = 3600,
+                    keep_on_failure: bool = False, on_progress: Progress | None = None,
+                    on_note: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
+                    clock: Callable[[], float] = time.monotonic, handle_signals: bool = True,
+                    lease: LeaseHolder | None = None) -> DeployResult:
     """Create the plan's model, endpoint config and endpoint; wait and verify when `wait`.
 
     SIGINT, SIGTERM and SIGHUP roll back like any failure (exit 130); see `signals.SignalGuard`. Each create
     carries the deploy's lease (`lifecycle.lease`): refreshed while it runs, released once it (or its rollback)
-    is over. `lease`: a sweep's, which the sweep keeps after the deploy."""
+    is over. `lease`: a sweep's, which the sweep keeps after the deploy. `lifecycle.deploy` calls this for a
+    classic endpoint, `component_apply.deploy_component` for an inference component."""
+    if plan.hosting == "component":
+        raise ValueError("a plan that hosts an inference component is deployed by lifecycle.deploy")
     if "ExecutionRoleArn" not in plan.create_model:
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
     if plan.autoscaling is not None and not wait:
@@ -187,19 +217,7 @@ def deploy(plan: DeploymentPlan, session: Any, *, wait: bool = True, timeout_s: 
         created_ms = int(time.time() * 1000)  # start-up lines before this are an earlier endpoint's of that name
         try:
             for kind, create, call in _CREATES:
-                try:
-                    with guard.critical(call):
-                        answer = getattr(sm, create)(**holder.with_tag(getattr(plan, create)))
-                        rollback.created.append(kind)
-                        holder.hold(answer.get(_ARN[kind]))
-                except BaseException as exc:
-                    if kind not in rollback.created and is_lost_answer(exc):
-                        rollback.lost.append(kind)
-                    gone = removed_meanwhile(sm, exc, [(k, plan.endpoint_name) for k in rollback.created],
-                                             call=call, operation="deploy")
-                    if gone is not None:
-                        raise gone from None
-                    raise
+                _create(sm, guard, rollback, kind, create, call, plan, holder)
                 note(f"created {_LABEL[kind]} {plan.endpoint_name}")
                 if kind == "model":  # the instance pools' own models, before the config names them
                     for body in plan.create_pool_models:

@@ -3,7 +3,7 @@
 - `QuotaReader`: the `FactSource` quota lookup (plan.py): each instance type's Service Quotas value
   '<type> for endpoint usage' and the instances of that type in use in the region (`quota.py`, pools counted).
   ListServiceQuotas and the endpoint scan are read once per command, whatever the number of types.
-- `deploy_with_replan`: `apply.deploy`, and when CreateEndpoint is refused with ResourceLimitExceeded naming one
+- `deploy_with_replan`: `deploying.deploy`, and when CreateEndpoint is refused with ResourceLimitExceeded naming one
   of the plan's instance pools (the quota was not readable, or was taken since the plan), the attempt is rolled
   back as any failure is (exactly what it created), the plan is made again without that type through the same
   builder (`replan`) and deployed, with one line saying why. A refusal with no pool left is exit 4. Every other
@@ -21,7 +21,8 @@ from typing import Any
 from ..errors import PeagleError, QuotaError
 from ..plan import DeploymentPlan
 from ..pools import Quota, quota_refusal
-from .apply import DeployResult, deploy
+from .apply import DeployResult
+from .deploying import deploy
 from .quota import instances_in_use_by_type, quota_name
 
 

@@ -80,6 +80,10 @@ class EndpointStatus(BaseModel):
                                       "instance_type/instance_count are then the pool that serves")
     serving_pools: str | None = Field(default=None, description="which pool serves, from DescribeEndpoint's "
                                       "InstancePools CurrentInstanceCount")
+    hosting: str = Field(default="endpoint", description="'component': the model runs as an inference component")
+    component: Any = Field(default=None, description="hosting component: components.ComponentStatus")
+    cost_how: str | None = Field(default=None, description="how cost_so_far_usd was estimated, where not from the "
+                                                            "endpoint's age")
 
 
 def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, served: Any = None,
@@ -218,11 +222,15 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
         tags = PeagleTags.from_aws(raw)
         if not tags.managed:
             raise UsageError(f"endpoint {name!r} was not created by peagle", "peagle only reports what it created")
-        served = _served(sm, described, read)
+        served = _served(sm, described, read, tags)
         row = _row(described, tags, now, served, raw, session.region, session.profile, session)
         if described["EndpointStatus"] == "InService":
-            row.vllm, row.startup_check = _startup(session, sm, name, described, served)
+            from .component_status import startup_group
+
+            row.vllm, row.startup_check = _startup(session, sm, name, described, served,
+                                                   component=startup_group(sm, described, tags))
         _add_autoscaling(session, [row], {name: described}, {name: tags})
+        _add_components(session, sm, [row], {name: described}, {name: tags}, now=now, read=read)
         return [row]
     rows = []
     described_by_name: dict[str, dict[str, Any]] = {}
@@ -238,16 +246,24 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
             described = read(lambda s=summary: describe(sm, "endpoint", s["EndpointName"]))
             if described is None:  # deleted between the list and the describe
                 continue
-            rows.append(_row({**summary, **described}, tags, now, _served(sm, described, read), raw, session.region,
-                             session.profile, session))
+            rows.append(_row({**summary, **described}, tags, now, _served(sm, described, read, tags), raw,
+                             session.region, session.profile, session))
             described_by_name[summary["EndpointName"]] = described
             tags_by_name[summary["EndpointName"]] = tags
     _add_autoscaling(session, rows, described_by_name, tags_by_name)
+    _add_components(session, sm, rows, described_by_name, tags_by_name, now=now, read=read)
     return rows
 
 
+def _add_components(session: Any, sm: Any, rows: list[EndpointStatus], described: dict[str, dict[str, Any]],
+                    tags: dict[str, PeagleTags], *, now: datetime, read: Any) -> None:
+    from .component_status import add_components
+
+    add_components(session, sm, rows, described, tags, now=now, read=read)
+
+
 def _startup(session: Any, sm: Any, name: str, described: dict[str, Any],
-             served: Any = None) -> tuple[StartupInfo, Check]:
+             served: Any = None, component: str | None = None) -> tuple[StartupInfo, Check]:
     """What vLLM logged at start, checked against the speculative config the endpoint is served with (as
     `served` already read it; read again only when that read could not give it)."""
     from ..served_config import read_served_config
@@ -262,21 +278,29 @@ def _startup(session: Any, sm: Any, name: str, described: dict[str, Any],
         expected = {"method": spec.method, "num_speculative_tokens": spec.k}
         if spec.parallel_drafting is not None:
             expected["parallel_drafting"] = spec.parallel_drafting
-    info = read_cloudwatch(session.client("logs"), name, expected=expected, attempts=1)
+    from .components import by_hand_component, log_group
+
+    group = log_group(component) if component else None  # a component writes to its own log group
+    info = read_cloudwatch(session.client("logs"), name, expected=expected, attempts=1, group=group)
+    hint = by_hand_component(component, session.region) if component else by_hand(name, session.region)
     if spec.mode is None:  # nothing to check the log against
         from .verify import NOT_VERIFIED
 
         check = Check(name="vLLM start-up", state=NOT_VERIFIED, detail=f"{ENV_VAR} unreadable: {spec.note}",
-                      how_to_check=by_hand(name, session.region), actual=info.model_dump(exclude={"warnings"}))
+                      how_to_check=hint, actual=info.model_dump(exclude={"warnings"}))
         return info, check
-    return info, startup_check(info, expected, how_to_check=by_hand(name, session.region))
+    return info, startup_check(info, expected, how_to_check=hint)
 
 
-def _served(sm: Any, described: dict[str, Any], read: Any) -> Any:
+def _served(sm: Any, described: dict[str, Any], read: Any, tags: PeagleTags | None = None) -> Any:
     from ..served_config import read_served
+    from .component_status import model_of
 
     config = described.get("EndpointConfigName")
-    return read_served(sm, config, read=read) if config else None
+    if not config:
+        return None
+    model = model_of(sm, described, tags, read) if tags is not None else None  # a component names its model
+    return read_served(sm, config, read=read, model=model)
 
 
 def leftovers(session: Any, name: str | None = None, *, sleep: Any = None, sm: Any = None) -> list[Any]:

@@ -4,7 +4,9 @@ and which of them nothing uses.
 Every config and model peagle creates carries `peagle:managed=true` and `peagle:endpoint=NAME` (the endpoint it
 was made for; an update's `NAME-u...` resources too). What was made before that tag existed is matched by its
 name: `NAME` (deploy) or `NAME-u<time>` (update). A config is in use while an endpoint serves it or is updating
-to it; a model while a config in use, or any config that is not itself a leftover, names it.
+to it; a model while a config in use, or any config that is not itself a leftover, names it, or an inference
+component does (when the components cannot be listed, no model is a leftover). An inference component peagle made
+is a leftover once its endpoint is gone (SageMaker leaves a component behind when its endpoint is deleted).
 
 One that nothing uses may still be in the making: a deploy's config and model before its CreateEndpoint carry the
 deploy's lease, an update's new model and config are held by the lease on their endpoint (`lifecycle.lease`).
@@ -19,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ..aws import translate_error
 from ..describe import describe
 from ..tags import PeagleTags
 from .lease import Lease, read_lease
@@ -37,6 +40,8 @@ class References:
     pending: dict[str, str] = field(default_factory=dict)  # endpoint -> the config an update moves it to
     config_arns: dict[str, str] = field(default_factory=dict)
     endpoint_arns: dict[str, str] = field(default_factory=dict)
+    components: dict[str, Any] = field(default_factory=dict)  # component -> components.ComponentRef
+    components_unknown: str | None = None  # why the components could not be listed: then no model is unused
 
     @classmethod
     def read(cls, sm: Any) -> References:
@@ -55,7 +60,22 @@ class References:
                 refs.config_arns[summary["EndpointConfigName"]] = summary.get("EndpointConfigArn", "")
                 refs.config_models[summary["EndpointConfigName"]] = _models_of(
                     describe(sm, "endpoint_config", summary["EndpointConfigName"]))
+        from .components import models_in_use
+
+        try:
+            refs.components = models_in_use(sm)
+        except Exception as exc:  # noqa: BLE001 - e.g. no sagemaker:ListInferenceComponents: keep every model
+            error = translate_error(exc)
+            if error is None or error.exit_code != 3:
+                raise
+            refs.components_unknown = error.one_line()
         return refs
+
+    def model_users(self, model: str, *, besides: set[str] = frozenset()) -> list[str]:
+        """Inference components (not in `besides`) that name `model`; all of them when they could not be listed."""
+        if self.components_unknown is not None:
+            return [f"(unknown: {self.components_unknown})"]
+        return sorted(c for c, ref in self.components.items() if ref.model == model and c not in besides)
 
     def users(self, config: str, *, besides: set[str] = frozenset()) -> list[str]:
         """Endpoints (not in `besides`) that serve `config` or are updating to it."""
@@ -77,9 +97,9 @@ def _models_of(config: dict[str, Any] | None) -> list[str]:
 
 
 class Leftover(BaseModel):
-    """A peagle-made endpoint config or model that no endpoint uses."""
+    """A peagle-made endpoint config or model that no endpoint uses, or a component whose endpoint is gone."""
 
-    kind: Literal["endpoint_config", "model"]
+    kind: Literal["endpoint_config", "model", "inference_component"]
     name: str
     endpoint: str | None = None  # the endpoint it was made for
     command: str = ""  # the peagle command that removes it
@@ -87,7 +107,7 @@ class Leftover(BaseModel):
 
     @property
     def label(self) -> str:
-        return "endpoint config" if self.kind == "endpoint_config" else "model"
+        return self.kind.replace("_", " ")
 
     @property
     def in_progress(self) -> bool:
@@ -140,11 +160,17 @@ def find_leftovers(sm: Any, refs: References, *, endpoint: str | None = None, re
     configs = {c: tags for c, tags in configs.items() if endpoint is None or endpoint_of(c, tags) == endpoint}
     held = {m for c, ms in refs.config_models.items() if c not in configs for m in ms}
     model_leases: dict[str, Lease] = {}
-    models = _managed(sm, [(m, arn) for m, arn in _models(sm) if m not in held], model_leases)
+    held |= {ref.model for ref in refs.components.values() if ref.model}
+    models = {} if refs.components_unknown else _managed(
+        sm, [(m, arn) for m, arn in _models(sm) if m not in held], model_leases)
     found = [Leftover(kind="endpoint_config", name=c, endpoint=endpoint_of(c, tags), lease=leases.get(c))
              for c, tags in configs.items()]
     found += [Leftover(kind="model", name=m, endpoint=endpoint_of(m, tags), lease=model_leases.get(m))
               for m, tags in models.items() if endpoint is None or endpoint_of(m, tags) == endpoint]
+    stranded = [(c, ref.arn) for c, ref in refs.components.items() if ref.endpoint not in refs.endpoint_config
+                and (endpoint is None or ref.endpoint == endpoint)]
+    found += [Leftover(kind="inference_component", name=c, endpoint=refs.components[c].endpoint)
+              for c in _managed(sm, stranded)]
     where = f" --region {region}" if region else ""
     endpoint_leases: dict[str, Lease | None] = {}
     for leftover in found:

@@ -1,4 +1,5 @@
-"""What one delete did (endpoint, config, model, scalable target or scaling policy): teardown's and autoscaling's
+"""What one delete did (endpoint, config, model, scalable target, scaling policy, inference component, alarm):
+teardown's and autoscaling's
 common answer, in a module of its own so neither has to import the other for it."""
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-OutcomeKind = Literal["endpoint", "endpoint_config", "model", "scalable_target", "scaling_policy"]
+OutcomeKind = Literal["endpoint", "endpoint_config", "model", "scalable_target", "scaling_policy",
+                      "inference_component", "alarm"]
 
 
 class Outcome(BaseModel):

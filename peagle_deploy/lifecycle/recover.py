@@ -33,7 +33,7 @@ from .. import clock as peagle_clock
 from ..describe import describe
 from ..pools import tag_value
 from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
-from ..plan import VARIANT_NAME
+from ..hosting import VARIANT_NAME
 from ..served_config import Served, read_served
 from ..tag_keys import LEASE
 from ..tags import PeagleTags
@@ -116,9 +116,16 @@ def recover(session: Any, name: str | None = None, *, all_: bool = False, timeou
                                         force=force, said=said)
     if name and not names and not leftovers and not report.skipped:  # finished already (or never there): idempotent, said
         report.nothing_of = f"no endpoint named {name} and nothing peagle made for it in {session.region}"
-    if leftovers:
-        report.removed = teardown(sm, configs=[lo.name for lo in leftovers if lo.kind == "endpoint_config"],
-                                  models=[lo.name for lo in leftovers if lo.kind == "model"], wait=False, refs=refs)
+    if any(lo.kind == "inference_component" for lo in leftovers):  # their endpoint is gone: they go first
+        from .components import remove_stranded
+
+        report.removed = remove_stranded(sm, session.client("application-autoscaling"), session.client("cloudwatch"),
+                                         name)
+        refs = read(lambda: References.read(sm))  # the models they named are free now
+        leftovers = find_leftovers(sm, refs, endpoint=name, region=session.region)
+    if any(lo.kind != "inference_component" for lo in leftovers):
+        report.removed += teardown(sm, configs=[lo.name for lo in leftovers if lo.kind == "endpoint_config"],
+                                   models=[lo.name for lo in leftovers if lo.kind == "model"], wait=False, refs=refs)
     failed = [o for o in report.removed if o.result == "failed"]
     if failed:
         failures.append(PeagleError(f"could not delete {failed[0].kind.replace('_', ' ')} {failed[0].name}: "
@@ -198,7 +205,10 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
         raise EndpointFailed(f"endpoint {name} is {described['EndpointStatus']}: {reason}",
                              f"nothing peagle can finish: see 'peagle logs {name}', remove it with "
                              f"'peagle cleanup {name} --yes'")
-    served = read_served(sm, described["EndpointConfigName"], read=read)
+    from .component_status import model_of
+
+    served = read_served(sm, described["EndpointConfigName"], read=read,
+                         model=model_of(sm, described, peagle, read))  # a component names its model
     done.serves = served
     intent = read_update_intent(tags)
     intended = peagle.autoscale
@@ -277,7 +287,7 @@ def _finish_deletion(session: Any, sm: Any, name: str, done: EndpointRecovery,
     from .autoscaling import SERVICE
     from .teardown import delete_stack
 
-    outcomes = delete_stack(sm, name, wait=False, scaling=session.client(SERVICE))
+    outcomes = delete_stack(sm, name, wait=False, scaling=session.client(SERVICE), alarms=session.client("cloudwatch"))
     failed = [o for o in outcomes if o.result == "failed"]
     if failed:
         raise PeagleError(f"could not delete {failed[0].kind.replace('_', ' ')} {failed[0].name}: {failed[0].reason}",

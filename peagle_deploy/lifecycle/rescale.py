@@ -62,7 +62,7 @@ def _running(live: Any) -> int:
 
 def run_rescale(plan: RescalePlan, session: Any) -> None:
     """Register the new range and policy, then tag the endpoint (its tag says what peagle registered)."""
-    from ..plan import VARIANT_NAME
+    from ..hosting import VARIANT_NAME
     from .apply import _add_hint, _as_peagle_error
     from .autoscaling import apply_autoscaling, remove_autoscaling
 

@@ -215,9 +215,10 @@ def read_file(path: Any, expected: dict[str, Any] | None = None) -> StartupInfo:
 
 def read_cloudwatch(logs: Any, endpoint_name: str, *, expected: dict[str, Any] | None = None,
                     start_ms: int | None = None, attempts: int = 3, delay_s: float = 5.0, max_pages: int = 5,
-                    sleep: Callable[[float], None] = time.sleep) -> StartupInfo:
-    """From the endpoint's CloudWatch log group; retried because logs lag. Never raises."""
-    group = f"/aws/sagemaker/Endpoints/{endpoint_name}"
+                    sleep: Callable[[float], None] = time.sleep, group: str | None = None) -> StartupInfo:
+    """From the endpoint's CloudWatch log group (`group`: another one, e.g. an inference component's); retried
+    because logs lag. Never raises."""
+    group = group or f"/aws/sagemaker/Endpoints/{endpoint_name}"
     info = StartupInfo(source=f"cloudwatch:{group}")
     for attempt in range(attempts):
         try:

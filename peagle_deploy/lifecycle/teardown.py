@@ -6,14 +6,17 @@ uses it, and a model only if no remaining endpoint config uses it (an unmanaged 
 peagle-tagged config keeps billing happily; deleting its config would break it). Every resource is also
 checked for `peagle:managed=true` on itself (not only on its endpoint). Deletes are idempotent (already
 gone counts as done) and run endpoint, endpoint config, model, in that order. Before a managed endpoint is
-deleted, its Application Auto Scaling policies and scalable target are removed (`lifecycle.autoscaling`); an
-endpoint peagle does not manage is left alone, and so are its scaling targets.
+deleted, its Application Auto Scaling policies and scalable target are removed (`lifecycle.autoscaling`), and
+before a component-based one its inference components (`lifecycle.components`: their scaling, alarms, then each
+component, waited for until it is gone); an endpoint that still hosts a component peagle did not make is left.
+An endpoint peagle does not manage is left alone, and so are its scaling targets and components. A model an
+inference component names is in use as much as one an endpoint config names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -55,11 +58,12 @@ _LABEL = {"endpoint": "endpoint", "endpoint_config": "endpoint config", "model":
 
 def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
                created_at: datetime | None = None, scaling: Any = None,
-               extra: list[Outcome] | None = None) -> Outcome:
+               extra: list[Outcome] | None = None, alarms: Any = None) -> Outcome:
     """Delete one resource if it is peagle's (and, with `created_at`, from that very deploy).
 
-    An endpoint's autoscaling is removed first when `scaling` (an application-autoscaling client) is given; those
-    outcomes are appended to `extra`."""
+    An endpoint's autoscaling is removed first when `scaling` (an application-autoscaling client) is given, and a
+    component-based endpoint's components (with their scaling and, given `alarms`, a cloudwatch client, their
+    alarms); those outcomes are appended to `extra`."""
     described = describe(sm, kind, name)
     if described is None:
         return Outcome(kind=kind, name=name, result="already gone")
@@ -74,9 +78,20 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
         if created_at is not None and tags.created_at != created_at:
             return Outcome(kind=kind, name=name, result="left",
                            reason="same name, but not from this deploy (another peagle:created-at)")
+    if kind == "endpoint":
+        from .components import hosting_of, remove_endpoint_components
+
+        if hosting_of(described, tags).hosting == "component":
+            removed, blocking = remove_endpoint_components(sm, scaling, alarms, name, created_at=created_at,
+                                                           owned=tags.components)
+            if extra is not None:
+                extra.extend(removed)
+            if blocking:
+                return Outcome(kind=kind, name=name, result="left",
+                               reason=f"still hosts inference component {', '.join(blocking)} (see above)")
     if kind == "endpoint" and scaling is not None:
         from .autoscaling import remove_autoscaling, variants_of
-        from ..plan import VARIANT_NAME
+        from ..hosting import VARIANT_NAME
 
         removed = remove_autoscaling(scaling, name, variants_of(described, VARIANT_NAME),
                                      expected=tags.autoscale is not None)
@@ -110,27 +125,30 @@ def _gone_after_all(sm: Any, kind: Kind, name: str, exc: BaseException) -> bool:
 
 def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), models: list[str] = (),
              wait: bool = True, require_managed: bool = True, created_at: datetime | None = None,
-             scaling: Any = None, refs: References | None = None) -> list[Outcome]:
+             scaling: Any = None, refs: References | None = None, alarms: Any = None) -> list[Outcome]:
     """Delete `endpoints` with their configs and models, plus the given `configs` and `models`, except what
     anything outside this set still uses (or is updating to). Returns one Outcome per resource considered,
     kept ones with why. With `scaling` (an application-autoscaling client), each endpoint's autoscaling is
-    removed before it. `refs`: who uses what, when the caller has just read it."""
+    removed before it; a component-based endpoint's components go first (`alarms`: a cloudwatch client for
+    their alarms). `refs`: who uses what, when the caller has just read it."""
     refs = refs or References.read(sm)
     outcomes: list[Outcome] = []
     gone_endpoints: set[str] = set()
     want_configs: list[str] = list(configs)
+    want_models: list[str] = list(models)
     for name in endpoints:
         outcome = delete_one(sm, "endpoint", name, require_managed=require_managed, created_at=created_at,
-                             scaling=scaling, extra=outcomes)
+                             scaling=scaling, extra=outcomes, alarms=alarms)
         outcomes.append(outcome)
         if outcome.result in ("deleted", "already gone"):
             gone_endpoints.add(name)
             config = refs.endpoint_config.get(name)
             if config and config not in want_configs:
                 want_configs.append(config)
+            want_models.extend(ref.model for ref in refs.components.values()  # what its components named
+                               if ref.endpoint == name and ref.model and ref.model not in want_models)
     users = {cfg: refs.users(cfg, besides=gone_endpoints) for cfg in refs.config_models}
     gone_configs: set[str] = set()
-    want_models: list[str] = list(models)
     for config in want_configs:
         want_models.extend(m for m in refs.config_models.get(config, []) if m not in want_models)
         if users.get(config):
@@ -141,11 +159,18 @@ def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), mod
         outcomes.append(outcome)
         if outcome.result in ("deleted", "already gone"):
             gone_configs.add(config)
+    gone_components = {o.name for o in outcomes if o.kind == "inference_component"
+                       and o.result in ("deleted", "already gone")}
     for model in want_models:
         holders = sorted(cfg for cfg, ms in refs.config_models.items() if model in ms and cfg not in gone_configs)
         if holders:
             outcomes.append(Outcome(kind="model", name=model, result="left",
                                     reason=f"still used by endpoint config {', '.join(holders)} (not being cleaned up)"))
+            continue
+        components = refs.model_users(model, besides=gone_components)
+        if components:
+            outcomes.append(Outcome(kind="model", name=model, result="left",
+                                    reason=f"still used by inference component {', '.join(components)}"))
             continue
         outcomes.append(delete_one(sm, "model", model, require_managed=require_managed, created_at=created_at))
     if wait:
@@ -157,7 +182,8 @@ def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), mod
 
 
 def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool = True,
-                 scaling: Any = None, before_delete: Callable[[str, str], None] | None = None) -> list[Outcome]:
+                 scaling: Any = None, before_delete: Callable[[str, str], None] | None = None,
+                 alarms: Any = None) -> list[Outcome]:
     """Endpoint `name` (its autoscaling first), then its config, then the config's models (names read from
     SageMaker, not assumed), and every other config and model peagle made for `name` (found by their
     `peagle:endpoint` tag: an update's, or what an interrupted deploy, update or cleanup left), except what an
@@ -168,10 +194,16 @@ def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool
         if before_delete is not None:
             before_delete(name, refs.endpoint_arns.get(name, ""))
         return teardown(sm, endpoints=[name], configs=configs, models=models, wait=wait,
-                        require_managed=require_managed, scaling=scaling, refs=refs)
-    if not configs and not models:  # nothing tagged: a config and model of that name, if any (said if not)
+                        require_managed=require_managed, scaling=scaling, refs=refs, alarms=alarms)
+    from .components import remove_stranded
+
+    stranded = remove_stranded(sm, scaling, alarms, name)  # peagle's components whose endpoint is gone
+    if stranded:
+        refs = References.read(sm)  # the models they named are free now
+    if not configs and not models and not stranded:  # nothing tagged: a config and model of that name, if any
         configs, models = [name], [name]
-    return teardown(sm, configs=configs, models=models, wait=wait, require_managed=require_managed, refs=refs)
+    return stranded + teardown(sm, configs=configs, models=models, wait=wait, require_managed=require_managed,
+                               refs=refs)
 
 
 def mark_for_deletion(sm: Any, arn: str, lease: Any = None) -> bool:
@@ -210,7 +242,7 @@ def _managed_with_arns(sm: Any, paginator: str, key: str, name_key: str,
 
 
 def cleanup(session: Any, name: str | None = None, *, all_: bool = False, expired: bool = False,
-            wait: bool = True, now: Callable[[], datetime] = lambda: datetime.now(UTC),
+            wait: bool = True, now: Callable[[], datetime] | None = None,
             on_marked: Callable[[str], None] | None = None) -> CleanupReport:
     """Cleanup by NAME, --all or --expired. By NAME, nothing to do is an error (exit 2): a name that does
     not exist, or resources peagle did not create; scripts must be able to tell.
@@ -240,12 +272,13 @@ def _cleanup(session: Any, sm: Any, lease: Any, name: str | None, *, all_: bool,
             mark_for_deletion(sm, arn, lease)
 
     scaling = session.client("application-autoscaling")
+    alarms = session.client("cloudwatch")
     report = CleanupReport()
     if name:
         from ..inputs import validate_name
 
         validate_name(name)
-        report.outcomes.extend(delete_stack(sm, name, wait=wait, scaling=scaling, before_delete=mark))
+        report.outcomes.extend(delete_stack(sm, name, wait=wait, scaling=scaling, before_delete=mark, alarms=alarms))
         if all(o.result == "already gone" for o in report.outcomes):
             raise UsageError(f"no endpoint, endpoint config or model named {name!r} in {session.region}",
                              "check the name and --region (peagle status lists peagle's endpoints)")
@@ -254,7 +287,9 @@ def _cleanup(session: Any, sm: Any, lease: Any, name: str | None, *, all_: bool,
                              "peagle only deletes what it created; nothing was deleted")
         _fail_if_failed(report)
         return report
-    moment = now()
+    from .. import clock
+
+    moment = (now or clock.now)()
     selected: list[str] = []
     arns: dict[str, str] = {}
     for endpoint_name, arn, tags in _managed_with_arns(sm, "list_endpoints", "Endpoints", "EndpointName",
@@ -277,9 +312,13 @@ def _cleanup(session: Any, sm: Any, lease: Any, name: str | None, *, all_: bool,
         extra_models = [m for m, _ in _managed(sm, "list_models", "Models", "ModelName", "ModelArn")]
     for endpoint_name in selected:
         mark(endpoint_name, arns[endpoint_name])
+    if all_:  # peagle's inference components whose endpoint was deleted under them: their models are freed
+        from .components import remove_stranded
+
+        report.outcomes.extend(remove_stranded(sm, scaling, alarms))
     if selected or extra_configs or extra_models:
         report.outcomes.extend(teardown(sm, endpoints=selected, configs=extra_configs, models=extra_models,
-                                        wait=wait, scaling=scaling))
+                                        wait=wait, scaling=scaling, alarms=alarms))
     report.error = _first_failure(report)
     return report
 

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..autoscale import AutoscalePolicy, resource_id
 from ..describe import describe
 from ..errors import PeagleError, UsageError
-from ..plan import TP_ENV, VARIANT_NAME, DeploymentPlan, FactSource, PlanRequest, build_plan
+from ..hosting import TP_ENV, VARIANT_NAME
+from ..plan import DeploymentPlan, FactSource, PlanRequest, build_plan
 from ..pools import POOL_SEPARATOR, CapacityReservation, configured_pools, tag_value
 from ..pricing import Price
 from ..served_config import spec_of_environment

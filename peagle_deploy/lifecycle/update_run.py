@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
-from ..plan import VARIANT_NAME
+from ..hosting import VARIANT_NAME
 from ..speculative import Mode
 from .apply import _add_hint, _as_peagle_error
 from .intent import UpdateIntent, clear_update_intent, read_update_intent, recover_command, write_update_intent

@@ -18,7 +18,10 @@ name, so AWS_ENDPOINT_URL alone is enough) and accepts the `sagemaker` namespace
   CloudWatch alarms AWS creates for them (`TargetTracking-...-AlarmHigh/-AlarmLow`, deleted with the policy); the
   policy scales the component in to its minimum after `IDLE_WINDOW_S` without invocations (`target_tracking_events`;
   scale-out by load is not modelled: the emulator has no load); step-scaling policies run when an alarm whose action
-  is their ARN goes to (or stays in) ALARM (`run_policy`, called by `alarm_emulation`), within their cooldown.
+  is their ARN goes to (or stays in) ALARM (`run_policy`, called by `alarm_emulation`), within their cooldown;
+- DescribeScalingActivities (moto has none) for inference components: each copy-count change Application Auto
+  Scaling made (a policy, or a registration that moved the count into its range), from the emulator's activity log,
+  "Setting desired copy count to N." (that wording is *assumed*; the variant's is "instance count").
 
 `autoscaling_patches(emulator)` is added to the emulator's own patches (see `SageMakerEmulator._patches`).
 """
@@ -168,8 +171,16 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
         emulator.components.on_call()
         return call_action(response_self)
 
+    def describe_scaling_activities(response_self: Any) -> str:
+        import json
+
+        body = json.loads(response_self.body or "{}")
+        return json.dumps({"ScalingActivities": scaling_activities(emulator.components, body)})
+
     return [
         mock.patch.object(ApplicationAutoScalingResponse, "call_action", settled_call),
+        mock.patch.object(ApplicationAutoScalingResponse, "describe_scaling_activities", describe_scaling_activities,
+                          create=True),
         *_dimension_patches(),
         stacked(aas_models.FakeApplicationAutoscalingPolicy, "create_alarms", _with_component_alarms),
         stacked(backend_cls, "register_scalable_target", register),
@@ -223,6 +234,26 @@ def _with_component_alarms(original: Any) -> Any:
                 dimensions=[{"Name": "InferenceComponentName", "Value": policy.resource_id.removeprefix(IC_PREFIX)}],
                 alarm_actions=[action]))
     return wrapped
+
+
+def scaling_activities(components: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """DescribeScalingActivities' answer for inference components (newest first), from `components.activities`;
+    a change made with SageMaker's own API (UpdateInferenceComponent*) is not Application Auto Scaling's."""
+    wanted = body.get("ResourceId")
+    found = []
+    for number, activity in enumerate(components.activities):
+        resource = IC_PREFIX + activity["component"]
+        if (wanted and resource != wanted) or str(activity["cause"]).startswith("UpdateInferenceComponent") \
+                or body.get("ServiceNamespace", "sagemaker") != "sagemaker" \
+                or body.get("ScalableDimension", IC_DIMENSION) != IC_DIMENSION:
+            continue
+        found.append({"ActivityId": f"00000000-0000-0000-0000-{number:012d}", "ServiceNamespace": "sagemaker",
+                      "ResourceId": resource, "ScalableDimension": IC_DIMENSION,
+                      "Description": f"Setting desired copy count to {activity['to']}.",
+                      "Cause": f"{activity['cause']} (emulated)", "StartTime": activity["time"],
+                      "EndTime": activity["time"], "StatusCode": "Successful",
+                      "StatusMessage": f"Successfully set desired copy count to {activity['to']}."})
+    return sorted(found, key=lambda a: a["StartTime"], reverse=True)
 
 
 def _component_policies(aas: Any, resource_id: str, policy_type: str) -> list[Any]:

@@ -801,7 +801,19 @@ class InferenceComponents:
             stacked(sm_models.SageMakerModelBackend, "delete_endpoint", self._orphaning),
             stacked(sm_models.SageMakerModelBackend, "_get_resource_from_arn", self._tagged),
             stacked(SageMakerRuntimeResponse, "invoke_endpoint", self._checked_invoke),
+            stacked(CloudWatchResponse, "put_metric_alarm", self._alarm_created),
         ]
+
+    def _alarm_created(self, current: Any) -> Any:
+        """moto keeps neither an alarm's creation time nor its warm-up: `alarm_emulation` needs both."""
+        def wrapped(response_self: Any) -> Any:
+            answer = current(response_self)
+            alarm = response_self.cloudwatch_backend.alarms.get(response_self._get_param("AlarmName"))
+            if alarm is not None:
+                alarm_emulation.record_warm_up(alarm, {"WarmUpConfiguration": response_self._get_param(
+                    "WarmUpConfiguration")}, self.emulator.clock())
+            return answer
+        return wrapped
 
     def _config_check(self, current: Any) -> Any:
         def wrapped(response_self: Any) -> Any:

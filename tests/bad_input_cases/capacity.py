@@ -36,6 +36,12 @@ CASES = [
                         r"one of: capacity-reservations-only"),
     dict(id="preference-alone", argv=[*DRY, "--capacity-reservation-preference", "capacity-reservations-only"],
          exit=2, stderr=r"--capacity-reservation-preference needs --capacity-reservation"),
+    dict(id="pools-with-component", argv=[*DRY, *POOLS, "--scale-to-zero"], exit=2,
+         stderr=r"^error: instance pools \(--instance-type A,B\) are for --hosting endpoint; an inference component's "
+                r"endpoint runs on one instance type: pass --instance-type ml\.g7e\.2xlarge, or deploy without "
+                r"--hosting component and --scale-to-zero$"),
+    dict(id="reservation-with-component", argv=[*REAL, "--hosting", "component", "--capacity-reservation", ARN],
+         exit=2, stderr=r"^error: --capacity-reservation is for --hosting endpoint; .*: drop --capacity-reservation, "),
     dict(id="sweep-list", argv=["sweep", "qwen3-coder", "--dry-run", *POOLS], exit=2,
          stderr=r"a sweep runs every configuration on one instance type, so its rows compare like with like: pass one "
                 r"type, e\.g\. --instance-type ml\.g7e\.2xlarge"),

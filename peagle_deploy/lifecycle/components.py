@@ -1,0 +1,496 @@
+"""Inference components: an endpoint's hosting shape, and peagle's components found, waited for, scaled, removed.
+
+For every command that meets a component-based endpoint (`--hosting component`, docs/hosting.md):
+- `hosting_of(described, tags)`: an endpoint's hosting shape and the components peagle made for it, from its
+  DescribeEndpoint answer and its tags (no call); `list_components(sm, endpoint)` asks SageMaker which it hosts;
+- `wait_component`: Creating -> InService (Failed: SageMaker's FailureReason, exit 6);
+- `apply_scaling`: the plan's Application Auto Scaling and CloudWatch requests, in order, each alarm with its
+  policy's real ARN; `on_written(step)` after each answer, so a rollback knows what exists;
+- `remove_component`: what SageMaker needs gone first, in its order: the scaling policies and the scalable target,
+  peagle's two alarms, then the component itself (waited for until it is gone). Only what carries
+  `peagle:managed=true` (the component's tags, each alarm's tags); the scalable target of a component peagle did
+  not make is never touched;
+- `read_component`: what `status` shows of one component (copies, instances, scaling, the idle rule and the wake-up
+  alarm, the cost so far from instance-hours).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, Field
+
+from ..aws import error_code, is_lost_answer, is_not_found, translate_error
+from ..errors import EndpointFailed, WaitTimeout
+from ..scale_to_zero import (
+    COPY_DIMENSION,
+    IDLE_POLICY,
+    NAMESPACE,
+    WAKE_POLICY,
+    IdleRule,
+    ScalingRequest,
+    idle_alarm_name,
+    resource_id,
+    wake_alarm_name,
+    with_policy_arns,
+)
+from ..tags import PeagleTags
+from .autoscaling import _failed
+from .outcome import Outcome
+from .wait import Progress, poll_intervals
+
+COMPONENT = "component"
+WAITING = {"Creating", "Updating"}
+DELETE_WAIT_S = 900.0  # DeleteInferenceComponent until DescribeInferenceComponent says it is gone
+ALARMS_SERVICE = "cloudwatch"
+_COPIES = re.compile(r"\bto (\d+)\b")  # an activity's "Setting desired copy count to 0."
+
+
+class HostingShape(BaseModel):
+    """How an endpoint hosts its model, as its description and tags say (no call)."""
+
+    hosting: Literal["endpoint", "component"]
+    components: list[str] = Field(default_factory=list, description="the components peagle made for it (its "
+                                                                    "peagle:components tag); [] when unknown")
+    scale_to_zero: IdleRule | None = None
+
+
+def hosting_of(described: dict[str, Any] | None, tags: dict[str, str] | list[dict[str, str]] | PeagleTags | None
+               ) -> HostingShape:
+    """An endpoint's hosting shape: component when peagle tagged it so, or when a variant reports
+    ManagedInstanceScaling (only component-based variants carry it); its component names from peagle's tag."""
+    peagle = tags if isinstance(tags, PeagleTags) else PeagleTags.from_aws(tags)
+    variants = (described or {}).get("ProductionVariants") or []
+    component = peagle.hosting == COMPONENT or any(v.get("ManagedInstanceScaling") for v in variants)
+    if not component:
+        return HostingShape(hosting="endpoint")
+    return HostingShape(hosting="component", components=list(peagle.components), scale_to_zero=peagle.scale_to_zero)
+
+
+def list_components(sm: Any, endpoint: str | None = None) -> list[dict[str, Any]]:
+    """ListInferenceComponents summaries (of `endpoint`, or all of the region)."""
+    kwargs = {"EndpointNameEquals": endpoint} if endpoint else {}
+    return [c for page in sm.get_paginator("list_inference_components").paginate(**kwargs)
+            for c in page.get("InferenceComponents", [])]
+
+
+def describe_component(sm: Any, name: str) -> dict[str, Any] | None:
+    try:
+        return sm.describe_inference_component(InferenceComponentName=name)
+    except Exception as exc:
+        if is_not_found(exc):
+            return None
+        raise
+
+
+class ComponentRef(NamedTuple):
+    endpoint: str
+    model: str | None
+    arn: str
+
+
+def models_in_use(sm: Any) -> dict[str, ComponentRef]:
+    """component -> its endpoint, the model it names (`Specification.ModelName`) and its ARN, for every component
+    of the region: a model a component names is in use as much as one a config names."""
+    found = {}
+    for summary in list_components(sm):
+        described = describe_component(sm, summary["InferenceComponentName"])
+        if described is not None:  # None: deleted since the listing
+            found[summary["InferenceComponentName"]] = ComponentRef(
+                summary.get("EndpointName", ""), (described.get("Specification") or {}).get("ModelName"),
+                summary.get("InferenceComponentArn", ""))
+    return found
+
+
+def wait_component(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[float], None],
+                   clock: Callable[[], float], on_progress: Progress | None = None) -> dict[str, Any]:
+    """Poll DescribeInferenceComponent until InService (its description), Failed (EndpointFailed with SageMaker's
+    FailureReason) or the timeout (WaitTimeout). A poll that fails transiently is asked again."""
+    from ..aws import is_transient
+    from .wait import READ_ATTEMPTS
+
+    start, misses = clock(), 0
+    for delay in poll_intervals():
+        try:
+            described = sm.describe_inference_component(InferenceComponentName=name)
+            misses = 0
+        except Exception as exc:
+            if is_not_found(exc):
+                raise EndpointFailed(f"inference component {name} disappeared while peagle waited for it",
+                                     "someone deleted it; see CloudTrail for who") from None
+            misses += 1
+            if not is_transient(exc) or misses >= READ_ATTEMPTS:
+                raise (translate_error(exc) or exc) from None
+            sleep(delay)
+            continue
+        status = described.get("InferenceComponentStatus", "Unknown")
+        elapsed = clock() - start
+        if on_progress:
+            on_progress(status, elapsed, "placing the component's copies: the model loads on the instance"
+                        if status in WAITING else status)
+        if status == "InService":
+            return described
+        if status not in WAITING:
+            reason = described.get("FailureReason") or "no reason given"
+            raise EndpointFailed(f"inference component {name} is {status}: {reason}",
+                                 f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})")
+        if elapsed >= timeout_s:
+            raise WaitTimeout(f"inference component {name} still {status} after {int(elapsed)}s",
+                              f"remove it with 'peagle cleanup {described.get('EndpointName', name)} --yes'")
+        sleep(min(delay, max(0.0, timeout_s - elapsed)) or delay)
+    raise AssertionError("unreachable")
+
+
+def log_group(component: str) -> str:
+    """Where SageMaker writes a component's container output (one stream per copy)."""
+    return f"/aws/sagemaker/InferenceComponents/{component}"
+
+
+def by_hand_component(component: str, region: str | None = None) -> str:
+    """The by-hand check of vLLM's start-up lines in a component's log group."""
+    from .verify import BY_HAND_PATTERN
+
+    where = f" --region {region}" if region else ""
+    return (f"aws logs tail {log_group(component)}{where} --since 1h | grep -iE '{BY_HAND_PATTERN}' once the copy "
+            "has started")
+
+
+# scaling: apply ---------------------------------------------------------------------------------------------------
+def apply_scaling(aas: Any, cloudwatch: Any, requests: list[ScalingRequest],
+                  on_written: Callable[[ScalingRequest], None] = lambda _r: None) -> dict[str, str]:
+    """Send `requests` in order; each alarm gets its policy's ARN. Returns policy name -> ARN."""
+    arns: dict[str, str] = {}
+    for request in requests:
+        body = with_policy_arns(request, arns)
+        if request.operation == "RegisterScalableTarget":
+            aas.register_scalable_target(**body)
+        elif request.operation == "PutScalingPolicy":
+            arns[body["PolicyName"]] = aas.put_scaling_policy(**body)["PolicyARN"]
+        else:
+            cloudwatch.put_metric_alarm(**body)
+        on_written(request)
+    return arns
+
+
+# removal ----------------------------------------------------------------------------------------------------------
+def remove_scaling(aas: Any, component: str) -> list[Outcome]:
+    """The component's scaling policies, then its scalable target (one Outcome each; none when not registered)."""
+    from .autoscaling import _not_registered
+
+    rid = resource_id(component)
+    target = {"ServiceNamespace": NAMESPACE, "ResourceId": rid, "ScalableDimension": COPY_DIMENSION}
+    try:
+        registered = [t for page in aas.get_paginator("describe_scalable_targets").paginate(
+            ServiceNamespace=NAMESPACE, ResourceIds=[rid], ScalableDimension=COPY_DIMENSION)
+            for t in page.get("ScalableTargets", [])]
+        policies = [p["PolicyName"] for page in aas.get_paginator("describe_scaling_policies").paginate(
+            ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=COPY_DIMENSION)
+            for p in page.get("ScalingPolicies", [])] if registered else []
+    except Exception as exc:  # noqa: BLE001 - an AWS failure becomes an outcome; anything else raises
+        return [_failed("scalable_target", rid, exc)]
+    outcomes = []
+    for kind, name, call, extra in [*(("scaling_policy", p, aas.delete_scaling_policy, {"PolicyName": p})
+                                      for p in policies),
+                                    *((("scalable_target", rid, aas.deregister_scalable_target, {}),)
+                                      if registered else ())]:
+        try:
+            call(**target, **extra)
+            outcomes.append(Outcome(kind=kind, name=name, result="deleted"))  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001
+            outcomes.append(Outcome(kind=kind, name=name, result="already gone") if _not_registered(exc)  # type: ignore[arg-type]
+                            else _failed(kind, name, exc))
+    return outcomes
+
+
+def peagle_alarms(cloudwatch: Any, component: str) -> list[dict[str, Any]]:
+    """peagle's alarms of `component` that exist (DescribeAlarms by their names)."""
+    names = [wake_alarm_name(component), idle_alarm_name(component)]
+    return [a for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNames=names, AlarmTypes=[
+        "MetricAlarm"]) for a in page.get("MetricAlarms", [])]
+
+
+def remove_alarms(cloudwatch: Any, component: str) -> list[Outcome]:
+    """peagle's wake-up and idle alarms of `component`, each only if it carries peagle:managed=true."""
+    try:
+        found = peagle_alarms(cloudwatch, component)
+    except Exception as exc:  # noqa: BLE001
+        return [_failed("alarm", wake_alarm_name(component), exc)]
+    outcomes, mine = [], []
+    for alarm in found:
+        try:
+            tags = cloudwatch.list_tags_for_resource(ResourceARN=alarm["AlarmArn"]).get("Tags", [])
+        except Exception as exc:  # noqa: BLE001
+            outcomes.append(_failed("alarm", alarm["AlarmName"], exc))
+            continue
+        if not PeagleTags.from_aws(tags).managed:
+            outcomes.append(Outcome(kind="alarm", name=alarm["AlarmName"], result="left",
+                                    reason="not created by peagle (no peagle:managed tag)"))
+        else:
+            mine.append(alarm["AlarmName"])
+    if mine:
+        try:
+            cloudwatch.delete_alarms(AlarmNames=mine)
+            outcomes += [Outcome(kind="alarm", name=name, result="deleted") for name in mine]
+        except Exception as exc:  # noqa: BLE001
+            outcomes += [_failed("alarm", name, exc) for name in mine]
+    return outcomes
+
+
+def remove_component(sm: Any, aas: Any, cloudwatch: Any, name: str, *, require_managed: bool = True,
+                     created_at: datetime | None = None, owned: bool = False, wait_s: float = DELETE_WAIT_S,
+                     sleep: Callable[[float], None] | None = None,
+                     clock: Callable[[], float] | None = None) -> list[Outcome]:
+    """Scaling, alarms, then the component, waited for until it is gone (SageMaker keeps an endpoint's name busy
+    while a component of it is deleting). The last Outcome is the component's. `owned`: peagle made a component of
+    this name (its deploy, or the endpoint's peagle:components tag), so a scalable target left after the component
+    is gone is peagle's too."""
+    from .. import clock as peagle_clock
+
+    sleep = sleep or peagle_clock.sleep
+    clock = clock or peagle_clock.monotonic
+    described = describe_component(sm, name)
+    if described is None:  # its alarms (peagle's tag decides) and, where peagle made it, its scalable target
+        return [*(remove_scaling(aas, name) if aas is not None and owned else []),
+                *(remove_alarms(cloudwatch, name) if cloudwatch is not None else []),
+                Outcome(kind="inference_component", name=name, result="already gone")]
+    if require_managed or created_at is not None:
+        from .tags import list_tags_if_present
+
+        raw = list_tags_if_present(sm, described["InferenceComponentArn"])
+        if raw is None:
+            return [Outcome(kind="inference_component", name=name, result="already gone")]
+        tags = PeagleTags.from_aws(raw)
+        if require_managed and not tags.managed:
+            return [Outcome(kind="inference_component", name=name, result="left",
+                            reason="not created by peagle (no peagle:managed tag)")]
+        if created_at is not None and tags.created_at != created_at:
+            return [Outcome(kind="inference_component", name=name, result="left",
+                            reason="same name, but not from this deploy (another peagle:created-at)")]
+    outcomes = [*(remove_scaling(aas, name) if aas is not None else []),
+                *(remove_alarms(cloudwatch, name) if cloudwatch is not None else [])]
+    outcomes.append(_delete_component(sm, name, described, wait_s=wait_s, sleep=sleep, clock=clock))
+    return outcomes
+
+
+def _delete_component(sm: Any, name: str, described: dict[str, Any], *, wait_s: float,
+                      sleep: Callable[[float], None], clock: Callable[[], float]) -> Outcome:
+    start = clock()
+    for delay in poll_intervals():
+        status = (described or {}).get("InferenceComponentStatus")
+        if status not in WAITING and status != "Deleting":
+            try:
+                sm.delete_inference_component(InferenceComponentName=name)
+            except Exception as exc:  # noqa: BLE001
+                if is_not_found(exc):
+                    return Outcome(kind="inference_component", name=name, result="already gone")
+                if not (is_lost_answer(exc) or _in_progress(exc)):
+                    return _failed("inference_component", name, exc)
+        try:
+            described = describe_component(sm, name)
+        except Exception as exc:  # noqa: BLE001 - a read failure: ask again until the time is up
+            if translate_error(exc) is None:
+                raise
+            described = {"InferenceComponentStatus": "Deleting"}
+        if described is None:
+            return Outcome(kind="inference_component", name=name, result="deleted")
+        if clock() - start >= wait_s:
+            return Outcome(kind="inference_component", name=name, result="failed",
+                           reason=f"still {described.get('InferenceComponentStatus')} after {int(wait_s)}s", exit_code=5)
+        sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _in_progress(exc: BaseException) -> bool:
+    """SageMaker's 'Cannot ... while it is in state ..._IN_PROGRESS': the delete is asked again once it settles."""
+    from ..aws import error_message
+
+    return error_code(exc) in ("ValidationException", "ValidationError") and "in_progress" in error_message(exc).lower()
+
+
+def remove_endpoint_components(sm: Any, aas: Any, cloudwatch: Any, endpoint: str, *,
+                               created_at: datetime | None = None, owned: list[str] = (),
+                               wait_s: float = DELETE_WAIT_S) -> tuple[list[Outcome], list[str]]:
+    """Every component of `endpoint` that is peagle's (with its scaling and alarms), before the endpoint goes, and
+    what is left of those it names in `owned` (its peagle:components tag). Returns the outcomes and the components
+    still there (someone else's, or one that would not go): while any is, the endpoint must stay (deleting it would
+    strand them)."""
+    hosted = [c["InferenceComponentName"] for c in list_components(sm, endpoint)]
+    outcomes: list[Outcome] = []
+    for name in [*hosted, *(n for n in owned if n not in hosted)]:
+        outcomes += remove_component(sm, aas, cloudwatch, name, created_at=created_at, owned=name in owned,
+                                     wait_s=wait_s)
+    blocking = [o.name for o in outcomes if o.kind == "inference_component" and o.result in ("left", "failed")]
+    return outcomes, blocking
+
+
+def remove_stranded(sm: Any, aas: Any, cloudwatch: Any, endpoint: str | None = None) -> list[Outcome]:
+    """peagle's components of an endpoint that no longer exists (`endpoint`, or any: deleted under them, SageMaker
+    leaves them behind), with their scaling and alarms. Someone else's are not mentioned."""
+    from ..describe import describe
+
+    outcomes: list[Outcome] = []
+    gone: dict[str, bool] = {}
+    for summary in list_components(sm, endpoint):
+        host = summary.get("EndpointName", "")
+        if host not in gone:
+            gone[host] = endpoint is not None or describe(sm, "endpoint", host) is None
+        if gone[host]:
+            outcomes += remove_component(sm, aas, cloudwatch, summary["InferenceComponentName"])
+    return [o for o in outcomes if not (o.kind == "inference_component" and o.result == "left")]
+
+
+# status ------------------------------------------------------------------------------------------------------------
+class AlarmState(BaseModel):
+    name: str
+    state: str | None = None
+    reason: str | None = None
+
+
+class ComponentStatus(BaseModel):
+    """One component as SageMaker, Application Auto Scaling and CloudWatch report it now."""
+
+    name: str
+    status: str
+    failure_reason: str | None = None
+    desired_copies: int | None = None
+    current_copies: int | None = None
+    current_instances: int | None = Field(None, description="the endpoint variant's CurrentInstanceCount")
+    desired_instances: int | None = None
+    accelerators: float | None = None
+    memory_mb: int | None = None
+    scaling: str = Field("off", description="'on' (registered), 'off', or 'unknown' (could not be read)")
+    min_copies: int | None = None
+    max_copies: int | None = None
+    policies: list[str] = Field(default_factory=list)
+    idle: IdleRule | None = Field(None, description="the idle rule: from the idle alarm, else peagle's tag")
+    wake_alarm: AlarmState | None = None
+    idle_alarm: AlarmState | None = None
+    detail: str | None = Field(None, description="what could not be read")
+
+
+def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endpoint: dict[str, Any],
+                   tags: PeagleTags) -> ComponentStatus:
+    """A read failure is said in `detail` and leaves its fields unknown; it never fails the status."""
+    found = describe_component(sm, name)
+    if found is None:
+        return ComponentStatus(name=name, status="missing", detail="DescribeInferenceComponent: no such component")
+    runtime = found.get("RuntimeConfig") or {}
+    requirements = (found.get("Specification") or {}).get("ComputeResourceRequirements") or {}
+    variant = next(iter(described_endpoint.get("ProductionVariants") or []), {})
+    row = ComponentStatus(name=name, status=found.get("InferenceComponentStatus", "Unknown"),
+                          failure_reason=found.get("FailureReason"), desired_copies=runtime.get("DesiredCopyCount"),
+                          current_copies=runtime.get("CurrentCopyCount"),
+                          current_instances=variant.get("CurrentInstanceCount"),
+                          desired_instances=variant.get("DesiredInstanceCount"),
+                          accelerators=requirements.get("NumberOfAcceleratorDevicesRequired"),
+                          memory_mb=requirements.get("MinMemoryRequiredInMb"), idle=tags.scale_to_zero)
+    problems = []
+    rid = resource_id(name)
+    try:
+        targets = aas.describe_scalable_targets(ServiceNamespace=NAMESPACE, ResourceIds=[rid],
+                                                ScalableDimension=COPY_DIMENSION).get("ScalableTargets", [])
+        if targets:
+            row.scaling, row.min_copies, row.max_copies = "on", targets[0].get("MinCapacity"), targets[0].get(
+                "MaxCapacity")
+            row.policies = [p["PolicyName"] for p in aas.describe_scaling_policies(
+                ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=COPY_DIMENSION).get("ScalingPolicies", [])]
+    except Exception as exc:  # noqa: BLE001
+        error = translate_error(exc)
+        if error is None:
+            raise
+        row.scaling = "unknown"
+        problems.append(f"Application Auto Scaling: {error.one_line()}")
+    if cloudwatch is not None:
+        try:
+            for alarm in peagle_alarms(cloudwatch, name):
+                state = AlarmState(name=alarm["AlarmName"], state=alarm.get("StateValue"),
+                                   reason=alarm.get("StateReason"))
+                if alarm["AlarmName"] == wake_alarm_name(name):
+                    row.wake_alarm = state
+                else:
+                    row.idle_alarm = state
+                    periods = alarm.get("EvaluationPeriods")
+                    if isinstance(periods, int) and periods > 0:
+                        row.idle = IdleRule(minutes=periods)  # what CloudWatch holds, over the tag
+        except Exception as exc:  # noqa: BLE001
+            error = translate_error(exc)
+            if error is None:
+                raise
+            problems.append(f"CloudWatch: {error.one_line()}")
+    row.detail = "; ".join(problems) or None
+    return row
+
+
+def summary(row: ComponentStatus) -> str:
+    """One line for `status`: copies, instances, the scaling and the wake-up."""
+    copies = f"{_n(row.current_copies)}/{_n(row.desired_copies)} copies"
+    instances = f"{_n(row.current_instances)} instance{'s' if row.current_instances != 1 else ''}"
+    text = f"inference component {row.name} {row.status}: {copies}, {instances}"
+    if row.scaling == "on":
+        text += f"; copies {row.min_copies}-{row.max_copies}"
+        if row.idle is not None and IDLE_POLICY in row.policies:
+            text += f", to zero after {row.idle.minutes} min idle ({IDLE_POLICY}"
+            text += f", alarm {row.idle_alarm.state})" if row.idle_alarm else ", no alarm!)"
+        if WAKE_POLICY in row.policies:
+            text += f", wake-up {WAKE_POLICY}" + (f" (alarm {row.wake_alarm.state})" if row.wake_alarm
+                                                 else " (no alarm!)")
+    elif row.scaling == "unknown":
+        text += "; scaling unknown"
+    return text
+
+
+def _n(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+# cost so far ---------------------------------------------------------------------------------------------------------
+class CostEstimate(BaseModel):
+    usd: float | None
+    instance_hours: float | None
+    how: str
+
+
+def estimate_cost(aas: Any, name: str, *, since: datetime | None, start_copies: int, per_instance: int,
+                  usd_per_instance_hour: float | None, now: datetime | None = None) -> CostEstimate:
+    """Instance-hours since `since` (the endpoint's creation): the copy count over time, from `start_copies` and
+    Application Auto Scaling's scaling activities for the component (each 'Setting desired copy count to N'),
+    in whole instances of `per_instance` copies, times the hourly price of one instance. An instance managed
+    scaling keeps a while after its last copy goes is not counted (minutes per scale-in)."""
+    how = ("instance-hours from the component's copy count over time (Application Auto Scaling's scaling "
+           "activities since the endpoint was created), x the hourly price of one instance; an instance's last "
+           "minutes after its copy goes are not counted")
+    now = now or datetime.now(UTC)
+    if since is None:
+        return CostEstimate(usd=None, instance_hours=None, how="unknown: no creation time")
+    try:
+        activities = [a for page in aas.get_paginator("describe_scaling_activities").paginate(
+            ServiceNamespace=NAMESPACE, ResourceId=resource_id(name), ScalableDimension=COPY_DIMENSION)
+            for a in page.get("ScalingActivities", [])]
+    except Exception as exc:  # noqa: BLE001
+        error = translate_error(exc)
+        if error is None:
+            raise
+        return CostEstimate(usd=None, instance_hours=None, how=f"unknown: {error.one_line()}")
+    changes = []
+    for activity in activities:
+        match = _COPIES.search(activity.get("Description") or "")
+        started = activity.get("StartTime")
+        if match is None or not isinstance(started, datetime) or activity.get("StatusCode") in ("Failed",
+                                                                                              "Unfulfilled"):
+            continue
+        changes.append((started if started.tzinfo else started.replace(tzinfo=UTC), int(match[1])))
+    hours, copies, moment = 0.0, start_copies, since
+    for when, count in sorted(changes):
+        if when > moment:
+            hours += math.ceil(copies / per_instance) * (min(when, now) - moment).total_seconds() / 3600
+            moment = when
+        copies = count
+    if now > moment:
+        hours += math.ceil(copies / per_instance) * (now - moment).total_seconds() / 3600
+    usd = None if usd_per_instance_hour is None else round(hours * usd_per_instance_hour, 2)
+    return CostEstimate(usd=usd, instance_hours=round(hours, 4), how=how)
+

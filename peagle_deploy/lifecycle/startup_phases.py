@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import datetime
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -226,7 +227,7 @@ def parse_phases(lines: Iterable[str], source: str) -> StartupPhases:
     return result
 
 
-def read_phases(path, source: str | None = None) -> StartupPhases:
+def read_phases(path: str | Path, source: str | None = None) -> StartupPhases:
     """From a container's log file (the tail vLLM's start is in)."""
     from ..vllm_failure import tail
 

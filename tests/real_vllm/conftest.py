@@ -251,9 +251,10 @@ def server_pool(tiny, mode_drafters, vllm_bin, tmp_path_factory):
 _POOLS: list[ServerPool] = []
 # The order of the pool's users, so that each server starts once with at most POOL_SIZE alive and the K=3
 # P-EAGLE server has served greedy requests only when test_speculative.py reads its totals since start:
-# off; P-EAGLE K=3; off against P-EAGLE K=3 (greedy, then sampled); EAGLE-3 K=3; both at K=7.
-ORDER = [("test_mode_off", None), ("test_speculative", "p-eagle"), ("test_output_agreement", None),
-         ("test_speculative", "eagle3"), ("test_speculative_k7", None)]
+# off (its start-up log, then mode off); P-EAGLE K=3; off against P-EAGLE K=3 (greedy, then sampled);
+# EAGLE-3 K=3; both at K=7.
+ORDER = [("test_startup_phases_real", None), ("test_mode_off", None), ("test_speculative", "p-eagle"),
+         ("test_output_agreement", None), ("test_speculative", "eagle3"), ("test_speculative_k7", None)]
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -107,7 +107,7 @@ def test_sigint_during_the_second_regions_attempt_leaves_nothing_in_either_regio
     gate = emu.gate("CreateEndpoint", skip=1, resource=NAME)  # the second region's CreateEndpoint
     run = PeagleProcess(deploy_args("--role", emu.role_arn, "--provision-timeout", "300", "--yes"), emu.env,
                         program=forked_peagle())
-    gate.wait_entered()
+    run.wait_for_gate(gate)
     run.signal(signal.SIGINT)
     run.wait_for_stderr("received SIGINT")
     gate.release()

@@ -193,7 +193,7 @@ def _deploy_in_regions(out, regions, plan_in, masked, replan_for, *, dry_run, ty
                        keep_on_failure, price_limit, price_explicit) -> None:
     """--region A,B: with --dry-run each region's plan in order; else each region tried in order until one
     deploys (lifecycle/regions.py), moving on only when no pool can serve there and nothing is left there."""
-    from ..lifecycle.capacity import _left_behind
+    from ..lifecycle.capacity import still_there
     from ..lifecycle.regions import family, try_regions
     from .render_plan import render_plan
 
@@ -220,16 +220,19 @@ def _deploy_in_regions(out, regions, plan_in, masked, replan_for, *, dry_run, ty
                          keep_on_failure=keep_on_failure)
         return plan, shown, session, result
 
-    def left_behind(there):
+    def left_behind(_there):
         if "plan" not in current:  # refused before any write (the plan, quota read at plan time)
             return []
-        return _left_behind(current["session"], current["plan"])
+        return still_there(current["session"], current["plan"])
 
     (plan, shown, session, result), attempts = try_regions(
-        regions, attempt, left_behind=left_behind, kind=lambda: family(current["plan"].pool_types or [current["plan"].instance_type]) if "plan" in current
-        else family(types),
+        regions, attempt, left_behind=left_behind, kind=lambda: family(_types_of(current.get("plan")) or types),
         on_note=out.note)
     _report(out, plan, shown, session, result, attempts)
+
+
+def _types_of(plan) -> list[str]:
+    return [] if plan is None else plan.pool_types or [plan.instance_type]
 
 
 def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_failure, price_limit,

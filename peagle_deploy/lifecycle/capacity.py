@@ -84,7 +84,7 @@ class QuotaReader:
         return self._used.get(instance_type, 0)
 
 
-def _left_behind(session: Any, plan: DeploymentPlan) -> list[str]:
+def still_there(session: Any, plan: DeploymentPlan) -> list[str]:
     """What of this plan's resources still exists after a rolled-back attempt (a retry needs their names free)."""
     from ..describe import describe
 
@@ -117,7 +117,7 @@ def deploy_with_replan(plan: DeploymentPlan, session: Any, *, replan: Callable[[
                 raise
             instance_type, limit = named
             remaining = [t for t in plan.pool_types if t != instance_type]
-            left = _left_behind(session, plan)
+            left = still_there(session, plan)
             if left:  # the rollback could not remove them: the names are not free for another attempt
                 raise
             refused.append(instance_type)

@@ -67,7 +67,7 @@ def attempt_line(attempt: Attempt, kind: str, following: str) -> str:
 
 def family(types: list[str]) -> str:
     """'ml.g7e' for the types' common family, else 'instance'."""
-    families = {".".join(t.split(".")[:2]) for t in types}
+    families = {".".join(t.split(".")[:2]) for t in types if t}
     return families.pop() if len(families) == 1 else "instance"
 
 

@@ -9,8 +9,8 @@
   builder (`replan`) and deployed, with one line saying why. A refusal with no pool left is exit 4. Every other
   failure, a capacity failure included (SageMaker already tried every pool), stops at once as `deploy` does.
 
-A later region failover wraps `deploy_with_replan` per region: it raises QuotaError (exit 4) exactly when no pool
-of the plan can serve in that region (quota or capacity), after the rollback there.
+The region failover (`regions.py`, `--region A,B`) wraps `deploy_with_replan` per region: it raises QuotaError
+(exit 4) exactly when no pool of the plan can serve in that region (quota or capacity), after the rollback there.
 """
 
 from __future__ import annotations

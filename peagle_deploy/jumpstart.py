@@ -104,17 +104,23 @@ def _is_unreachable(exc: BaseException) -> bool:
     return False
 
 
-def resolve(model_id: str, *, region: str, instance_type: str | None = None, version: str | None = None,
-            inference_config: str = P_EAGLE_CONFIG, offline: bool = False, allow_shipped: bool = True,
-            profile: str | None = None) -> ResolvedSpec:
-    """The model's P-EAGLE deployment facts for one region and instance type."""
-    _, constants, utils = _sdk()
+def check_region(region: str) -> None:
+    """A region JumpStart serves (its bucket holds the model's spec and artifacts), else bad input."""
+    _, constants, _ = _sdk()
     if region not in constants.JUMPSTART_REGION_NAME_SET:
         common = [r for r in ("us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-northeast-1")
                   if r in constants.JUMPSTART_REGION_NAME_SET]
         raise UsageError(f"region {region!r} has no JumpStart bucket",
                          f"pass a --region JumpStart serves, e.g. {', '.join(common)} "
                          f"({len(constants.JUMPSTART_REGION_NAME_SET)} regions)")
+
+
+def resolve(model_id: str, *, region: str, instance_type: str | None = None, version: str | None = None,
+            inference_config: str = P_EAGLE_CONFIG, offline: bool = False, allow_shipped: bool = True,
+            profile: str | None = None) -> ResolvedSpec:
+    """The model's P-EAGLE deployment facts for one region and instance type."""
+    _, constants, utils = _sdk()
+    check_region(region)
     with _LOCK:
         detail = f"JumpStart bucket {utils.get_jumpstart_content_bucket(region)}"
         if not offline:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, ProfileOpt, RegionOpt, YesOpt, run
+from .common import JsonOpt, ProfileOpt, YesOpt, run
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +24,10 @@ def deploy(
     instance_count: Annotated[int | None, typer.Option(
         help="Instances behind the endpoint (default 1, or the --autoscale minimum).")] = None,
     allow_any_instance: Annotated[bool, typer.Option(help="Allow instance types outside ml.g7e.")] = False,
-    region: RegionOpt = None,
+    region: Annotated[str | None, typer.Option(
+        "--region", help="AWS region (default: AWS_REGION, then us-east-1), or several in the order to try "
+                         "(us-east-1,us-west-2): the next one only when no instance pool can serve in the one "
+                         "before (capacity, quota).")] = None,
     profile: ProfileOpt = None,
     role: Annotated[str | None, typer.Option(help="SageMaker execution role ARN (required to deploy).")] = None,
     accept_eula: Annotated[bool, typer.Option(help="Accept the model licence (required for gated models).")] = False,
@@ -83,7 +86,9 @@ def deploy(
         from ..durations import parse_duration
         from ..inputs import TTL_MAX, parse_env, parse_max_price, parse_tags
         from ..plan import FactSource, PlanRequest, build_plan
+        from ..errors import UsageError
         from ..inputs import parse_instance_types
+        from ..lifecycle.regions import parse_regions
         from ..pools import parse_capacity_reservation
         from ..speculative import parse_mode
         from .render_plan import render_plan
@@ -101,7 +106,11 @@ def deploy(
 
             register_secret_env(user_env)
         types = parse_instance_types(instance_type)  # two or more: instance pools, in priority order
-        where = resolve_region(region)
+        regions = parse_regions(region, resolve_region(None))  # two or more: tried in order (lifecycle/regions.py)
+        where = regions[0]
+        if len(regions) > 1 and capacity_reservation is not None:
+            raise UsageError("--capacity-reservation names a reservation in one region; --region lists "
+                             f"{len(regions)}", "pass one --region with --capacity-reservation")
         request = PlanRequest(
             model=model, model_id=model_id, model_version=model_version, mode=parse_mode(mode), k=k, name=name,
             instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
@@ -115,39 +124,60 @@ def deploy(
             kms_key=kms_key, hosting=shape, scale_to_zero=idle_rule,
             offline=offline or dry_run and _no_credentials(profile),
         )
-        facts = FactSource(profile=profile)
-        if request.offline:  # needs no AWS account: not even a readable AWS_PROFILE
-            from ..aws import hide_broken_profile
+        if len(regions) > 1:
+            from ..jumpstart import check_region
 
-            with hide_broken_profile():
-                plan = build_plan(request, facts=facts)
-        else:
-            if request.instance_pools:  # each pool held to its Service Quotas value (lifecycle/capacity.py)
+            for other in regions:  # every region checked before any AWS call
+                check_region(other)
+
+        def plan_in(there: str):
+            """(the plan, its facts) for region `there`: the one builder with that region."""
+            asked = request if there == request.region else request.model_copy(update={"region": there})
+            facts = FactSource(profile=profile)
+            if asked.offline:  # needs no AWS account: not even a readable AWS_PROFILE
+                from ..aws import hide_broken_profile
+
+                with hide_broken_profile():
+                    return build_plan(asked, facts=facts), facts, asked
+            if asked.instance_pools:  # each pool held to its Service Quotas value (lifecycle/capacity.py)
                 from ..aws import AwsSession
                 from ..lifecycle.capacity import QuotaReader
 
-                facts = FactSource(profile=profile, quota_lookup=QuotaReader(AwsSession(request.region, profile)))
-            plan = build_plan(request, facts=facts)
-        shown = plan
-        if not show_secrets:  # masked in every output of this process, human and --json
-            from ..redaction import mask_plan_env
+                facts = FactSource(profile=profile, quota_lookup=QuotaReader(AwsSession(there, profile)))
+            return build_plan(asked, facts=facts), facts, asked
+
+        def masked(plan):
+            if show_secrets:
+                return plan
+            from ..redaction import mask_plan_env  # masked in every output of this process, human and --json
 
             register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
-            shown = mask_plan_env(plan)
+            return mask_plan_env(plan)
+
+        def replan_for(plan, asked, facts):
+            return lambda refused: build_plan(asked.model_copy(update={
+                "name": plan.endpoint_name, "instance_pools": [t for t in asked.instance_pools if t not in refused]}),
+                facts=facts)
+
         from ..redaction import is_secret, revealing
 
         # --show-secrets: the --env values the user asked to see are exempt from the output's redaction
         with revealing([v for k, v in user_env.items() if is_secret(k, v)] if show_secrets else []):
+            if len(regions) > 1:
+                _deploy_in_regions(out, regions, plan_in, masked, replan_for, dry_run=dry_run, types=types,
+                                   profile=profile, wait=wait, timeout=timeout, yes=yes,
+                                   keep_on_failure=keep_on_failure, price_limit=price_limit,
+                                   price_explicit=max_price_per_hour is not None)
+                return
+            plan, facts, _ = plan_in(where)
+            shown = masked(plan)
             if dry_run:
                 out.result({"dry_run": True, "plan": shown}, lambda console: render_plan(console, shown))
                 return
             _deploy_for_real(out, plan, shown, profile=profile, wait=wait, timeout=timeout, yes=yes,
                              keep_on_failure=keep_on_failure, price_limit=price_limit,
                              price_explicit=max_price_per_hour is not None,
-                             replan=lambda refused: build_plan(request.model_copy(update={
-                                 "name": plan.endpoint_name,
-                                 "instance_pools": [t for t in request.instance_pools if t not in refused]}),
-                                 facts=facts))
+                             replan=replan_for(plan, request, facts))
 
     run(json_output, body)
 
@@ -159,15 +189,67 @@ def _no_credentials(profile: str | None) -> bool:
     return not credentials_available(profile)
 
 
+def _deploy_in_regions(out, regions, plan_in, masked, replan_for, *, dry_run, types, profile, wait, timeout, yes,
+                       keep_on_failure, price_limit, price_explicit) -> None:
+    """--region A,B: with --dry-run each region's plan in order; else each region tried in order until one
+    deploys (lifecycle/regions.py), moving on only when no pool can serve there and nothing is left there."""
+    from ..lifecycle.capacity import still_there
+    from ..lifecycle.regions import family, try_regions
+    from .render_plan import render_plan
+
+    if dry_run:
+        shown = [(there, masked(plan_in(there)[0])) for there in regions]
+
+        def human(console):
+            for index, (there, plan) in enumerate(shown, 1):
+                console.print(f"[bold]region {index} of {len(shown)}: {there}[/bold]")
+                render_plan(console, plan)
+
+        out.result({"dry_run": True, "regions": [{"region": there, "plan": plan} for there, plan in shown]}, human)
+        return
+    current: dict = {}
+
+    def attempt(there):
+        current.clear()
+        plan, facts, asked = plan_in(there)
+        shown = masked(plan)
+        session = _prepare(out, plan, shown, profile=profile, timeout=timeout, yes=yes, price_limit=price_limit,
+                           price_explicit=price_explicit, where=f" in {there}")
+        current.update(plan=plan, session=session)
+        result = _create(out, plan, session, replan=replan_for(plan, asked, facts), wait=wait, timeout=timeout,
+                         keep_on_failure=keep_on_failure)
+        return plan, shown, session, result
+
+    def left_behind(_there):
+        if "plan" not in current:  # refused before any write (the plan, quota read at plan time)
+            return []
+        return still_there(current["session"], current["plan"])
+
+    (plan, shown, session, result), attempts = try_regions(
+        regions, attempt, left_behind=left_behind, kind=lambda: family(_types_of(current.get("plan")) or types),
+        on_note=out.note)
+    _report(out, plan, shown, session, result, attempts)
+
+
+def _types_of(plan) -> list[str]:
+    return [] if plan is None else plan.pool_types or [plan.instance_type]
+
+
 def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_failure, price_limit,
                      price_explicit=False, replan=None) -> None:
+    session = _prepare(out, plan, shown, profile=profile, timeout=timeout, yes=yes, price_limit=price_limit,
+                       price_explicit=price_explicit)
+    result = _create(out, plan, session, replan=replan, wait=wait, timeout=timeout, keep_on_failure=keep_on_failure)
+    _report(out, plan, shown, session, result)
+
+
+def _prepare(out, plan, shown, *, profile, timeout, yes, price_limit, price_explicit=False, where=""):
+    """Before any write: the role, the price guard, credentials, the summary and the confirmation; the session."""
     import sys
 
     from ..aws import AwsSession
     from ..errors import UsageError
     from ..inputs import check_price
-    from ..lifecycle.capacity import deploy_with_replan
-    from .. import clock
     from ..lifecycle.signals import SignalGuard
     from .render_plan import fleet, render_summary
 
@@ -200,16 +282,28 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
         top = "an unknown price" if plan.max_price_per_hour_usd is None else f"${plan.max_price_per_hour_usd:,.2f}/h"
         price += f", autoscaling up to {plan.autoscaling.max_capacity} instances ({top})"
     if price_prompt:
-        out.confirm(f"{price} is above the ${price_limit:,.2f}/h price guard. Really create {fleet(plan)}?",
+        out.confirm(f"{price} is above the ${price_limit:,.2f}/h price guard. Really create {fleet(plan)}{where}?",
                     yes=False)
-    out.confirm(f"Create {plan.endpoint_name} on {fleet(plan)}, {price}?", yes=yes)
+    out.confirm(f"Create {plan.endpoint_name} on {fleet(plan)}{where}, {price}?", yes=yes)
+    return session
+
+
+def _create(out, plan, session, *, replan, wait, timeout, keep_on_failure):
+    """The deploy itself (a quota refusal of one pool answered by a replan: lifecycle/capacity.py)."""
+    from .. import clock
+    from ..lifecycle.capacity import deploy_with_replan
+
     with out.status(f"creating {plan.endpoint_name}") as update:
         def progress(status, elapsed, doing):
             update(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
 
-        result = deploy_with_replan(plan, session, replan=replan, wait=wait, timeout_s=timeout,
-                                    keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note,
-                                    sleep=clock.sleep, clock=clock.monotonic)
+        return deploy_with_replan(plan, session, replan=replan, wait=wait, timeout_s=timeout,
+                                  keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note,
+                                  sleep=clock.sleep, clock=clock.monotonic)
+
+
+def _report(out, plan, shown, session, result, attempts=None) -> None:
+    """What was deployed, human or --json (with every region's attempt where several were listed)."""
     route = None
     if result.status == "InService" and result.inference_component is None:  # SageMaker's OpenAI route
         from ..runtime.openai_route import route_info
@@ -218,6 +312,9 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
 
     def human(console):
         console.print(f"[bold]{result.endpoint_name}[/bold] is {result.status} after {int(result.elapsed_s)}s")
+        if attempts is not None and len(attempts) > 1:
+            console.print("  regions tried: " + ", ".join(f"{a.region} ({a.outcome})" for a in attempts),
+                          markup=False, soft_wrap=True)
         if result.serving_pools:
             console.print(f"  {result.serving_pools}", markup=False, soft_wrap=True)
         if result.verification:
@@ -240,6 +337,10 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
     from ..lifecycle.verify import overall, render_checks
 
     document = {"deployed": result, "plan": shown, **({"openai": route} if route else {})}
+    if attempts is not None:
+        from dataclasses import asdict
+
+        document["attempts"] = [asdict(attempt) for attempt in attempts]
     if result.verification:
         document["verification"] = overall(result.verification)
     out.result(document, human)

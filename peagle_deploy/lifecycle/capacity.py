@@ -9,8 +9,8 @@
   builder (`replan`) and deployed, with one line saying why. A refusal with no pool left is exit 4. Every other
   failure, a capacity failure included (SageMaker already tried every pool), stops at once as `deploy` does.
 
-A later region failover wraps `deploy_with_replan` per region: it raises QuotaError (exit 4) exactly when no pool
-of the plan can serve in that region (quota or capacity), after the rollback there.
+The region failover (`regions.py`, `--region A,B`) wraps `deploy_with_replan` per region: it raises QuotaError
+(exit 4) exactly when no pool of the plan can serve in that region (quota or capacity), after the rollback there.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class QuotaReader:
         return self._used.get(instance_type, 0)
 
 
-def _left_behind(session: Any, plan: DeploymentPlan) -> list[str]:
+def still_there(session: Any, plan: DeploymentPlan) -> list[str]:
     """What of this plan's resources still exists after a rolled-back attempt (a retry needs their names free)."""
     from ..describe import describe
 
@@ -117,7 +117,7 @@ def deploy_with_replan(plan: DeploymentPlan, session: Any, *, replan: Callable[[
                 raise
             instance_type, limit = named
             remaining = [t for t in plan.pool_types if t != instance_type]
-            left = _left_behind(session, plan)
+            left = still_there(session, plan)
             if left:  # the rollback could not remove them: the names are not free for another attempt
                 raise
             refused.append(instance_type)

@@ -495,15 +495,17 @@ for _command in ("update", "recover"):
 
 
 def _sweep() -> list[Permission]:
-    """`peagle sweep` deploys (without --autoscale), benchmarks and tears down each configuration: the actions
-    of those steps, taken from deploy's and bench's lists (so a change there changes the sweep's too)."""
+    """`peagle sweep` deploys (without --autoscale), benchmarks and tears down each configuration (with --hosting
+    component: each as an inference component of one endpoint): the actions of those steps, taken from deploy's and
+    bench's lists (so a change there changes the sweep's too)."""
     steps = {"deploy": ("sts:GetCallerIdentity", "s3:GetObject", "servicequotas:ListServiceQuotas",
                         "sagemaker:CreateModel", "sagemaker:CreateEndpointConfig", "sagemaker:CreateEndpoint",
                         "sagemaker:AddTags", "iam:PassRole", "sagemaker:DescribeEndpoint", "sagemaker:DescribeModel",
                         "sagemaker:DescribeEndpointConfig", "logs:FilterLogEvents", "sagemaker:DeleteEndpoint",
                         "sagemaker:DeleteEndpointConfig", "sagemaker:DeleteModel", "sagemaker:ListTags",
                         "sagemaker:ListEndpoints", "sagemaker:ListEndpointConfigs",
-                        "application-autoscaling:DescribeScalableTargets"),
+                        "application-autoscaling:DescribeScalableTargets", "sagemaker:CreateInferenceComponent",
+                        "sagemaker:DeleteInferenceComponent"),
              "bench": ("sagemaker:InvokeEndpoint", "pricing:GetProducts"),
              "cleanup": ("sagemaker:ListModels", "sagemaker:ListInferenceComponents",
                          "sagemaker:DescribeInferenceComponent")}
@@ -523,6 +525,11 @@ def _sweep() -> list[Permission]:
         "unobserved": None})
     quota = chosen["servicequotas:ListServiceQuotas"]
     chosen[quota.action] = quota.model_copy(update={"why": "how many endpoints may run at once (--parallel)"})
+    for action, why in (("sagemaker:CreateInferenceComponent", "--hosting component: each configuration's component "
+                                                                "on the sweep's one endpoint"),
+                        ("sagemaker:DeleteInferenceComponent", "--hosting component: remove each component once it "
+                                                                "is measured, and before the endpoint")):
+        chosen[action] = chosen[action].model_copy(update={"why": why})
     targets = chosen["application-autoscaling:DescribeScalableTargets"]
     chosen[targets.action] = targets.model_copy(update={
         "why": "the quota check: how far autoscaled endpoints may scale",

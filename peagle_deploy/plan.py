@@ -102,12 +102,18 @@ class PlanRequest(BaseModel):
     max_price_per_hour_usd: float | None = Field(None, description="an explicit --max-price-per-hour: a pool "
                                                                "priced above it is left out")
     scale_to_zero: IdleRule | None = Field(None, description="--scale-to-zero --idle: only with hosting component")
+    host: str | None = Field(None, description="hosting component: the endpoint the component joins when it is not "
+                                               "its own (a sweep's one endpoint for many components): the config and "
+                                               "endpoint bodies are then the host's, tagged as the host (no mode or "
+                                               "K: each component's model has its own)")
 
 
 class DeploymentPlan(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    endpoint_name: str = Field(description="the model, endpoint config and endpoint all carry this name")
+    endpoint_name: str = Field(description="the model, endpoint config and endpoint all carry this name (a "
+                                           "component that joins a host: the host's; its model and component carry "
+                                           "inference_component_name)")
     region: str
     model: str
     display_name: str
@@ -265,6 +271,7 @@ class _Choice:
     kms_key_id: str | None
     created_at: datetime
     expires_at: datetime | None
+    endpoint: str  # the endpoint that serves: the plan's name, or the host its component joins
 
     @property
     def model_id(self) -> str:
@@ -293,13 +300,14 @@ def _choose(request: PlanRequest, now: datetime) -> _Choice:
         check_pool_request(request)
     for instance_type in request.instance_pools or [t for t in [request.instance_type] if t]:
         check_family(instance_type, request.allow_any_instance)  # before any AWS call
-    if request.hosting is Hosting.COMPONENT or request.scale_to_zero is not None:
+    if request.hosting is Hosting.COMPONENT or request.scale_to_zero is not None or request.host is not None:
         from .plan_component import check_component_request
 
         check_component_request(request)
     return _Choice(request=request, entry=entry, settings=settings, name=name, role=role, image=image,
                    vpc_config=vpc_config, kms_key_id=kms_key_id, created_at=now,
-                   expires_at=now + request.ttl if request.ttl else None)
+                   expires_at=now + request.ttl if request.ttl else None,
+                   endpoint=validate_name(request.host, flag="host") if request.host is not None else name)
 
 
 # the request against the spec -------------------------------------------------------------------
@@ -313,6 +321,7 @@ class _Params:
     instance: InstanceInfo | None
     env: dict[str, str]
     tags: dict[str, str]
+    endpoint_tags: dict[str, str]  # the endpoint's and its config's: `tags`, or the host's (PlanRequest.host)
     pools: tuple[Pool, ...] = ()  # the variant's instance pools, kept ones in priority order (plan_pools.py)
 
     @property
@@ -326,6 +335,10 @@ class _Params:
     @property
     def tag_list(self) -> list[dict[str, str]]:
         return [{"Key": k, "Value": v} for k, v in self.tags.items()]
+
+    @property
+    def endpoint_tag_list(self) -> list[dict[str, str]]:
+        return [{"Key": k, "Value": v} for k, v in self.endpoint_tags.items()]
 
 
 def _check_spec(choice: _Choice, spec: ResolvedSpec, instance_type: str) -> None:
@@ -375,17 +388,28 @@ def _params(choice: _Choice, spec: ResolvedSpec) -> _Params:
     instance = instance_info(instance_type)
     env = _environment(spec, settings, request.env, instance.gpus if instance else None)
     component = request.hosting is Hosting.COMPONENT
-    tags = PeagleTags(managed=True, model=choice.entry.alias, model_id=choice.model_id, mode=settings.mode.value,
-                      k=settings.k, instance_type=instance_type, instance_count=request.instance_count,
-                      created_at=choice.created_at, expires_at=choice.expires_at, version=__version__,
-                      autoscale=None if component else request.autoscale, endpoint=choice.name,
-                      hosting=request.hosting.value if component else None,
-                      components=[choice.name] if component else [],
-                      scale_to_zero=request.scale_to_zero).to_aws()
-    tags.update(spec.attribution_tags)  # JumpStart's own attribution, as the SDK tags its deployments
+    labels = PeagleTags(managed=True, model=choice.entry.alias, model_id=choice.model_id, mode=settings.mode.value,
+                        k=settings.k, instance_type=instance_type, instance_count=request.instance_count,
+                        created_at=choice.created_at, expires_at=choice.expires_at, version=__version__,
+                        autoscale=None if component else request.autoscale, endpoint=choice.endpoint,
+                        hosting=request.hosting.value if component else None,
+                        components=[choice.name] if component else [], scale_to_zero=request.scale_to_zero)
+    tags = _with_given(labels, spec, request)
+    endpoint_tags = tags
+    if choice.endpoint != choice.name:  # a host of many components: no one component's mode, K or name
+        endpoint_tags = _with_given(labels.model_copy(update={"mode": None, "k": None, "components": []}), spec,
+                                    request)
+    return _Params(choice=choice, spec=spec, instance_type=instance_type, instance=instance, env=env, tags=tags,
+                   endpoint_tags=endpoint_tags)
+
+
+def _with_given(labels: PeagleTags, spec: ResolvedSpec, request: PlanRequest) -> dict[str, str]:
+    """peagle's tags, JumpStart's attribution (as the SDK tags its deployments) and the user's --tag."""
+    tags = labels.to_aws()
+    tags.update(spec.attribution_tags)
     tags.update(request.tags)
     check_tag_count(tags, len(request.tags), reserve=len(INTENT_KEYS))
-    return _Params(choice=choice, spec=spec, instance_type=instance_type, instance=instance, env=env, tags=tags)
+    return tags
 
 
 # one function per resource, each from the same parameters ----------------------------------------
@@ -468,8 +492,8 @@ def _plan_endpoint_config(p: _Params) -> Part:
 
 
 def _plan_endpoint(p: _Params) -> Part:
-    name = p.choice.name
-    return {"create_endpoint": {"EndpointName": name, "EndpointConfigName": name, "Tags": p.tag_list}}
+    name = p.choice.endpoint
+    return {"create_endpoint": {"EndpointName": name, "EndpointConfigName": name, "Tags": p.endpoint_tag_list}}
 
 
 def _plan_autoscaling(p: _Params) -> Part:
@@ -521,7 +545,7 @@ def _plan_resources(p: _Params) -> Part:
     """Every resource of the plan's hosting shape, checked (pure: no AWS call)."""
     choice, spec, entry = p.choice, p.spec, p.choice.entry
     common: Part = {
-        "endpoint_name": choice.name, "region": p.request.region, "model": entry.alias,
+        "endpoint_name": choice.endpoint, "region": p.request.region, "model": entry.alias,
         "display_name": entry.display_name, "model_id": choice.model_id, "model_version": spec.version,
         "mode": choice.settings.mode, "k": choice.settings.k, "instance_type": p.instance_type,
         "instance_count": p.request.instance_count, "gpus_per_instance": p.instance.gpus if p.instance else None,
@@ -574,7 +598,8 @@ def _plan_pools(choice: _Choice, facts: FactSource) -> tuple[_Params, Part, Pric
             models.append({**_plan_model(params)["create_model"], "ModelName": pool.model_name})
     kept_pools = [pool for pool, _ in kept]
     tags = {**main.tags, **PeagleTags(instance_type=tag_value([p.instance_type for p in kept_pools])).to_aws()}
-    main = replace(main, tags=tags, pools=tuple(kept_pools))
+    endpoint_tags = tags if main.endpoint_tags == main.tags else main.endpoint_tags  # a host's stay the host's
+    main = replace(main, tags=tags, endpoint_tags=endpoint_tags, pools=tuple(kept_pools))
     for model in models:
         model["Tags"] = main.tag_list
     top, price_notes = pools_price(kept_pools)

@@ -9,7 +9,9 @@ has no `AdditionalModelDataSources` in SageMaker's API (botocore's `InferenceCom
 Image, ArtifactUrl, Environment), so the drafter channel can only reach a component through a model.
 
 - the endpoint config: the execution role, and one variant with instances only (no `ModelName`):
-  `ManagedInstanceScaling` (min 0 with scale to zero, else 1; max for the most copies), `RoutingConfig`;
+  `ManagedInstanceScaling` (min 0 with scale to zero, else 1; max for the most copies), `RoutingConfig`; for a
+  component that joins a host (`PlanRequest.host`: a sweep's one endpoint for many components) the config and the
+  endpoint are the host's, named and tagged as the host;
 - the component: `ComputeResourceRequirements` from the instance's facts (templates/instances.toml): the GPUs of
   the TP degree the plan sets, and memory (`memory_mb`), `StartupParameters` from the spec's timeouts, `CopyCount`;
 - its scaling (`scale_to_zero.ComponentScaling`): Application Auto Scaling on copies, and with scale to zero the
@@ -37,6 +39,8 @@ STARTUP_BOUNDS_S = (60, 3600)  # InferenceComponentStartupParameters' bounds (bo
 
 def check_component_request(request: PlanRequest) -> None:
     """What the request alone says against component hosting (before any AWS call)."""
+    if request.host is not None and request.hosting is not Hosting.COMPONENT:
+        raise ValueError("a plan joins a host endpoint only as an inference component (hosting component)")
     if request.scale_to_zero is not None and request.hosting is not Hosting.COMPONENT:
         raise UsageError("--scale-to-zero needs inference components, not --hosting endpoint",
                          "drop --hosting endpoint (--scale-to-zero hosts the model as an inference component)")
@@ -118,14 +122,14 @@ def endpoint_config(p: _Params) -> Part:
                                    "MaxInstanceCount": sizes["max_instances"]},
         "RoutingConfig": dict(ROUTING),
     }
-    config: dict[str, Any] = {"EndpointConfigName": choice.name, "ProductionVariants": [variant]}
+    config: dict[str, Any] = {"EndpointConfigName": choice.endpoint, "ProductionVariants": [variant]}
     if choice.role:
         config["ExecutionRoleArn"] = choice.role  # a component-based config needs it (the model's is not read)
     if choice.vpc_config is not None:
         config["VpcConfig"] = choice.vpc_config
     if choice.kms_key_id is not None:
         config["KmsKeyId"] = choice.kms_key_id
-    return {"create_endpoint_config": {**config, "Tags": p.tag_list}, "kms_key_id": choice.kms_key_id,
+    return {"create_endpoint_config": {**config, "Tags": p.endpoint_tag_list}, "kms_key_id": choice.kms_key_id,
             "instance_count": sizes["instances"], "max_instance_count": sizes["max_instances"],
             "startup_health_check_timeout_s": p.spec.startup_health_check_timeout_s,
             "model_data_download_timeout_s": p.spec.model_data_download_timeout_s}
@@ -139,7 +143,7 @@ def _bounded(seconds: int) -> int:
 def inference_component(p: _Params) -> Part:
     name, sizes, spec = p.choice.name, _sizes(p), p.spec
     body = {
-        "InferenceComponentName": name, "EndpointName": name, "VariantName": VARIANT_NAME,
+        "InferenceComponentName": name, "EndpointName": p.choice.endpoint, "VariantName": VARIANT_NAME,
         "Specification": {
             "ModelName": name,  # the model's container, environment, model data and drafter channel
             "StartupParameters": {

@@ -102,9 +102,11 @@ class ServedConfig(BaseModel):
     source: str = ""
 
 
-def read_served_config(sm: Any, endpoint: str, described: dict[str, Any] | None = None) -> ServedConfig:
-    """Three reads (DescribeEndpoint unless given, DescribeEndpointConfig, DescribeModel). A read that fails
-    leaves the rest unknown (said in `speculation.note`); AWS errors other than a missing resource raise."""
+def read_served_config(sm: Any, endpoint: str, described: dict[str, Any] | None = None,
+                       model: str | None = None) -> ServedConfig:
+    """Three reads (DescribeEndpoint unless given, DescribeEndpointConfig, DescribeModel: of `model`, the one an
+    inference component names, for a variant that names none). A read that fails leaves the rest unknown (said in
+    `speculation.note`); AWS errors other than a missing resource raise."""
     from .aws import error_code, is_not_found
 
     described = described if described is not None else sm.describe_endpoint(EndpointName=endpoint)
@@ -119,10 +121,13 @@ def read_served_config(sm: Any, endpoint: str, described: dict[str, Any] | None 
         served.speculation = Speculation(mode=None, note=f"the endpoint config {config_name} is gone")
         return served
     variant = (config.get("ProductionVariants") or [{}])[0]
-    served.model = variant.get("ModelName")
+    served.model = variant.get("ModelName") or model
     served.instance_type = variant.get("InstanceType")
     served.instance_count = variant.get("InitialInstanceCount")
     served.instance_pools = configured_pools(variant)
+    if not served.model:
+        served.speculation = Speculation(mode=None, note=f"the endpoint config {config_name} names no model")
+        return served
     try:
         model = sm.describe_model(ModelName=served.model)
     except Exception as exc:

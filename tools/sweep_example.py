@@ -2,6 +2,7 @@
 endpoints (peagle_deploy.testing.sweep_standins), through the installed `peagle`.
 
     .venv/bin/python tools/sweep_example.py OUT_DIR
+    .venv/bin/python tools/sweep_example.py OUT_DIR --components    # the sweep on inference components
 
 prints the commands and what they printed (stdout and stderr), ready to paste into the docs.
 """
@@ -40,9 +41,24 @@ class _Quiet:
         self.target.flush()
 
 
+def components(out: Path) -> None:
+    """off, EAGLE-3 and P-EAGLE as three components of one endpoint, beside the classic layout's estimate."""
+    with SageMakerEmulator.server() as emu:
+        SweepStandIn(emu, SpecModel(base_tok_s=30)).install()
+        common = ["--hosting", "component", "--modes", "off,eagle3,p-eagle", "--k", "3", "--concurrency", "1,4",
+                  "--duration", "3", "--logs-wait", "0"]
+        show(emu.env, "sweep", "qwen3-coder", *common, "--budget", "10", "--dry-run")
+        show(emu.env, "sweep", "qwen3-coder", *common, "--budget", "10", "--role", emu.role_arn, "--yes", "--out",
+             str(out))
+        show(emu.env, "status")
+
+
 def main() -> None:
     sys.stdout = _Quiet(sys.stdout)
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "sweep-example")
+    if "--components" in sys.argv[2:]:
+        components(out)
+        return
     with SageMakerEmulator.server() as emu:
         SweepStandIn(emu, SpecModel(base_tok_s=30)).install()
         emu.set_quota("ml.g7e.2xlarge", 2)

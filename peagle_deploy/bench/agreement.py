@@ -30,11 +30,14 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from .server_facts import ServerFacts
+
+if TYPE_CHECKING:
+    from ..runtime.target_ref import TargetRef
 
 AGREEMENT_MAX_TOKENS = 128  # a sweep's greedy sample: enough to see where outputs part
 NOISE_PER_TOKEN = 0.01
@@ -130,7 +133,7 @@ def answer_of(response: dict[str, Any]) -> tuple[Answer, Unit]:
     return Answer(tokens=list(text), text=text, finish_reason=choice.get("finish_reason")), "characters"
 
 
-def collect(target: str, prompts: Sequence[list[dict[str, str]]], *, max_tokens: int, temperature: float,
+def collect(target: str | TargetRef, prompts: Sequence[list[dict[str, str]]], *, max_tokens: int, temperature: float,
             samples: int = 1, concurrency: int = 4, region: str | None = None, profile: str | None = None,
             model: str | None = None, timeout: float = 600.0,
             on_answer: Callable[[], None] | None = None) -> OutputSample:
@@ -162,7 +165,8 @@ def collect(target: str, prompts: Sequence[list[dict[str, str]]], *, max_tokens:
         for index, answer, unit in sorted(pool.map(one, range(total)), key=lambda r: r[0]):
             answers[index // samples].append(answer)
             units.add(unit)
-    return OutputSample(target=target, temperature=temperature, max_tokens=max_tokens,
+    return OutputSample(target=target if isinstance(target, str) else target.name, temperature=temperature,
+                        max_tokens=max_tokens,
                         unit="tokens" if units == {"tokens"} else "characters", answers=answers)
 
 

@@ -281,7 +281,7 @@ def resolve_target(plan: BenchPlan, ref: TargetRef, out: Output) -> tuple[Target
         from .target_info import describe_endpoint
 
         session = AwsSession(ref.session_region(plan.region), plan.profile)
-        info = describe_endpoint(session.client("sagemaker"), ref.name)
+        info = describe_endpoint(session.client("sagemaker"), ref.name, component=ref.inference_component)
         info.transport = ref.transport
     else:
         info = TargetInfo(kind=ref.kind, name=ref.name)
@@ -340,7 +340,8 @@ def make_sender(ref: TargetRef, info: TargetInfo, plan: BenchPlan, session: Any)
         from .sagemaker_sender import SageMakerChatSender
 
         return SageMakerChatSender(session, ref.name, max_tokens=plan.max_tokens, temperature=plan.temperature,
-                                   timeout=plan.timeout, max_in_flight=max(plan.concurrency))
+                                   timeout=plan.timeout, max_in_flight=max(plan.concurrency),
+                                   inference_component=ref.inference_component)
     from .http_sender import HttpChatSender
 
     return HttpChatSender(ref.request_url, model=info.model, max_tokens=plan.max_tokens,
@@ -590,7 +591,7 @@ def _acceptance(ref: TargetRef, session: Any, measured: _Measured, plan: BenchPl
     windows = [(a, b + timedelta(seconds=VLLM_LOG_INTERVAL_S)) for a, b in measured.windows]
     try:
         return wait_for_acceptance(session.client("logs"), ref.name, windows, measured.windows[-1][1],
-                                   wait=plan.logs_wait, clock=clock.monotonic, sleep=clock.sleep)
+                                   wait=plan.logs_wait, clock=clock.monotonic, sleep=clock.sleep, group=ref.log_group)
     except PeagleError as exc:
         out.note(f"no acceptance metrics: {exc.one_line()}")
         return None

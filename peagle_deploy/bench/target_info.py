@@ -8,9 +8,9 @@ from ..errors import UsageError
 from .results import TargetInfo
 
 
-def describe_endpoint(sagemaker: Any, name: str) -> TargetInfo:
-    """Instance type, count and speculative config from the served config; a mode/K label and the model
-    from peagle's tags, if any."""
+def describe_endpoint(sagemaker: Any, name: str, component: str | None = None) -> TargetInfo:
+    """Instance type, count and speculative config from the served config (`component`: the model that inference
+    component names); a mode/K label and the model from peagle's tags, if any."""
     from ..aws import error_code, translate_error
 
     try:
@@ -32,7 +32,12 @@ def describe_endpoint(sagemaker: Any, name: str) -> TargetInfo:
     from .server_facts import ServerFacts, from_speculation
 
     try:
-        served = read_served_config(sagemaker, name, described=ep)
+        model = None
+        if component:
+            from ..lifecycle.components import describe_component
+
+            model = ((describe_component(sagemaker, component) or {}).get("Specification") or {}).get("ModelName")
+        served = read_served_config(sagemaker, name, described=ep, model=model)
         info.instance_type, info.instance_count = served.instance_type, served.instance_count
         if served.instance_pools:  # instance pools: the one that serves is what runs and what is billed
             from ..pools import serving_pools, serving_words

@@ -40,6 +40,7 @@ def sweep(
                                                                     "same URL again, to give back the password the state file does not keep "
                                                                     "(or set PEAGLE_SWEEP_URL_PASSWORD).")] = None,
     trust_labels: Annotated[bool, typer.Option("--trust-labels", help="Measure a --url server even when its /metrics contradict its MODE:K label (refused otherwise).")] = False,
+    hosting: Annotated[str | None, typer.Option(help="endpoint (default): one endpoint per configuration. component: ONE multi-GPU ml.g7e endpoint (--instance-type, else the smallest with a GPU per configuration, or batches), each configuration an inference component of it, measured one at a time; --dry-run shows both estimates.")] = None,
     dry_run: Annotated[bool, typer.Option(help="Print the plan (endpoints, time, dollars vs --budget) and stop.")] = False,
     state: Annotated[Path | None, typer.Option(help="State file (default: OUT/sweep-state.json).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue the sweep of this state file (removes what a killed run left); with --budget, under that new budget.")] = None,
@@ -75,7 +76,7 @@ def sweep(
             raise UsageError("peagle sweep needs MODEL (or --resume STATE)", "pass e.g. peagle sweep qwen3-coder")
         request = _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget,
                            parallel, instance_type, role, accept_eula, ttl, provision_estimate, logs_wait, timeout,
-                           url, region, profile, trust_labels)
+                           url, region, profile, trust_labels, hosting)
         request = request.model_copy(update={"agreement_prompts": agreement_prompts})
         state_path = state or out_dir / STATE_NAME
         if dry_run:
@@ -95,7 +96,7 @@ def sweep(
 # the credentials the state file does not keep (sweep/config.restore_url_credentials)
 _FROM_STATE = ("modes", "k", "concurrency", "dataset", "duration", "num_prompts", "warmup", "max_tokens", "parallel",
                "instance_type", "role", "accept_eula", "ttl", "provision_estimate", "logs_wait", "timeout",
-               "agreement_prompts", "trust_labels", "dry_run", "state", "out_dir", "region")
+               "agreement_prompts", "trust_labels", "dry_run", "state", "out_dir", "region", "hosting")
 
 
 def _check_beside_resume(model: str | None, sf) -> None:
@@ -185,7 +186,7 @@ def _measure_again(sf, labels: list[str]) -> None:
 
 def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget, parallel,
              instance_type, role, accept_eula, ttl, provision_estimate, logs_wait, timeout, url, region, profile,
-             trust_labels=False):
+             trust_labels=False, hosting=None):
     from ..aws import resolve_region
     from ..bench.datasets import load_dataset
     from ..bench.runner import parse_concurrency
@@ -197,6 +198,7 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
     if budget is not None and not budget > 0:
         raise UsageError(f"--budget must be positive, got {budget:g}", "pass the dollars the sweep may spend, e.g. --budget 40")
     load_dataset(dataset)  # a bad data set is exit 2 before anything is planned
+    shape = _hosting(hosting, url=url, parallel=parallel)
     configs = parse_url_specs(url) if url else configurations(parse_modes(modes), parse_ks(k))
     if not configs:
         raise UsageError("nothing to sweep", "pass --modes off,eagle3,p-eagle")
@@ -220,8 +222,23 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
         parallel=parallel, instance_type=instance_type, region=resolve_region(region), profile=profile, role=role,
         accept_eula=accept_eula, ttl_s=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX).total_seconds() if ttl else None,
         provision_s=provision_estimate, logs_wait_s=logs_wait, timeout_s=timeout, sweep_id=new_sweep_id(),
-        trust_labels=trust_labels,
+        trust_labels=trust_labels, hosting=shape,
     )
+
+
+def _hosting(hosting: str | None, *, url: list[str] | None, parallel: int) -> str:
+    """--hosting, checked against what the component layout cannot do (one line each)."""
+    from ..errors import UsageError
+    from ..plan_component import parse_hosting
+
+    shape = parse_hosting(hosting, scale_to_zero=False, idle=None)[0].value
+    if shape == "component" and url:
+        raise UsageError("--hosting component deploys every configuration; --url measures servers you run",
+                         "drop --hosting, or drop --url")
+    if shape == "component" and parallel > 1:
+        raise UsageError(f"--parallel {parallel} with --hosting component: the components share one instance and "
+                         "are measured one at a time", "drop --parallel (or sweep with --hosting endpoint)")
+    return shape
 
 
 def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool) -> None:
@@ -262,6 +279,9 @@ def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool)
     what = f"{len(plan.configurations)} configuration(s)"
     if request.uses_urls:
         out.confirm(f"Benchmark {what} at the given URLs?", yes=True)
+    elif plan.layout is not None:
+        out.confirm(f"Deploy one {plan.layout.instance_type} endpoint and {what} as its inference components, "
+                    f"measured one at a time, about ${plan.estimated_usd:,.2f} of ${request.budget_usd:,.2f}?", yes=yes)
     else:
         out.confirm(f"Deploy {what} one after another ({request.parallel} at once), about "
                     f"${plan.estimated_usd:,.2f} of ${request.budget_usd:,.2f}?", yes=yes)
@@ -284,12 +304,20 @@ def _continue(out, sf, *, out_dir: Path, resumed: bool, deployments: dict | None
     if not request.uses_urls:
         session = AwsSession(request.region, request.profile)
         session.check_credentials()
+        layout = sf.state.plan.layout
         if not deployments:  # on --resume: the same names, tags and TTLs, from the stored request
-            _, deployments = plan_sweep(request, offline=False)
+            plan, deployments = plan_sweep(request, offline=False)
+            layout = plan.layout
         first = next(iter(deployments.values()))
-        lanes, note = check_lanes(session, first.instance_type, first.instance_count, request.parallel)
+        lanes, note = check_lanes(session, first.instance_type, 1 if layout else first.instance_count,
+                                  request.parallel)
         out.note(note)
-    sweep = Sweep(sf, out, out_dir, session=session, deployments=deployments)
+    if request.hosting == "component":
+        from ..sweep.component_runner import ComponentSweep
+
+        sweep = ComponentSweep(sf, out, out_dir, session=session, deployments=deployments, layout=layout)
+    else:
+        sweep = Sweep(sf, out, out_dir, session=session, deployments=deployments)
     if resumed:
         removed = sweep.resume_leftovers()
         done = [c.label for c in sf.state.configs.values() if c.status == "done"]
@@ -360,6 +388,9 @@ def render_plan(console, plan) -> None:
     from ..durations import format_duration
     from ..output import print_table
 
+    if plan.layout is not None:
+        _render_layout(console, plan)
+        return
     rows = []
     for c in plan.configurations:
         unknown = c.price_per_hour_usd is None and c.instance_type
@@ -375,3 +406,51 @@ def render_plan(console, plan) -> None:
                   f"{','.join(map(str, plan.concurrency))}", markup=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}", markup=False, soft_wrap=True)
+
+
+def _render_layout(console, plan) -> None:
+    """--hosting component: the one endpoint, each component's body summary, and both layouts' estimates."""
+    from ..durations import format_duration
+    from ..output import print_table
+    from ..speculative import DRAFTER_CHANNEL
+
+    layout, classic = plan.layout, plan.classic
+    hourly = "price unknown" if layout.price_per_hour_usd is None else f"${layout.price_per_hour_usd:,.2f}/h"
+    console.print(f"sweep {plan.sweep_id} of {plan.model} (sagemaker, inference components): one endpoint "
+                  f"{layout.endpoint} on {layout.instance_type} ({layout.gpus} GPUs, {hourly}): {layout.choice}",
+                  markup=False, soft_wrap=True)
+    rows = [[c.label, c.component, str(c.batch), f"{c.accelerators:g}", f"{c.memory_mb}", str(c.copies),
+             _speculative(c.speculative_config), DRAFTER_CHANNEL if c.drafter_channel else "-"] for c in layout.components]
+    print_table(console, ["configuration", "inference component (and model)", "batch", "GPUs", "memory MB", "copies",
+                          "SM_VLLM_SPECULATIVE_CONFIG", "drafter channel"], rows,
+                title="one component per configuration, measured one at a time (--json: every body)")
+    unknown = layout.price_per_hour_usd is None
+    print_table(console, ["layout", "instances", "est. time", "est. $"], [
+        ["components (this sweep)", f"1 x {layout.instance_type}", format_duration(layout.estimated_s),
+         "?" if unknown else f"{layout.estimated_usd:,.2f}"],
+        ["classic: one endpoint per configuration", f"{len(classic.configurations)} x {classic.instance_type}",
+         format_duration(classic.estimated_s),
+         "?" if classic.price_per_hour_usd is None else f"{classic.estimated_usd:,.2f}"]],
+        title="estimates side by side")
+    budget = ("no --budget" if plan.budget_usd is None
+              else f"{'within' if plan.within_budget else 'OVER'} --budget ${plan.budget_usd:,.2f}")
+    if unknown or classic.price_per_hour_usd is None:
+        than = "the prices are unknown, so the layouts are not compared in dollars"
+    else:
+        difference = layout.estimated_usd - classic.estimated_usd
+        than = f"${abs(difference):,.2f} {'more' if difference > 0 else 'less'} than the classic layout"
+    console.print(f"total about ${plan.estimated_usd:,.2f} ({budget}; {than}), about "
+                  f"{format_duration(plan.estimated_wall_s)}; concurrency {','.join(map(str, plan.concurrency))}",
+                  markup=False, soft_wrap=True)
+    for note in plan.notes:
+        console.print(f"note: {note}", markup=False, soft_wrap=True)
+
+
+def _speculative(config: str | None) -> str:
+    """The model's SM_VLLM_SPECULATIVE_CONFIG in a table cell: its settings but the drafter's path."""
+    import json
+
+    if config is None:
+        return "- (no speculation)"
+    values = json.loads(config)
+    return " ".join(f"{key}={json.dumps(value)}" for key, value in values.items() if key != "model")

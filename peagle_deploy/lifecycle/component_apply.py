@@ -87,6 +87,9 @@ def deploy_component(plan: DeploymentPlan, session: Any, *, wait: bool = True, t
                          "deploy with wait=True (the CLI: drop --no-wait)")
     if session.region != plan.region:
         raise UsageError(f"the plan is for {plan.region}, the session for {session.region}", "build the plan again")
+    if plan.inference_component_name != plan.endpoint_name:
+        raise ValueError("a component that joins a host endpoint is deployed by the sweep on components "
+                         "(sweep/component_runner.py), not with its own endpoint")
     note = on_note or (lambda _msg: None)
     name = plan.inference_component_name
     holder = lease or LeaseHolder(None, "deploy")  # its client below, once there is one

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from ..errors import EndpointFailed
 from .payload import MAX_BODY_BYTES, ChatRequest
 from .sse import DONE, SseDataError, SseDecoder, delta_kind, delta_text, stream_error
-from .target_ref import parse_target
+from .target_ref import TargetRef, parse_target
 from .targets import Deadline, HttpTarget, SageMakerTarget, open_target
 
 
@@ -46,11 +46,11 @@ class ChatResult(BaseModel):
 
 
 class PeagleClient:
-    def __init__(self, target: str, *, kind: str | None = None, transport: str | None = None,
+    def __init__(self, target: str | TargetRef, *, kind: str | None = None, transport: str | None = None,
                  region: str | None = None, profile: str | None = None, idle_timeout: float = 60.0,
                  total_timeout: float = 900.0, clock: Callable[[], float] = time.perf_counter):
-        self.target: HttpTarget | SageMakerTarget = open_target(parse_target(target, kind, transport),
-                                                                region=region, profile=profile,
+        ref = target if isinstance(target, TargetRef) else parse_target(target, kind, transport)  # parsed: as is
+        self.target: HttpTarget | SageMakerTarget = open_target(ref, region=region, profile=profile,
                                                                 idle_timeout=idle_timeout)
         self.total_timeout = total_timeout
         self.clock = clock

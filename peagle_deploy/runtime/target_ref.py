@@ -58,6 +58,7 @@ class TargetRef(BaseModel):
     api_base: str | None = None  # openai: the .../v1 base; sagemaker over the route: the route's URL, if given
     transport: Transport | None = None  # sagemaker only
     region: str | None = None  # sagemaker: the region an AWS route URL names
+    inference_component: str | None = None  # sagemaker: the component the requests address (InferenceComponentName)
     # `Authorization` header from the URL's user:password (HTTP Basic, as curl sends it); never dumped or shown
     authorization: str | None = Field(None, exclude=True, repr=False)
 
@@ -100,7 +101,11 @@ class TargetRef(BaseModel):
 
     @property
     def log_group(self) -> str | None:
-        return f"/aws/sagemaker/Endpoints/{self.name}" if self.kind == "sagemaker" else None
+        if self.kind != "sagemaker":
+            return None
+        if self.inference_component:  # a component's container writes to its own group (a stream per copy)
+            return f"/aws/sagemaker/InferenceComponents/{self.inference_component}"
+        return f"/aws/sagemaker/Endpoints/{self.name}"
 
     @property
     def log_hint(self) -> str:

@@ -174,7 +174,8 @@ class SageMakerTarget:
         bx = botocore_exceptions()
         try:
             response = self._client_for(deadline).invoke_endpoint(
-                EndpointName=self.name, Body=body, ContentType="application/json", Accept="application/json")
+                EndpointName=self.name, Body=body, ContentType="application/json", Accept="application/json",
+                **({"InferenceComponentName": self.ref.inference_component} if self.ref.inference_component else {}))
             parts = []
             for part in response["Body"].iter_chunks(READ_SIZE):
                 deadline.check(f"the answer of {self.name}")
@@ -195,7 +196,8 @@ class SageMakerTarget:
         bx = botocore_exceptions()
         try:
             response = self._client_for(deadline).invoke_endpoint_with_response_stream(
-                EndpointName=self.name, Body=body, ContentType="application/json", Accept="text/event-stream")
+                EndpointName=self.name, Body=body, ContentType="application/json", Accept="text/event-stream",
+                **({"InferenceComponentName": self.ref.inference_component} if self.ref.inference_component else {}))
             events = response["Body"]
             try:
                 for part in botocore_payload_parts(events):

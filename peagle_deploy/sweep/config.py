@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import secrets
 from datetime import UTC, datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
@@ -84,10 +85,19 @@ class SweepRequest(BaseModel):
     timeout_s: float = 3600.0
     sweep_id: str = ""
     trust_labels: bool = Field(False, description="measure a --url server even when it contradicts its label")
+    hosting: Literal["endpoint", "component"] = Field(
+        "endpoint", description="endpoint: one endpoint per configuration; component: one endpoint on a multi-GPU "
+                                "ml.g7e, each configuration an inference component of it (sweep/component_layout.py)")
 
     @property
     def uses_urls(self) -> bool:
         return any(c.url for c in self.configurations)
+
+
+def resource_name(request: SweepRequest, config: Configuration) -> str:
+    """A configuration's endpoint (the classic layout), or its inference component and model (--hosting component):
+    peagle-<sweep id>-<mode>[-k<K>]."""
+    return f"peagle-{request.sweep_id}-{config.slug}"
 
 
 def new_sweep_id(now: datetime | None = None) -> str:

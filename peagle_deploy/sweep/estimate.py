@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..errors import UsageError
-from .config import Configuration, SweepRequest
+from .component_layout import ComponentLayout
+from .config import Configuration, SweepRequest, resource_name
 
 LEVEL_OVERHEAD_S = 15.0  # warm-up requests and the drain at the end of each level
 
@@ -32,6 +33,16 @@ class ConfigPlan(BaseModel):
     estimated_usd: float
 
 
+class ClassicEstimate(BaseModel):
+    """--hosting component: what the classic layout (one endpoint per configuration) is estimated to cost."""
+
+    instance_type: str | None
+    price_per_hour_usd: float | None = Field(description="one endpoint's")
+    configurations: list[ConfigPlan]
+    estimated_usd: float
+    estimated_s: float = Field(description="all its endpoints' time, one after another")
+
+
 class SweepPlan(BaseModel):
     sweep_id: str
     model: str
@@ -45,15 +56,15 @@ class SweepPlan(BaseModel):
     budget_usd: float | None
     within_budget: bool
     notes: list[str] = Field(default_factory=list)
+    hosting: str = Field("endpoint", description="endpoint: one endpoint per configuration; component: one "
+                                                 "endpoint, each configuration a component of it (`layout`)")
+    layout: ComponentLayout | None = None
+    classic: ClassicEstimate | None = Field(None, description="--hosting component: the classic layout's estimate")
 
 
 def bench_seconds(request: SweepRequest) -> float:
     per_level = request.duration_s + LEVEL_OVERHEAD_S
     return per_level * len(request.concurrency) + (request.logs_wait_s if not request.uses_urls else 0.0)
-
-
-def endpoint_name(request: SweepRequest, config: Configuration) -> str:
-    return f"peagle-{request.sweep_id}-{config.slug}"
 
 
 def wall_seconds(durations: list[float], lanes: int) -> float:
@@ -66,7 +77,7 @@ def wall_seconds(durations: list[float], lanes: int) -> float:
 
 
 def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: bool, ttl_s: float | None,
-                     facts: Any) -> Any:
+                     facts: Any, instance_type: str | None) -> Any:
     from datetime import timedelta
 
     from ..plan import PlanRequest, build_plan
@@ -75,8 +86,8 @@ def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: b
 
     # the sweep-id tag comes from the tag model and rides with the plan's own tags (--tag cannot use peagle:)
     return build_plan(PlanRequest(
-        model=request.model, mode=parse_mode(config.mode), k=config.k, name=endpoint_name(request, config),
-        instance_type=request.instance_type, region=request.region, role=request.role,
+        model=request.model, mode=parse_mode(config.mode), k=config.k, name=resource_name(request, config),
+        instance_type=instance_type, region=request.region, role=request.role,
         accept_eula=request.accept_eula, tags=PeagleTags(sweep_id=request.sweep_id).to_aws(),
         ttl=timedelta(seconds=ttl_s) if ttl_s else None, offline=offline,
     ), facts=facts)
@@ -94,6 +105,7 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
     from ..redaction import redact_url
 
     bench_s = bench_seconds(request)
+    component = request.hosting == "component"
     rows: list[ConfigPlan] = []
     deployments: dict[str, Any] = {}
     notes: list[str] = []
@@ -112,8 +124,9 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
                                    estimated_usd=round((price or 0) * seconds / 3600, 4)))
             continue
         seconds = request.provision_s + bench_s + request.teardown_s
+        # with --hosting component, --instance-type is the one endpoint's: the classic layout is the model's own
         deployment = _deployment_plan(request, config, offline=offline, ttl_s=endpoint_ttl_s(request, seconds),
-                                      facts=facts)
+                                      facts=facts, instance_type=None if component else request.instance_type)
         deployments[config.label] = deployment
         price = deployment.price_per_hour_usd
         if price is None:
@@ -138,11 +151,48 @@ def plan_sweep(request: SweepRequest, *, offline: bool) -> tuple[SweepPlan, dict
                      f"{request.duration_s:g} s per level")
     if any(d.resolution_source == "shipped" for d in deployments.values()):
         notes.append("resolved from the JumpStart specs peagle ships (no AWS call was made)")
+    wall = round(wall_seconds([r.estimated_s for r in rows], request.parallel), 1)
+    layout = classic = None
+    if component:
+        layout, deployments = _component_layout(request, deployments, offline=offline, facts=facts, bench_s=bench_s,
+                                                notes=notes)
+        classic = ClassicEstimate(instance_type=rows[0].instance_type, price_per_hour_usd=rows[0].price_per_hour_usd,
+                                  configurations=rows, estimated_usd=total,
+                                  estimated_s=round(sum(r.estimated_s for r in rows), 1))
+        rows = [ConfigPlan(label=c.label, mode=c.mode, k=c.k, endpoint=deployments[c.label].inference_component_name,
+                           instance_type=layout.instance_type, price_per_hour_usd=layout.price_per_hour_usd,
+                           provision_s=0.0, bench_s=bench_s, teardown_s=request.teardown_s, estimated_s=bench_s,
+                           estimated_usd=round((layout.price_per_hour_usd or 0) * bench_s / 3600, 4))
+                for c in request.configurations]
+        total, wall = layout.estimated_usd, round(layout.estimated_s, 1)
     within = request.budget_usd is None or total <= request.budget_usd
     return SweepPlan(
         sweep_id=request.sweep_id, model=request.model, region=request.region,
         target="urls" if request.uses_urls else "sagemaker", configurations=rows,
         concurrency=request.concurrency, parallel=request.parallel, estimated_usd=total,
-        estimated_wall_s=round(wall_seconds([r.estimated_s for r in rows], request.parallel), 1),
-        budget_usd=request.budget_usd, within_budget=within, notes=notes,
+        estimated_wall_s=wall, budget_usd=request.budget_usd, within_budget=within, notes=notes,
+        hosting=request.hosting, layout=layout, classic=classic,
     ), deployments
+
+
+def _component_layout(request: SweepRequest, classic: dict[str, Any], *, offline: bool, facts: Any, bench_s: float,
+                      notes: list[str]) -> tuple[ComponentLayout, dict[str, Any]]:
+    """The component layout's plans, in place of the classic ones (which stay its estimate's, `SweepPlan.classic`)."""
+    from datetime import UTC, datetime
+
+    from .component_layout import plan_layout
+
+    layout, plans = plan_layout(request, classic, offline=offline, facts=facts, bench_s=bench_s,
+                                now=datetime.now(UTC).replace(microsecond=0))
+    if layout.price_per_hour_usd is None and request.budget_usd is not None:
+        raise UsageError(f"the SageMaker hosting price of {layout.instance_type} is unknown ({layout.price_source}), "
+                         "so --budget cannot be checked", "give AWS credentials that allow pricing:GetProducts "
+                                                          "(docs/configuration.md#prices)")
+    if layout.price_per_hour_usd is None:
+        notes.append(f"{layout.instance_type}: price {layout.price_source}; the estimate counts no dollars for it")
+    notes.append(f"components: one {layout.instance_type} ({layout.choice}); each configuration is measured alone "
+                 "(only the component being measured gets requests)")
+    notes.append(f"estimate: the endpoint's instance starts in --provision-estimate ({request.provision_s:g} s), each "
+                 f"batch's components load in as long again, then {len(plans)} bench(es) one after another and "
+                 f"{request.teardown_s:g} s of teardown; the classic layout counts a --provision-estimate per endpoint")
+    return layout, plans

@@ -57,6 +57,25 @@ class Recommendation(BaseModel):
     advice: Advice | None = None
 
 
+class LayoutReport(BaseModel):
+    """Which layout ran and, for the component layout, what the classic one would have cost."""
+
+    hosting: str = Field(description="endpoint: one endpoint per configuration; component: one endpoint, each "
+                                     "configuration an inference component of it")
+    description: str
+    endpoint: str | None = Field(None, description="component: the one endpoint")
+    instance_type: str | None = None
+    batches: list[list[str]] = Field(default_factory=list)
+    spent_on_endpoint_usd: float | None = Field(None, description="component: the one endpoint's instance-hours x "
+                                                                  "its price")
+    classic_estimated_usd: float | None = Field(None, description="component: the classic layout's estimate (the "
+                                                                  "plan's figures), for the same configurations")
+    classic_estimated_s: float | None = None
+    classic_instance_type: str | None = None
+    usd_per_million_basis: str | None = Field(None, description="component: the price the $ per million output "
+                                                                "tokens are computed at")
+
+
 class SweepReport(BaseModel):
     sweep_id: str
     model: str
@@ -65,6 +84,7 @@ class SweepReport(BaseModel):
     budget_usd: float | None
     estimated_usd: float
     spent_usd: float
+    layout: LayoutReport | None = None
     concurrency: list[int]
     configurations: list[ConfigRow]
     ratios: list[LevelRatios]
@@ -102,6 +122,7 @@ def build_report(state: SweepState, results: dict[str, BenchResult], base: Path 
                 row.acceptance_rate = r.acceptance.acceptance_rate
                 row.per_position_acceptance = list(r.acceptance.per_position)
         rows.append(row)
+    layout = _layout(state, rows)
     warnings = _output_agreement(state, rows, base or Path.cwd())
     tables = compare_results(list(results.values())) if results else []
     ratios = [_level_ratios(rows, c) for c in state.request.concurrency]
@@ -109,12 +130,60 @@ def build_report(state: SweepState, results: dict[str, BenchResult], base: Path 
     return SweepReport(
         sweep_id=state.request.sweep_id, model=state.request.model, status=state.status,
         stopped_reason=state.stopped_reason, budget_usd=state.request.budget_usd,
-        estimated_usd=state.plan.estimated_usd, spent_usd=round(sum(r.spent_usd for r in rows), 6),
+        estimated_usd=state.plan.estimated_usd,
+        spent_usd=round(sum(r.spent_usd for r in rows) + (layout.spent_on_endpoint_usd or 0), 6), layout=layout,
         concurrency=state.request.concurrency, configurations=rows, ratios=ratios,
         recommendation=_recommend(rows, ratios, comparison), tables=tables,
         published=published_matching(tables, read_published())[0] if tables else read_published(),
         removed=list(state.removed), warnings=warnings,
     )
+
+
+def _layout(state: SweepState, rows: list[ConfigRow]) -> LayoutReport:
+    """The layout that ran. With components, $ per million output tokens are at the classic instance's price (what
+    serving one configuration costs; the bench's own files price the whole shared instance it ran on)."""
+    plan = state.plan
+    if plan.layout is None:
+        what = "servers given with --url" if plan.target == "urls" else "one endpoint per configuration (classic)"
+        return LayoutReport(hosting="endpoint", description=what)
+    layout, classic = plan.layout, plan.classic
+    description = (f"inference components: one endpoint {layout.endpoint} on {layout.instance_type} ({layout.gpus} "
+                   f"GPUs), each configuration a component of {layout.gpus_per_configuration} GPU(s), measured one at "
+                   f"a time; {layout.choice}")
+    price = classic.price_per_hour_usd if classic is not None else None
+    basis = None
+    if price is not None and classic is not None:
+        basis = (f"at ${price:,.2f}/h, the hosting price of {classic.instance_type} (where a deploy of one "
+                 f"configuration runs); measured on {layout.gpus_per_configuration} of the {layout.gpus} GPUs of "
+                 f"{layout.instance_type}")
+        for row in rows:
+            row.usd_per_million_output_tokens = {c: round(price * 1e6 / (tps * 3600), 4) if tps > 0 else None
+                                                 for c, tps in row.output_tokens_per_s.items()}
+    host = state.host
+    return LayoutReport(
+        hosting="component", description=description, endpoint=layout.endpoint, instance_type=layout.instance_type,
+        batches=layout.batches, spent_on_endpoint_usd=round(host.spent_usd, 6) if host is not None else 0.0,
+        classic_estimated_usd=classic.estimated_usd if classic is not None and price is not None else None,
+        classic_estimated_s=classic.estimated_s if classic is not None else None,
+        classic_instance_type=classic.instance_type if classic is not None else None, usd_per_million_basis=basis)
+
+
+def layout_lines(report: SweepReport) -> list[str]:
+    """The layout in a line or two, for the Markdown and the terminal."""
+    layout = report.layout
+    if layout is None:
+        return []
+    lines = [f"layout: {layout.description}"]
+    if layout.hosting == "component":
+        from ..durations import format_duration
+
+        cost = ("an unknown price" if layout.classic_estimated_usd is None
+                else f"about ${layout.classic_estimated_usd:,.2f}")
+        took = f", {format_duration(layout.classic_estimated_s)}" if layout.classic_estimated_s else ""
+        lines.append(f"the classic layout (one endpoint per configuration on {layout.classic_instance_type}) would "
+                     f"have cost {cost}{took} (estimated, as the plan estimates; this sweep: estimated "
+                     f"${report.estimated_usd:,.2f}, spent ${report.spent_usd:,.4f})")
+    return lines
 
 
 def _output_agreement(state: SweepState, rows: list[ConfigRow], base: Path) -> list[str]:
@@ -227,6 +296,7 @@ def markdown(report: SweepReport) -> str:
     budget = "no budget" if report.budget_usd is None else f"budget ${report.budget_usd:,.2f}"
     out.append(f"- status: {report.status}" + (f" ({report.stopped_reason})" if report.stopped_reason else ""))
     out.append(f"- spent about ${report.spent_usd:,.4f} of {budget} (estimated ${report.estimated_usd:,.2f})")
+    out += [f"- {line}" for line in layout_lines(report)]
     if report.removed:
         out.append(f"- torn down: {', '.join(report.removed)}")
     out += ["", "## Output tokens/s", ""]
@@ -249,6 +319,8 @@ def markdown(report: SweepReport) -> str:
     if report.warnings:
         out += ["", *(f"**{w}**" for w in report.warnings)]
     out += ["", "## $ per million output tokens", ""]
+    if report.layout is not None and report.layout.usd_per_million_basis:
+        out += [report.layout.usd_per_million_basis[0].upper() + report.layout.usd_per_million_basis[1:] + ".", ""]
     out += _md_table(["concurrency", *labels],
                      [[str(c)] + [_f(by_label[lb].usd_per_million_output_tokens.get(c), 2) for lb in labels]
                       for c in report.concurrency])
@@ -303,6 +375,8 @@ def render(console, report: SweepReport) -> None:
     console.print(recommendation_line(report.recommendation), markup=False, soft_wrap=True)
     for line in report.recommendation.reasoning:
         console.print(f"  {line}", markup=False, soft_wrap=True)
+    for line in layout_lines(report):
+        console.print(line, markup=False, soft_wrap=True)
     budget = "no budget" if report.budget_usd is None else f"${report.budget_usd:,.2f}"
     console.print(f"spent about ${report.spent_usd:,.4f} of {budget}; {report.status}", markup=False)
     for f in report.files:

@@ -83,26 +83,31 @@ class Sweep:
 
     # money ------------------------------------------------------------------------------------
     def spent_usd(self) -> float:
-        """Instance-hours actually used so far (live endpoints up to now) x their price."""
+        """Instance-hours actually used so far (live endpoints up to now, the component layout's one endpoint
+        included) x their price."""
         now = self.clock()
         total = 0.0
         with self.sf.lock:
-            for c in self.sf.state.configs.values():
+            host = self.sf.state.host
+            for c in [*self.sf.state.configs.values(), *([host] if host is not None else [])]:
                 total += c.spent_usd
                 if c.created_at is not None and c.deleted_at is None and c.price_per_hour_usd:
                     total += c.price_per_hour_usd * max(0.0, now - c.created_at) / 3600
         return total
 
     def _check_budget(self, label: str, step: str, seconds: float) -> None:
-        budget = self.request.budget_usd
         row = self._row(label)
-        if budget is None or not row.price_per_hour_usd:
+        self._check_cost(f"{step} of {label}", seconds, row.price_per_hour_usd, row.teardown_s)
+
+    def _check_cost(self, what: str, seconds: float, price_per_hour: float | None, teardown_s: float) -> None:
+        """`what` (a step of `seconds`), plus tearing its endpoint down afterwards, must fit the budget."""
+        budget = self.request.budget_usd
+        if budget is None or not price_per_hour:
             return
-        # this step plus tearing this endpoint down afterwards must fit
-        step_usd = row.price_per_hour_usd * (seconds + row.teardown_s) / 3600
+        step_usd = price_per_hour * (seconds + teardown_s) / 3600
         spent = self.spent_usd()
         if spent + step_usd > budget:
-            raise BudgetStop(f"budget: {step} of {label} would bring the sweep to about ${spent + step_usd:,.2f}, "
+            raise BudgetStop(f"budget: {what} would bring the sweep to about ${spent + step_usd:,.2f}, "
                              f"over --budget ${budget:,.2f} (spent ${spent:,.2f})",
                              f"finished configurations are in the report; go on with 'peagle sweep --resume "
                              f"{self.sf.path} --budget MORE'")
@@ -111,13 +116,16 @@ class Sweep:
         with self.sf.lock:
             if worker and label in self._closed:
                 return
-            c = self.sf.state.configs[label]
-            if c.created_at is not None and c.deleted_at is None:
-                c.deleted_at = self.clock()
-                c.spent_usd += (c.price_per_hour_usd or 0) * max(0.0, c.deleted_at - c.created_at) / 3600
-                c.created_at = None
-            self.sf.state.spent_usd = round(self.spent_usd(), 6)
-            self.sf.save()
+            self._close(self.sf.state.configs[label])
+
+    def _close(self, record: Any) -> None:
+        """`record`'s endpoint is gone: its instance-hours join its spend (call under the state's lock)."""
+        if record.created_at is not None and record.deleted_at is None:
+            record.deleted_at = self.clock()
+            record.spent_usd += (record.price_per_hour_usd or 0) * max(0.0, record.deleted_at - record.created_at) / 3600
+            record.created_at = None
+        self.sf.state.spent_usd = round(self.spent_usd(), 6)
+        self.sf.save()
 
     # one configuration ------------------------------------------------------------------------
     def _run_config(self, config: Configuration) -> None:
@@ -157,7 +165,8 @@ class Sweep:
         self._teardown_one(label, plan.endpoint_name)
         self._update(label, status="done")
 
-    def _bench(self, config: Configuration, target: str) -> None:
+    def _bench(self, config: Configuration, target: str, component: str | None = None) -> None:
+        """`component`: the inference component of endpoint `target` that the requests address."""
         from ..bench.datasets import load_dataset
         from ..bench.runner import BenchPlan, run_bench
         from ..runtime.target_ref import parse_target
@@ -169,7 +178,10 @@ class Sweep:
             self._update(label, status="deployed", endpoint=redact_url(target), created_at=self.clock(),
                          deleted_at=None, price_per_hour_usd=self._row(label).price_per_hour_usd)
         r = self.request
-        plan = BenchPlan(target=parse_target(target), dataset=load_dataset(r.dataset), concurrency=r.concurrency,
+        ref = parse_target(target)
+        if component:
+            ref = ref.model_copy(update={"inference_component": component})
+        plan = BenchPlan(target=ref, dataset=load_dataset(r.dataset), concurrency=r.concurrency,
                          max_tokens=r.max_tokens, warmup=r.warmup, duration=r.duration_s if r.num_prompts is None
                          else None, num_prompts=r.num_prompts, out_dir=self.out_dir / "runs", mode=config.mode,
                          k=config.k, label_source="url-label" if config.url else "flags",
@@ -181,7 +193,7 @@ class Sweep:
         run = run_bench(plan, quiet)
         json_file = next((f for f in run.files if f.endswith(".json")), None)
         if run.failure is None:
-            self._keep_outputs(config, target, plan.dataset.prompts)
+            self._keep_outputs(config, ref, plan.dataset.prompts)
         if config.url:
             self._close_books(label, worker=True)
         self._update(label, status="benched", result_file=self.sf.relative(json_file) if json_file else None,
@@ -191,7 +203,7 @@ class Sweep:
         levels = ", ".join(f"c={lv.concurrency} {lv.output_tokens_per_s:,.0f} tok/s" for lv in run.result.levels)
         self.out.info(f"{label}: {levels}")
 
-    def _keep_outputs(self, config: Configuration, target: str, prompts: list) -> None:
+    def _keep_outputs(self, config: Configuration, target: Any, prompts: list) -> None:
         """Greedy answers to the first prompts, for the report's agreement check against off (a failure here
         is a note in the report, not a failed configuration)."""
         from ..bench.agreement import AGREEMENT_MAX_TOKENS, collect
@@ -301,15 +313,25 @@ class Sweep:
             try:
                 self._run_config(config)
             except BaseException as exc:  # noqa: BLE001 - reported by the main thread, which tears down
-                if not self.stop.is_set():
-                    self.errors.append(exc)
-                    message = exc.one_line() if isinstance(exc, PeagleError) else f"{type(exc).__name__}: {exc}"
-                    # the status stays as it was (an endpoint may exist): teardown_all settles it
-                    self._update(config.label, error=message)
-                    if self.sf.state.configs[config.label].status == "pending":
-                        self._update(config.label, status="stopped" if isinstance(exc, BudgetStop) else "failed")
-                self.stop.set()
+                self._failed(config.label, exc)
                 return
+
+    def _failed(self, label: str | None, exc: BaseException) -> None:
+        """A worker's failure: kept for the main thread (which tears down), said on its configuration, if any."""
+        if not self.stop.is_set():
+            self.errors.append(exc)
+            message = exc.one_line() if isinstance(exc, PeagleError) else f"{type(exc).__name__}: {exc}"
+            if label is not None:
+                # the status stays as it was (an endpoint may exist): teardown_all settles it
+                self._update(label, error=message)
+                if self.sf.state.configs[label].status == "pending":
+                    self._update(label, status="stopped" if isinstance(exc, BudgetStop) else "failed")
+        self.stop.set()
+
+    def _threads(self, lanes: int) -> list[threading.Thread]:
+        """The workers: `lanes` of them, each taking the next configuration."""
+        return [threading.Thread(target=self._worker, daemon=True, name=f"sweep-{i}")
+                for i in range(max(1, min(lanes, len(self._queue))))]
 
     def run(self, lanes: int) -> None:
         """Run every configuration not done yet; on any failure, budget stop or signal tear everything down. What
@@ -329,8 +351,7 @@ class Sweep:
                        if state.configs[c.label].status != "done" and not state.configs[c.label].measured]
         state.status = "running"
         self.sf.save()
-        threads = [threading.Thread(target=self._worker, daemon=True, name=f"sweep-{i}")
-                   for i in range(max(1, min(lanes, len(self._queue))))]
+        threads = self._threads(lanes)
         try:
             # SIGINT, SIGTERM and SIGHUP land in this (main) thread, which only waits
             with SignalGuard("tearing down everything this sweep created"):
@@ -370,15 +391,21 @@ class Sweep:
         configurations not measured run again; a measured one is done once its endpoint is gone. A delete that
         still fails stops the resume (nothing new is deployed while an old endpoint bills)."""
         self.teardown_failures = []
-        removed = self.teardown_all("left by an earlier run of this sweep") if self.sf.state.live() else []
+        removed = self.teardown_all("left by an earlier run of this sweep") if self._left_live() else []
         if self.teardown_failures:
             raise self.teardown_failures[0]
         self._closed.clear()
         for c in self.sf.state.configs.values():
             if c.status != "done" and not c.measured:
                 c.status, c.endpoint, c.created_at, c.deleted_at, c.error = "pending", None, None, None, None
+        if self.sf.state.host is not None:  # the component layout's one endpoint: made again (its spend stays)
+            self.sf.state.host.status, self.sf.state.host.error = "pending", None
         self.sf.save()
         return removed
+
+    def _left_live(self) -> bool:
+        """Whether an earlier run may have left something that bills."""
+        return bool(self.sf.state.live())
 
 
 def check_url_labels(configs: list[Configuration], out: Output, *, trust_labels: bool) -> None:

@@ -6,7 +6,9 @@ sweep folder copied or moved elsewhere resumes and reports from its new place, f
 
 Each configuration moves pending -> deploying -> deployed -> benched -> done (or failed / stopped);
 `endpoint` is recorded BEFORE the first create call, so resume (and the interrupt handler) knows
-every endpoint that may exist. Spend is instance-seconds x price, accumulated as endpoints live.
+every endpoint that may exist. Spend is instance-seconds x price, accumulated as endpoints live. In the component
+layout (`--hosting component`) a configuration's `endpoint` is its inference component, and `host` is the one
+endpoint they join, recorded the same way: its spend is the sweep's.
 `measured` is set once its bench finished and never unset: whatever happens at its teardown, a measured
 configuration is not deployed or benched again (resume only removes what is left of it). A configuration whose
 teardown failed keeps its live status and the error, so resume tries the delete again.
@@ -54,7 +56,9 @@ class SweepState(BaseModel):
     status: Literal["running", "done", "stopped", "interrupted", "failed"] = "running"
     stopped_reason: str | None = None
     spent_usd: float = 0.0
-    removed: list[str] = Field(default_factory=list, description="endpoints the sweep tore down")
+    removed: list[str] = Field(default_factory=list, description="endpoints (and components) the sweep tore down")
+    host: ConfigState | None = Field(None, description="--hosting component: the one endpoint every configuration's "
+                                                       "component joins (its name, life and spend)")
     out_dir: str = Field(".", description="the report folder, relative to the state file's folder (or absolute)")
 
     def live(self) -> list[ConfigState]:

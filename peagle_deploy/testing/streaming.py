@@ -111,7 +111,8 @@ class RuntimeScript:
     stall_s: float = 0.0  # sleep before the last part
     stream_error: tuple[str, str] | None = None  # (ModelStreamError or InternalStreamFailure, message) mid-stream
     requests: list[dict[str, Any]] = field(default_factory=list)
-    on_request: Callable[[str, dict[str, Any]], None] | None = None  # (endpoint name, body), as it arrives
+    # (name, body), as it arrives: the inference component's name when the request names one, else the endpoint's
+    on_request: Callable[[str, dict[str, Any]], None] | None = None
 
 
 def _json_error(status: str, code: str, body: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
@@ -133,7 +134,7 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
         except ValueError:
             script.requests.append({})
         if script.on_request is not None:
-            script.on_request(name, script.requests[-1])
+            script.on_request(environ.get("HTTP_X_AMZN_SAGEMAKER_INFERENCE_COMPONENT") or name, script.requests[-1])
         caller = re.search(r"\bapp/(\S+)", environ.get("HTTP_USER_AGENT", ""))
         gate = emulator._take_gate("InvokeEndpoint" if match["op"] == "invocations"
                                    else "InvokeEndpointWithResponseStream", caller[1] if caller else None)

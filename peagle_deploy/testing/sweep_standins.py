@@ -6,9 +6,11 @@ step emits E(K) = 1 + sum p_i tokens; a step costs 1 + 0.02 K (verification) plu
 drafter pass) or 0.06 K (EAGLE-3: K passes); a response of n tokens takes n / (base_tok_s x E / cost)
 seconds, with verification dearer as more requests are in flight (0.02 K x in-flight / 2). Two front ends:
 
-- `SweepStandIn(emulator).install()`: the emulator's SageMaker endpoints answer after that delay
-  (the endpoint's name says its mode and K, peagle-<sweep>-p-eagle-k7) and write vLLM's
-  `SpecDecoding metrics` line to the endpoint's CloudWatch log group as they serve.
+- `SweepStandIn(emulator).install()`: the emulator's SageMaker endpoints, and the inference components of a
+  sweep's one endpoint (`--hosting component`), answer after that delay (the name says its mode and K,
+  peagle-<sweep>-p-eagle-k7) and write vLLM's `SpecDecoding metrics` line to their CloudWatch log group (an
+  endpoint's, or a component's own) as they serve. `together` lists every pair of targets that were ever served at
+  the same moment (a component sweep measures one at a time: none).
 - `url_standins(configs)`: one FakeVllm per configuration (for `peagle sweep --url`), its chunk gap
   set by the same model and its /metrics counters by the same acceptance.
 """
@@ -75,6 +77,7 @@ class SweepStandIn:
     hold: dict[str, threading.Event] = field(default_factory=dict)  # name suffix -> released when set
     arrived: dict[str, threading.Event] = field(default_factory=dict)
     in_flight: dict[str, int] = field(default_factory=dict)
+    together: set[frozenset[str]] = field(default_factory=set)  # targets served at the same moment
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _logs: Any = None
 
@@ -91,7 +94,9 @@ class SweepStandIn:
         return self.hold[suffix]
 
     def on_request(self, name: str, _body: dict) -> None:
+        """`name`: the endpoint's, or the inference component's the request addresses."""
         parsed = parse_endpoint(name)
+        component = self.emulator.components.peek(name) is not None
         with self._lock:
             first = name not in self.served
             self.served[name] = self.served.get(name, 0) + 1
@@ -99,34 +104,42 @@ class SweepStandIn:
                 self._logs = self.emulator.client("logs")
             sm = self.emulator.client("sagemaker") if first else None
         if sm is not None:
-            arn = sm.describe_endpoint(EndpointName=name)["EndpointArn"]
+            arn = (sm.describe_inference_component(InferenceComponentName=name)["InferenceComponentArn"] if component
+                   else sm.describe_endpoint(EndpointName=name)["EndpointArn"])
             self.tags[name] = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
         for suffix, event in self.hold.items():
             if name.endswith(suffix):
                 self.arrived[suffix].set()
-                self._wait(event, name)
+                self._wait(event, name, component)
         if parsed is None:
             return
         mode, k = parsed
         if mode != "off" and k:
-            self._log(name, self.model.stats_line(k), create=first)
+            self._log(name, self.model.stats_line(k), create=first, component=component)
         with self._lock:
             self.in_flight[name] = busy = self.in_flight.get(name, 0) + 1
+            serving = frozenset(n for n, count in self.in_flight.items() if count)
+            if len(serving) > 1:
+                self.together.add(serving)
         try:
             time.sleep(self.model.seconds(mode, k, len(self.emulator.runtime.tokens), busy))
         finally:
             with self._lock:
                 self.in_flight[name] -= 1
 
-    def _wait(self, event: threading.Event, name: str, limit_s: float = 120.0) -> None:
-        """Until released, or the endpoint is deleted (SageMaker ends its requests then); bounded."""
+    def _wait(self, event: threading.Event, name: str, component: bool = False, limit_s: float = 120.0) -> None:
+        """Until released, or the endpoint (component) is deleted (SageMaker ends its requests then); bounded."""
         deadline = time.monotonic() + limit_s
         while not event.wait(0.1) and time.monotonic() < deadline:
-            if self.emulator.endpoint_status(name) is None:
+            gone = (self.emulator.components.peek(name) is None if component
+                    else self.emulator.endpoint_status(name) is None)
+            if gone:
                 return
 
-    def _log(self, name: str, line: str, *, create: bool) -> None:
-        group, stream = f"/aws/sagemaker/Endpoints/{name}", "AllTraffic/i-standin"
+    def _log(self, name: str, line: str, *, create: bool, component: bool = False) -> None:
+        # a component's container writes to its own group, a stream per copy (lifecycle.components.log_group)
+        group = f"/aws/sagemaker/{'InferenceComponents' if component else 'Endpoints'}/{name}"
+        stream = f"{name}/i-standin" if component else "AllTraffic/i-standin"
         with self._lock:
             if create:
                 self._logs.create_log_group(logGroupName=group)

@@ -99,9 +99,11 @@ class ServedConfig(BaseModel):
     source: str = ""
 
 
-def read_served_config(sm: Any, endpoint: str, described: dict[str, Any] | None = None) -> ServedConfig:
+def read_served_config(sm: Any, endpoint: str, described: dict[str, Any] | None = None,
+                       model: str | None = None) -> ServedConfig:
     """Three reads (DescribeEndpoint unless given, DescribeEndpointConfig, DescribeModel). A read that fails
-    leaves the rest unknown (said in `speculation.note`); AWS errors other than a missing resource raise."""
+    leaves the rest unknown (said in `speculation.note`); AWS errors other than a missing resource raise.
+    `model`: the one an inference component names, for a config whose variant names none."""
     from .aws import error_code, is_not_found
 
     described = described if described is not None else sm.describe_endpoint(EndpointName=endpoint)
@@ -116,9 +118,13 @@ def read_served_config(sm: Any, endpoint: str, described: dict[str, Any] | None 
         served.speculation = Speculation(mode=None, note=f"the endpoint config {config_name} is gone")
         return served
     variant = (config.get("ProductionVariants") or [{}])[0]
-    served.model = variant.get("ModelName")
+    served.model = variant.get("ModelName") or model
     served.instance_type = variant.get("InstanceType")
     served.instance_count = variant.get("InitialInstanceCount")
+    if not served.model:
+        served.speculation = Speculation(mode=None, note=f"the endpoint config {config_name} names no model (an "
+                                                         "inference component's is read from the component)")
+        return served
     try:
         model = sm.describe_model(ModelName=served.model)
     except Exception as exc:

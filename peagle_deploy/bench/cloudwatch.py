@@ -21,11 +21,13 @@ def log_group_name(endpoint_name: str) -> str:
     return f"/aws/sagemaker/Endpoints/{endpoint_name}"
 
 
-def read_intervals(logs_client, endpoint_name: str, windows: Sequence[Window]) -> list[LogInterval]:
-    """Every `SpecDecoding metrics` line of the endpoint's log group inside any of `windows`."""
+def read_intervals(logs_client, endpoint_name: str, windows: Sequence[Window], *,
+                   group: str | None = None) -> list[LogInterval]:
+    """Every `SpecDecoding metrics` line of the endpoint's log group (`group`: another one, an inference
+    component's own) inside any of `windows`."""
     from ..aws import translate_error
 
-    group = log_group_name(endpoint_name)
+    group = group or log_group_name(endpoint_name)
     paginator = logs_client.get_paginator("filter_log_events")
     intervals: list[LogInterval] = []
     try:
@@ -51,13 +53,16 @@ def read_intervals(logs_client, endpoint_name: str, windows: Sequence[Window]) -
     return intervals
 
 
-def read_cloudwatch(logs_client, endpoint_name: str, start: datetime, end: datetime) -> Acceptance:
-    """Every `SpecDecoding metrics` line of the endpoint's log group in [start, end], aggregated."""
-    return acceptance_of(read_intervals(logs_client, endpoint_name, [(start, end)]), endpoint_name, start, end)
+def read_cloudwatch(logs_client, endpoint_name: str, start: datetime, end: datetime, *,
+                    group: str | None = None) -> Acceptance:
+    """Every `SpecDecoding metrics` line of the endpoint's log group (or `group`) in [start, end], aggregated."""
+    return acceptance_of(read_intervals(logs_client, endpoint_name, [(start, end)], group=group), endpoint_name,
+                         start, end, group=group)
 
 
-def acceptance_of(intervals: list[LogInterval], endpoint_name: str, start: datetime, end: datetime) -> Acceptance:
-    acc = aggregate_intervals(intervals, source=f"cloudwatch:{log_group_name(endpoint_name)}")
+def acceptance_of(intervals: list[LogInterval], endpoint_name: str, start: datetime, end: datetime, *,
+                  group: str | None = None) -> Acceptance:
+    acc = aggregate_intervals(intervals, source=f"cloudwatch:{group or log_group_name(endpoint_name)}")
     acc.window_start, acc.window_end = start, end
     if not intervals:
         acc.note = (
@@ -69,16 +74,16 @@ def acceptance_of(intervals: list[LogInterval], endpoint_name: str, start: datet
 
 def wait_for_acceptance(logs_client, endpoint_name: str, windows: Sequence[Window], run_end: datetime, *,
                         wait: float, poll: float = 5.0, clock: Callable[[], float] = time.monotonic,
-                        sleep: Callable[[float], None] = time.sleep) -> Acceptance:
+                        sleep: Callable[[float], None] = time.sleep, group: str | None = None) -> Acceptance:
     """Acceptance over the measured `windows` (warm-up excluded), polling until a stats line written after
     `run_end` has arrived (so the run's last interval is in) or `wait` seconds have passed."""
     last_end = max(end for _start, end in windows)
     deadline = clock() + wait
     while True:
-        intervals = read_intervals(logs_client, endpoint_name, windows)
+        intervals = read_intervals(logs_client, endpoint_name, windows, group=group)
         latest = (intervals[-1].timestamp_ms or 0) if intervals else 0
         if latest >= _ms(run_end) or clock() >= deadline:
-            return acceptance_of(intervals, endpoint_name, windows[0][0], last_end)
+            return acceptance_of(intervals, endpoint_name, windows[0][0], last_end, group=group)
         sleep(poll)
 
 

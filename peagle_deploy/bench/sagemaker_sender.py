@@ -33,9 +33,12 @@ class SageMakerCallError(Exception):
 
 class SageMakerChatSender:
     def __init__(self, session: Any, endpoint: str, *, max_tokens: int = 256, temperature: float = 0.0,
-                 timeout: float = 600.0, max_in_flight: int = 128):
+                 timeout: float = 600.0, max_in_flight: int = 128, inference_component: str | None = None):
         self.session = session
         self.endpoint = endpoint
+        # InvokeEndpoint's names: the endpoint, and its inference component when it hosts components
+        self.addressed = {"EndpointName": endpoint, **({"InferenceComponentName": inference_component}
+                                                         if inference_component else {})}
         self.body = RequestBodies({"max_tokens": max_tokens, "temperature": temperature}, limit=MAX_BODY_BYTES)
         self.timeout = timeout
         self.max_in_flight = max_in_flight
@@ -75,7 +78,7 @@ class SageMakerChatSender:
         clock = time.perf_counter
         try:
             resp = self._client.invoke_endpoint_with_response_stream(
-                EndpointName=self.endpoint, Body=body, ContentType="application/json", Accept="text/event-stream"
+                **self.addressed, Body=body, ContentType="application/json", Accept="text/event-stream"
             )
         except bx.ClientError as exc:
             if error_code(exc) == "ModelError":

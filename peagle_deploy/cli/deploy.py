@@ -181,10 +181,10 @@ def _deploy_for_real(out, plan, shown, *, profile, wait, timeout, yes, keep_on_f
                             keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note,
                             sleep=clock.sleep, clock=clock.monotonic)
     route = None
-    if result.status == "InService" and result.inference_component is None:  # SageMaker's OpenAI route
+    if result.status == "InService":  # SageMaker's OpenAI route (a component's names it in its path)
         from ..runtime.openai_route import route_info
 
-        route = route_info(session, result.endpoint_name)
+        route = route_info(session, result.endpoint_name, result.inference_component)
 
     def human(console):
         console.print(f"[bold]{result.endpoint_name}[/bold] is {result.status} after {int(result.elapsed_s)}s")

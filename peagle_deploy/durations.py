@@ -32,6 +32,7 @@ BOUNDS: dict[str, tuple[timedelta, timedelta]] = {
     "--since": (timedelta(seconds=1), timedelta(days=365)),
     "--window": (timedelta(0), timedelta(days=30)),
     "--idle": (timedelta(minutes=1), timedelta(days=1)),  # a CloudWatch alarm looks back at most one day
+    "--wait-timeout": (timedelta(0), timedelta(hours=2)),  # 0s: one request, no waiting for a copy
 }
 LONGEST = timedelta(days=3650)
 _FLAG_DEFAULT = object()

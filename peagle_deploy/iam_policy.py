@@ -97,7 +97,7 @@ SCOPES: dict[str, Scope] = {
     "ReadEndpoints": Scope(resources=(ENDPOINTS,), means="any endpoint (read, invoke)"),
     "ReadEndpointConfigs": Scope(resources=(CONFIGS,), means="any endpoint config (read)"),
     "ReadModels": Scope(resources=(MODELS,), means="any model (read)"),
-    "ReadComponents": Scope(resources=(COMPONENTS,), means="any inference component (read)"),
+    "ReadComponents": Scope(resources=(COMPONENTS,), means="any inference component (read, invoke)"),
     "CreateManagedModels": Scope(resources=(MODELS,), condition=_CREATES_MANAGED,
                                  means=f"only a create that tags it {MANAGED}=true"),
     "CreateManagedConfigs": Scope(resources=(CONFIGS,), condition=_CREATES_MANAGED,
@@ -185,7 +185,9 @@ ACTION_SCOPES: dict[str, tuple[str, ...]] = {
     "sagemaker:ListEndpointConfigs": ("Anywhere",),
     "sagemaker:ListModels": ("Anywhere",),
     "sagemaker:DescribeEndpoint": ("ReadEndpoints",),
-    "sagemaker:InvokeEndpoint": ("ReadEndpoints",),
+    # an invocation that names an inference component is authorized on the component's ARN too (the Service
+    # Authorization Reference lists inference-component as InvokeEndpoint's second resource type)
+    "sagemaker:InvokeEndpoint": ("ReadEndpoints", "ReadComponents"),
     "sagemaker:DescribeEndpointConfig": ("ReadEndpointConfigs",),
     "sagemaker:DescribeModel": ("ReadModels",),
     "sagemaker:ListTags": ("ReadEndpoints", "ReadEndpointConfigs", "ReadModels", "ReadComponents"),
@@ -358,13 +360,22 @@ COMMANDS: dict[str, list[Permission]] = {
         _ALARM_READS[0].model_copy(update={"why": "a component's wake-up and idle alarms (their state)"}),
     ],
     "invoke": [
+        _IC_LIST.model_copy(update={"why": "which inference component of the endpoint the request names (none: "
+                                           "the endpoint itself)"}),
         _p("sagemaker:InvokeEndpoint", "send the request (InvokeEndpointWithResponseStream and InvokeEndpoint "
-                                       "both need this action, and so does the OpenAI route)"),
+                                       "both need this action, and so does the OpenAI route; with an inference "
+                                       "component, on its ARN too); at zero copies, again until a copy answers"),
         _ROUTE_TOKEN.model_copy(update={"why": "--transport openai-route or an OpenAI route URL: the bearer token "
                                                "made on the fly is a CallWithBearerToken request"}),
+        _IC_READ.model_copy(update={"why": "--wait-timeout ended a wake-up: the component's copies, for the line "
+                                           "that says its state"}),
+        _p("sagemaker:DescribeEndpoint", "--wait-timeout ended a wake-up: the instances running, for the line that "
+                                         "says what bills"),
     ],
     "openai": [
         _p("sagemaker:DescribeEndpoint", "refuse an endpoint that does not exist or is not InService"),
+        _IC_LIST.model_copy(update={"why": "an endpoint that hosts an inference component: its route URL names "
+                                           "the component"}),
         _ROUTE_TOKEN.model_copy(update={
             "why": "the token's own action: whoever uses the token calls the route as you",
             "unobserved": "peagle openai only makes the token (locally, no AWS call); its user's requests need it"}),
@@ -376,14 +387,22 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:DescribeEndpointConfig", "instance type and count, for cost per million tokens"),
         _p("sagemaker:DescribeModel", "the served SM_VLLM_SPECULATIVE_CONFIG: the mode and K the endpoint runs"),
         _TAGS.model_copy(update={"why": "the mode and K label peagle tagged (checked against the served config)"}),
-        _p("sagemaker:InvokeEndpoint", "the benchmark's requests"),
+        _IC_LIST.model_copy(update={"why": "which inference component of the endpoint the run measures (none: the "
+                                           "endpoint itself)"}),
+        _IC_READ.model_copy(update={"why": "the model the inference component names: the mode and K it runs"}),
+        _p("sagemaker:InvokeEndpoint", "the benchmark's requests (and, at zero copies, the ones that wake the "
+                                       "inference component before anything is measured)"),
         _ROUTE_TOKEN.model_copy(update={"why": "--transport openai-route or both: the bearer token made on the fly"}),
-        _LOGS.model_copy(update={"why": "acceptance from vLLM's SpecDecoding metrics lines"}),
+        _LOGS.model_copy(update={"why": "acceptance from vLLM's SpecDecoding metrics lines (an inference "
+                                        "component's in its own group)", "scopes": _COMPONENT_LOGS}),
         _PRICE.model_copy(update={"why": "the SageMaker hosting price, for $ per million tokens (without it: "
                                          "unknown)"}),
     ],
     "metrics": [
-        _LOGS.model_copy(update={"why": "vLLM's SpecDecoding metrics lines over the window"}),
+        _IC_LIST.model_copy(update={"why": "an endpoint that hosts an inference component: the component writes "
+                                           "to its own log group"}),
+        _LOGS.model_copy(update={"why": "vLLM's SpecDecoding metrics lines over the window (an inference "
+                                        "component's in its own group)", "scopes": _COMPONENT_LOGS}),
     ],
     "logs": [
         _LOGS,

@@ -104,9 +104,9 @@ class ServedConfig(BaseModel):
 
 def read_served_config(sm: Any, endpoint: str, described: dict[str, Any] | None = None,
                        model: str | None = None) -> ServedConfig:
-    """Three reads (DescribeEndpoint unless given, DescribeEndpointConfig, DescribeModel: of `model`, the one an
-    inference component names, for a variant that names none). A read that fails leaves the rest unknown (said in
-    `speculation.note`); AWS errors other than a missing resource raise."""
+    """Three reads (DescribeEndpoint unless given, DescribeEndpointConfig, DescribeModel). A read that fails
+    leaves the rest unknown (said in `speculation.note`); AWS errors other than a missing resource raise.
+    `model`: the one an inference component names, for a config whose variant names none."""
     from .aws import error_code, is_not_found
 
     described = described if described is not None else sm.describe_endpoint(EndpointName=endpoint)
@@ -126,7 +126,8 @@ def read_served_config(sm: Any, endpoint: str, described: dict[str, Any] | None 
     served.instance_count = variant.get("InitialInstanceCount")
     served.instance_pools = configured_pools(variant)
     if not served.model:
-        served.speculation = Speculation(mode=None, note=f"the endpoint config {config_name} names no model")
+        served.speculation = Speculation(mode=None, note=f"the endpoint config {config_name} names no model (an "
+                                                         "inference component's is read from the component)")
         return served
     try:
         model = sm.describe_model(ModelName=served.model)

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,18 @@ def emu(emulator_server):
     emu = emptied(emulator_server)
     yield emu
     emu.release_gates()
+
+
+@pytest.fixture
+def clocked(emu, monkeypatch):
+    """The emulator on a manual clock (hours of scale to zero in no time), and peagle's clocks on it: its wall
+    clock (status's ages and costs, cleanup --expired) and, for a command run with `fake_clock=False`, its waits
+    (`clock.sleep` advances the emulator's time, `clock.monotonic` reads it: peagle waking a component)."""
+    from peagle_deploy import clock as peagle_clock
+    from peagle_deploy.testing.component_emulation import ManualClock
+
+    emu.clock = clock = ManualClock()
+    monkeypatch.setattr(peagle_clock, "now", lambda: datetime.fromtimestamp(clock(), UTC))
+    monkeypatch.setattr(peagle_clock, "sleep", clock.advance)
+    monkeypatch.setattr(peagle_clock, "monotonic", clock)
+    return clock

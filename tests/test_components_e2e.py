@@ -8,14 +8,12 @@ component-based stack beside it."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import re
+import subprocess
 
-import botocore.exceptions
 import pytest
 
 from peagle_deploy.scale_to_zero import IDLE_POLICY, WAKE_POLICY, idle_alarm_name, wake_alarm_name
-from peagle_deploy.testing.component_emulation import ManualClock
-
 from .cli_runner import run_cli_completed
 
 NAME = "stz"
@@ -44,16 +42,6 @@ def everything(emu) -> dict:
     return {**emu.resource_names(), "components": emu.components.names(),
             "targets": sorted(emu.scalable_targets()),
             "alarms": sorted(a for a in alarms(emu) if not a.startswith("TargetTracking-"))}
-
-
-@pytest.fixture
-def clocked(emu, monkeypatch):
-    """The emulator on a manual clock, and peagle's wall clock (status's ages and costs, cleanup --expired) on it."""
-    from peagle_deploy import clock as peagle_clock
-
-    emu.clock = clock = ManualClock()
-    monkeypatch.setattr(peagle_clock, "now", lambda: datetime.fromtimestamp(clock(), UTC))
-    return clock
 
 
 @pytest.fixture
@@ -108,17 +96,13 @@ def test_deploy_scale_to_zero_creates_the_component_and_its_scaling_tagged_in_or
     assert emu.components.state(theirs)["status"] == "InService"
 
 
-def wake_at_zero(emu, clock) -> None:
-    """The wake step of issue 35's Must-show cycle. SEAM: the issue wakes it with `peagle invoke NAME` (saying it
-    is waking it, the elapsed time, then the answer); `invoke` does not address a component on this branch yet, so
-    another client's request stands in: SageMaker refuses it (no capacity), which raises the wake-up alarm, whose
-    step policy sets the copies back. Replace this body with the `peagle invoke` call and its progress lines."""
-    runtime = emu.client("sagemaker-runtime")
-    with pytest.raises(botocore.exceptions.ClientError) as refused:
-        runtime.invoke_endpoint(EndpointName=NAME, InferenceComponentName=NAME, Body=b"{}",
-                                ContentType="application/json")
-    assert "no capacity" in str(refused.value)
-    clock.advance(120)  # the alarm's one-minute period, the policy, then managed scaling's instance
+def wake_at_zero(emu) -> subprocess.CompletedProcess:
+    """The wake step of issue 35's Must-show cycle: `peagle invoke NAME` at zero copies. Its waits are on the
+    emulator's clock (`clocked`), so the minutes of the wake-up pass in no time: an instance starts in 100 s and the
+    model loads in 300 s once the wake-up alarm (one-minute periods) has set the copies back."""
+    emu.components.scaling(instance_start_s=100, copy_start_s=300)
+    emu.calls.clear()
+    return run_cli_completed("invoke", NAME, "hello", env={**emu.env, "COLUMNS": "250"}, fake_clock=False)
 
 
 def test_the_must_show_cycle_deploy_status_idle_to_zero_wake_and_cleanup(emu, clocked, theirs):
@@ -154,7 +138,19 @@ def test_the_must_show_cycle_deploy_status_idle_to_zero_wake_and_cleanup(emu, cl
     assert "0 x ml.g7e.2xlarge" in at_zero and "now $0.00/h for the 0 instances running" in at_zero
     assert f"inference component {NAME} InService: 0/0 copies, 0 instances" in at_zero
 
-    wake_at_zero(emu, clocked)
+    woke = wake_at_zero(emu)
+    assert woke.returncode == 0, woke.stderr
+    assert woke.stdout.strip(), "the answer"
+    lines = woke.stderr.splitlines()
+    assert lines[0].startswith(f"waking inference component {NAME} of endpoint {NAME}: it has no copy in service "
+                               "(scaled to zero), and the refused request counts in its NoCapacityInvocationFailures, "
+                               "whose wake-up alarm sets the copies back"), woke.stderr
+    assert any(re.fullmatch(rf"waking {NAME}: \d+m\d\ds elapsed, \d+ requests? refused", line) for line in lines)
+    refused = len(emu.runtime.requests) - 1  # every invocation the emulator saw; the last one answered
+    assert refused >= 2 and not [c for c in emu.calls if c.startswith(("Create", "Update", "Delete", "Put"))]
+    cold = re.search(r"cold start: (\d+)m(\d\d)s \((\d+) requests refused while it woke", woke.stderr)
+    assert cold and int(cold[3]) == refused, woke.stderr
+    assert 400 <= int(cold[1]) * 60 + int(cold[2]) <= 400 + 60 + 30  # the instance, the model, the alarm, a retry
     assert emu.components.state(NAME)["desired"] == 1
     assert emu.components.state(NAME)["current"] == 1
     woken = json.loads(peagle(emu, "status", NAME, "--json").stdout)["endpoints"][0]

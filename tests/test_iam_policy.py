@@ -70,6 +70,13 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("bench", ["bench", NAME, "--concurrency", "1", "--num-prompts", "2", "--warmup", "1", "--out", out_dir,
                    "--transport", "both", "--no-chart"], "reads"),
         ("metrics", ["metrics", NAME, "--since", "15m"], "reads"),
+        # the inference component of the scale-to-zero deploy: addressed by invoke, openai, bench and metrics
+        ("invoke", ["invoke", NAME + "-zero", "hello"], "reads"),
+        ("openai", ["openai", NAME + "-zero", "--json"], "reads"),
+        ("bench", ["bench", NAME + "-zero", "--concurrency", "1", "--num-prompts", "2", "--warmup", "1",
+                   "--logs-wait", "0", "--out", out_dir + "/zero"], "reads"),
+        ("metrics", ["metrics", NAME + "-zero", "--since", "15m"], "reads"),
+        ("invoke", ["invoke", NAME + "-zero", "hello", "--wait-timeout", "0s"], "at-zero"),  # exit 5: its state read
         ("logs", ["logs", NAME, "--since", "1h"], "reads"),
         ("update", ["update", NAME, "--k", "7", "--yes"], None),
         ("update", ["update", NAME, "--instance-type", "ml.g7e.2xlarge,ml.g7e.4xlarge", "--yes"], None),
@@ -130,12 +137,17 @@ def recorded(emulator_server, tmp_path_factory):
                 emu.create_endpoint_stack("not-peagles")
             if setup == "interrupted":
                 _interrupted_update(emu)
+            if setup == "at-zero":  # what the idle rule leaves: no copy in service
+                emu.client("sagemaker").update_inference_component_runtime_config(
+                    InferenceComponentName=NAME + "-zero", DesiredRuntimeConfig={"CopyCount": 0})
             done = list(pool.map(lambda item: run(item[0], item[1][0], item[1][1]), batch))
             emu.script_endpoints()
             emu.script_update()
             for (index, (command, argv, _)), proc in zip(batch, done):
                 if argv[:2] == ["deploy", "qwen3-coder"] and NAME in argv:
                     emu.put_log_lines(NAME, [SPEC_LINE])  # the container's stats line, for metrics and bench
+                if argv[:2] == ["deploy", "qwen3-coder"] and NAME + "-zero" in argv:  # a component's own group
+                    emu.put_log_lines(NAME + "-zero", [SPEC_LINE], component=NAME + "-zero")
                 outcomes.setdefault(command, []).append((argv, proc.returncode, proc.stderr[-2000:]))
                 calls.setdefault(command, set()).update(
                     iam_policy.iam_action(c) for c in emu.recorder.api_calls(f"iam-{index}-{command}"))
@@ -180,6 +192,10 @@ def test_documented_actions_match_the_calls_made(command, recorded):
     # the failing deploys: 6 (Failed), 2 (policy refused); the rolled-back update: 6
     expected_exits = {"deploy": {0, 2, 6}, "update": {0, 6}}.get(command, {0})
     for argv, code, stderr in outcomes[command]:
+        if "--wait-timeout" in argv:  # the component at zero, given no time to wake: its state said, exit 5
+            assert code == 5 and "0/0 copies" in stderr and "bills" in stderr, \
+                f"peagle {' '.join(argv)} exited {code}: {stderr}"
+            continue
         assert code in expected_exits, f"peagle {' '.join(argv)} exited {code}: {stderr}"
     assert command in iam_policy.COMMANDS, (
         f"`peagle {command}` made {sorted(calls[command])}: list them in peagle_deploy/iam_policy.py, then run "

@@ -143,7 +143,9 @@ def test_cloudwatch_missing_group_is_a_usage_error(aws_env):
         read_cloudwatch(logs, "nope", now - timedelta(minutes=5), now)
 
 
-def test_metrics_command_reads_cloudwatch_as_json(aws_env):
+def test_metrics_command_reads_cloudwatch_as_json(emu_in_process):
+    """Through the emulator (in this process): `metrics` first asks which inference components the endpoint
+    hosts (ListInferenceComponents, which plain moto lacks); ep-2 hosts none, so its own group is read."""
     now_ms = int(time.time() * 1000) - 60_000
     _moto_logs("/aws/sagemaker/Endpoints/ep-2", [vllm_line(500, [400, 300])], now_ms)
     res = run_cli("metrics", "ep-2", "--since", "10m", "--advise", "--json")

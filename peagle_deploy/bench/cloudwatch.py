@@ -21,10 +21,10 @@ def log_group_name(endpoint_name: str) -> str:
     return f"/aws/sagemaker/Endpoints/{endpoint_name}"
 
 
-def read_intervals(logs_client, endpoint_name: str, windows: Sequence[Window],
+def read_intervals(logs_client, endpoint_name: str, windows: Sequence[Window], *,
                    group: str | None = None) -> list[LogInterval]:
     """Every `SpecDecoding metrics` line of the endpoint's log group (`group`: another one, an inference
-    component's) inside any of `windows`."""
+    component's own) inside any of `windows`."""
     from ..aws import translate_error
 
     group = group or log_group_name(endpoint_name)
@@ -53,12 +53,14 @@ def read_intervals(logs_client, endpoint_name: str, windows: Sequence[Window],
     return intervals
 
 
-def read_cloudwatch(logs_client, endpoint_name: str, start: datetime, end: datetime) -> Acceptance:
-    """Every `SpecDecoding metrics` line of the endpoint's log group in [start, end], aggregated."""
-    return acceptance_of(read_intervals(logs_client, endpoint_name, [(start, end)]), endpoint_name, start, end)
+def read_cloudwatch(logs_client, endpoint_name: str, start: datetime, end: datetime, *,
+                    group: str | None = None) -> Acceptance:
+    """Every `SpecDecoding metrics` line of the endpoint's log group (or `group`) in [start, end], aggregated."""
+    return acceptance_of(read_intervals(logs_client, endpoint_name, [(start, end)], group=group), endpoint_name,
+                         start, end, group=group)
 
 
-def acceptance_of(intervals: list[LogInterval], endpoint_name: str, start: datetime, end: datetime,
+def acceptance_of(intervals: list[LogInterval], endpoint_name: str, start: datetime, end: datetime, *,
                   group: str | None = None) -> Acceptance:
     acc = aggregate_intervals(intervals, source=f"cloudwatch:{group or log_group_name(endpoint_name)}")
     acc.window_start, acc.window_end = start, end
@@ -78,10 +80,10 @@ def wait_for_acceptance(logs_client, endpoint_name: str, windows: Sequence[Windo
     last_end = max(end for _start, end in windows)
     deadline = clock() + wait
     while True:
-        intervals = read_intervals(logs_client, endpoint_name, windows, group)
+        intervals = read_intervals(logs_client, endpoint_name, windows, group=group)
         latest = (intervals[-1].timestamp_ms or 0) if intervals else 0
         if latest >= _ms(run_end) or clock() >= deadline:
-            return acceptance_of(intervals, endpoint_name, windows[0][0], last_end, group)
+            return acceptance_of(intervals, endpoint_name, windows[0][0], last_end, group=group)
         sleep(poll)
 
 

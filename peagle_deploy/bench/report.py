@@ -121,7 +121,9 @@ def price_text(price) -> str:
 def markdown_summary(result: BenchResult) -> str:
     t, s = result.target, result.settings
     out = [f"# peagle bench: {result.label()}", ""]
-    out.append(f"- target: {t.kind} `{t.name}`" + (f", model {t.model}" if t.model else ""))
+    out.append(f"- target: {t.kind} `{t.name}`" + (f", inference component `{t.inference_component}`"
+                                                    if t.inference_component else "")
+               + (f", model {t.model}" if t.model else ""))
     if t.mode or t.k:
         out.append(f"- speculative decoding: {result.label()} ({server_text(t)})")
     if t.label_disagrees:
@@ -131,6 +133,9 @@ def markdown_summary(result: BenchResult) -> str:
                    + (f" ({t.instance_pool})" if t.instance_pool else ""))
     if result.price is not None:
         out.append(f"- price: {price_text(result.price)}")
+    if result.cold_start is not None:
+        out.append(f"- cold start of inference component `{result.cold_start.inference_component}`: "
+                   f"{result.cold_start.describe()}; before the first level, in no figure below")
     bound = f"{s.duration_s:g} s per level" if s.duration_s else f"{s.num_prompts} prompts per level"
     if s.duration_s and s.num_prompts:
         bound = f"{s.duration_s:g} s or {s.num_prompts} prompts per level"
@@ -188,6 +193,10 @@ def render_result(console: Console, result: BenchResult, files: list[str]) -> No
                       soft_wrap=True)
     if result.price is not None:
         console.print(f"price: {price_text(result.price)}", markup=False, soft_wrap=True)
+    if result.cold_start is not None:
+        console.print(f"cold start of inference component {result.cold_start.inference_component}: "
+                      f"{result.cold_start.describe()}; before the first level, in no figure above",
+                      markup=False, soft_wrap=True, highlight=False)
     if result.acceptance is not None:
         for line in acceptance_lines(result.acceptance):
             console.print(line, markup=False)

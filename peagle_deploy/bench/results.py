@@ -13,6 +13,7 @@ from ..errors import UsageError
 from .acceptance import Acceptance
 from ..pricing import Price
 from .server_facts import ServerFacts
+from ..runtime.waking import ColdStart
 from .stats import Summary
 
 SCHEMA_VERSION = 1
@@ -37,6 +38,7 @@ class TargetInfo(BaseModel):
     instance_count: int | None = None
     instance_pool: str | None = Field(None, description="instance pools: which one serves (DescribeEndpoint)")
     transport: str | None = None  # sagemaker: invoke-endpoint or openai-route (SageMaker's OpenAI route)
+    inference_component: str | None = None  # sagemaker: the endpoint's inference component the run addressed
 
 
 class Settings(BaseModel):
@@ -111,6 +113,8 @@ class BenchResult(BaseModel):
     price: Price | None = None
     levels: list[LevelResult]
     acceptance: Acceptance | None = None
+    cold_start: ColdStart | None = Field(None, description="an inference component's: what reaching a copy took "
+                                                           "before anything was measured (in no level's figures)")
     complete: bool = True
     stopped: str | None = Field(None, description="why the run stopped before its last level, if it did")
 

@@ -19,6 +19,7 @@ from .. import __version__
 from ..errors import EndpointFailed, Interrupted, PeagleError, UsageError, WaitTimeout
 from ..output import Output
 from ..runtime.target_ref import TargetRef
+from ..runtime.waking import ColdStart
 from .acceptance import Acceptance, SpecCounters
 from ..pricing import Price, instance_price, usd_per_million_tokens
 from .datasets import Dataset
@@ -64,6 +65,7 @@ class BenchPlan:
     logs_wait: float = 60.0
     chart: bool = True
     save_requests: Path | None = None  # every finished request, one JSON line each (streamed, not kept)
+    wait_timeout: float = 900.0  # seconds to wake an inference component at zero copies before measuring
 
 
 @dataclass
@@ -281,7 +283,7 @@ def resolve_target(plan: BenchPlan, ref: TargetRef, out: Output) -> tuple[Target
         from .target_info import describe_endpoint
 
         session = AwsSession(ref.session_region(plan.region), plan.profile)
-        info = describe_endpoint(session.client("sagemaker"), ref.name, component=ref.inference_component)
+        info = describe_endpoint(session.client("sagemaker"), ref.name, ref.inference_component)
         info.transport = ref.transport
     else:
         info = TargetInfo(kind=ref.kind, name=ref.name)
@@ -315,6 +317,39 @@ def apply_server_facts(info: TargetInfo, plan: BenchPlan, out: Output) -> None:
         out.note(f"server facts: {note}")
 
 
+WARM_PROMPT = "Reply with one word."  # the request that reaches a copy before anything is measured
+
+
+def warm_component(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session: Any, out: Output
+                   ) -> ColdStart | None:
+    """An inference component's run starts once a copy serves (`runtime.waking`: a component at zero is woken,
+    up to --wait-timeout): the cold start is measured and reported apart, never inside a level. One short
+    request through the run's own transport; the instances read again once it woke (for the price)."""
+    if ref.kind != "sagemaker" or not ref.inference_component:
+        return None
+    from ..runtime.client import PeagleClient
+    from ..runtime.payload import build_request
+    from ..runtime.waking import component_state, until_served
+
+    client = PeagleClient(ref, region=plan.region, profile=plan.profile, idle_timeout=plan.timeout,
+                          total_timeout=plan.timeout)
+    request = build_request(WARM_PROMPT, max_tokens=1, temperature=0.0)
+    _answer, cold = until_served(lambda: client.chat(request), ref, wait_timeout_s=plan.wait_timeout, out=out,
+                                 state=lambda: component_state(session, ref))
+    if cold.woken:
+        from ..aws import translate_error
+        from .target_info import running_instances
+
+        try:
+            info.instance_count = running_instances(session.client("sagemaker").describe_endpoint(
+                EndpointName=ref.name)) or info.instance_count
+        except Exception as exc:  # noqa: BLE001 - a read failure leaves the count read before
+            if translate_error(exc) is None:
+                raise
+    out.info(f"cold start: {cold.describe()}; not in any figure below")
+    return cold
+
+
 def resolve_price(info: TargetInfo, plan: BenchPlan, session: Any) -> Price | None:
     """The SageMaker hosting price of the target's instances (pricing.py), for $ per million tokens."""
     if not info.instance_type:
@@ -333,7 +368,8 @@ def make_sender(ref: TargetRef, info: TargetInfo, plan: BenchPlan, session: Any)
         tokens = TokenSource(session)
         tokens.headers()  # made (and sagemaker-core imported) before anything is measured
         # no model name from the tags: vLLM behind the route takes none (or its served name), not peagle's alias
-        return HttpChatSender((ref.api_base or base_url(session, ref.name)) + "/chat/completions", model=plan.model,
+        return HttpChatSender((ref.api_base or base_url(session, ref.name, ref.inference_component))
+                              + "/chat/completions", model=plan.model,
                               max_tokens=plan.max_tokens, temperature=plan.temperature, timeout=plan.timeout,
                               auth=tokens.headers)
     if ref.kind == "sagemaker":
@@ -495,6 +531,7 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
     if plan.out_dir is not None:
         check_out_dir(plan.out_dir)
     info, session = resolve_target(plan, ref, out)
+    cold_start = warm_component(plan, ref, info, session, out)
     price = resolve_price(info, plan, session)
     measured = _Measured(request_log=_request_log(plan.save_requests))
     failure: PeagleError | None = None
@@ -517,7 +554,7 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
     acceptance = None if isinstance(failure, Interrupted) else _acceptance(ref, session, measured, plan, out)
     if acceptance is not None:
         _warn_if_nothing_accepted(acceptance, plan.temperature, ref.name, out)
-    result = build_result(plan, info, price, measured, acceptance, failure, started)
+    result = build_result(plan, info, price, measured, acceptance, failure, started, cold_start)
     files = write_outputs(result, plan.out_dir, chart=plan.chart) if plan.out_dir is not None else []
     if measured.request_log is not None:
         files.append(str(measured.request_log.path))
@@ -525,7 +562,8 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
 
 
 def build_result(plan: BenchPlan, info: TargetInfo, price: Price | None, measured: _Measured,
-                 acceptance: Acceptance | None, failure: PeagleError | None, started: datetime) -> BenchResult:
+                 acceptance: Acceptance | None, failure: PeagleError | None, started: datetime,
+                 cold_start: ColdStart | None = None) -> BenchResult:
     return BenchResult(
         tool_version=__version__,
         started_at=started,
@@ -545,6 +583,7 @@ def build_result(plan: BenchPlan, info: TargetInfo, price: Price | None, measure
         price=price,
         levels=measured.levels,
         acceptance=acceptance,
+        cold_start=cold_start,
         complete=failure is None,
         stopped=failure.one_line() if failure is not None else None,
     )

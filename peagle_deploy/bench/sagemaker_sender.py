@@ -36,7 +36,9 @@ class SageMakerChatSender:
                  timeout: float = 600.0, max_in_flight: int = 128, inference_component: str | None = None):
         self.session = session
         self.endpoint = endpoint
-        self.inference_component = inference_component
+        # InvokeEndpoint's names: the endpoint, and its inference component when it hosts components
+        self.addressed = {"EndpointName": endpoint, **({"InferenceComponentName": inference_component}
+                                                         if inference_component else {})}
         self.body = RequestBodies({"max_tokens": max_tokens, "temperature": temperature}, limit=MAX_BODY_BYTES)
         self.timeout = timeout
         self.max_in_flight = max_in_flight
@@ -76,8 +78,8 @@ class SageMakerChatSender:
         clock = time.perf_counter
         try:
             resp = self._client.invoke_endpoint_with_response_stream(
-                EndpointName=self.endpoint, Body=body, ContentType="application/json", Accept="text/event-stream",
-                **({"InferenceComponentName": self.inference_component} if self.inference_component else {}))
+                **self.addressed, Body=body, ContentType="application/json", Accept="text/event-stream"
+            )
         except bx.ClientError as exc:
             if error_code(exc) == "ModelError":
                 status = int(exc.response.get("OriginalStatusCode") or 500)

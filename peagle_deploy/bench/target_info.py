@@ -9,8 +9,9 @@ from .results import TargetInfo
 
 
 def describe_endpoint(sagemaker: Any, name: str, component: str | None = None) -> TargetInfo:
-    """Instance type, count and speculative config from the served config (`component`: the model that inference
-    component names); a mode/K label and the model from peagle's tags, if any."""
+    """Instance type, count and speculative config from the served config; a mode/K label and the model
+    from peagle's tags, if any. `component`: the endpoint's inference component the run addresses: the served
+    model is the one it names, and the instances those running now (0 at zero, until it is woken)."""
     from ..aws import error_code, translate_error
 
     try:
@@ -27,13 +28,13 @@ def describe_endpoint(sagemaker: Any, name: str, component: str | None = None) -
             f"endpoint {name!r} is {ep.get('EndpointStatus')}, not InService",
             "wait for it ('peagle deploy' waits) or bench another endpoint",
         )
-    info = TargetInfo(kind="sagemaker", name=name)
+    info = TargetInfo(kind="sagemaker", name=name, inference_component=component)
     from ..served_config import read_served_config
     from .server_facts import ServerFacts, from_speculation
 
     try:
         model = None
-        if component:
+        if component is not None:
             from ..lifecycle.components import describe_component
 
             model = ((describe_component(sagemaker, component) or {}).get("Specification") or {}).get("ModelName")
@@ -45,6 +46,8 @@ def describe_endpoint(sagemaker: Any, name: str, component: str | None = None) -
             serving = serving_pools((ep.get("ProductionVariants") or [{}])[0])
             info.instance_type, info.instance_count = serving[0] if serving else (None, None)
             info.instance_pool = serving_words(serving, served.instance_pools)
+        if component is not None:
+            info.instance_count = running_instances(ep)
         info.server = from_speculation(served.speculation, served.source)
     except Exception as exc:  # noqa: BLE001 - a read failure is not an endpoint failure; the bench still runs
         if not error_code(exc):
@@ -63,6 +66,12 @@ def describe_endpoint(sagemaker: Any, name: str, component: str | None = None) -
         info.label_mode, info.label_k, info.label_source = peagle_tags.mode, peagle_tags.k, "tags"
     info.model = peagle_tags.model
     return info
+
+
+def running_instances(described: dict[str, Any]) -> int | None:
+    """A component-based endpoint's instances in service now (its variant's CurrentInstanceCount)."""
+    variant = next(iter(described.get("ProductionVariants") or []), {})
+    return variant.get("CurrentInstanceCount")
 
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}

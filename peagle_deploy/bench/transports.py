@@ -25,7 +25,7 @@ from ..runtime.target_ref import TRANSPORTS
 from .loadgen import LevelStopped
 from .results import BenchResult, LevelResult
 from .runner import (BenchPlan, _Measured, _run_levels, _stopped_failure, build_result, check_out_dir,
-                     resolve_price, resolve_target, write_outputs)
+                     resolve_price, resolve_target, warm_component, write_outputs)
 
 BASELINE, ROUTE = TRANSPORTS  # invoke-endpoint, openai-route
 
@@ -98,6 +98,7 @@ def run_side_by_side(plan: BenchPlan, out: Output) -> tuple[TransportComparison,
     if plan.out_dir is not None:
         check_out_dir(plan.out_dir)
     info, session = resolve_target(plan, refs[BASELINE], out)
+    cold_start = warm_component(plan, refs[BASELINE], info, session, out)  # once: both reach the same copies
     price = resolve_price(info, plan, session)
     infos = {t: info.model_copy(update={"transport": t}) for t in TRANSPORTS}
     measured = {t: _Measured() for t in TRANSPORTS}
@@ -119,7 +120,8 @@ def run_side_by_side(plan: BenchPlan, out: Output) -> tuple[TransportComparison,
             raise
         failure = exc
     out.note("acceptance is not read in a transport comparison (both transports reach the same server)")
-    results = {t: build_result(plan, infos[t], price, measured[t], None, failure, started) for t in TRANSPORTS}
+    results = {t: build_result(plan, infos[t], price, measured[t], None, failure, started, cold_start)
+               for t in TRANSPORTS}
     files: list[str] = []
     if plan.out_dir is not None:
         for transport, result in results.items():  # a folder each: their file names would otherwise be the same

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from .common import JsonOpt, ProfileOpt, RegionOpt, run
+from .common import ComponentOpt, JsonOpt, ProfileOpt, RegionOpt, WaitTimeoutOpt, run
 
 
 class _BenchGroup(TyperGroup):
@@ -111,11 +111,17 @@ def bench_run(
         typer.Option("--save-requests", help="Also write every finished request as a JSON line to this file "
                      "(streamed to disk as the run goes, like vllm bench serve --save-detailed)."),
     ] = None,
+    component: ComponentOpt = None,
+    wait_timeout: WaitTimeoutOpt = "15m",
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Closed-loop load at each concurrency: output tokens/s, requests/s, TTFT, ITL, TPOT, E2E, errors, acceptance, cost."""
+    """Closed-loop load at each concurrency: output tokens/s, requests/s, TTFT, ITL, TPOT, E2E, errors, acceptance, cost.
+
+    An endpoint that hosts an inference component is measured through it, once a copy serves: one at zero copies
+    is woken first (at most --wait-timeout), and its cold start is reported apart, in no figure.
+    """
 
     def body(out):
         from ..bench.datasets import load_dataset
@@ -133,8 +139,11 @@ def bench_run(
                              "pass the type the server runs on, e.g. --instance-type ml.g7e.2xlarge")
         from ..runtime.target_ref import TRANSPORTS, parse_target
 
+        from ..durations import parse_duration
+
         # bad input: exit 2 first; --transport both benches each of an endpoint's transports (a URL is refused)
         ref = parse_target(target, transport=TRANSPORTS[0] if transport == "both" else transport)
+        wait_s = parse_duration(wait_timeout, flag="--wait-timeout").total_seconds()
         with out.status(f"reading --dataset {dataset}") as show:
             data = load_dataset(dataset, progress=show)
         plan = BenchPlan(
@@ -157,13 +166,22 @@ def bench_run(
             logs_wait=logs_wait,
             chart=not no_chart,
             save_requests=save_requests,
+            wait_timeout=wait_s,
         )
+        if transport == "both" and save_requests is not None:
+            raise UsageError("--save-requests writes one run's requests; --transport both makes two",
+                             "bench one transport at a time to save its requests")
+        session = None
+        if ref.kind == "sagemaker":
+            from ..aws import AwsSession
+
+            session = AwsSession(ref.session_region(region), profile)
+        from ..lifecycle.component_target import address_component
+
+        plan.target = address_component(ref, session, component, note=out.note)  # once: the plan carries it
         if transport == "both":
             from ..bench.transports import render, run_side_by_side
 
-            if save_requests is not None:
-                raise UsageError("--save-requests writes one run's requests; --transport both makes two",
-                                 "bench one transport at a time to save its requests")
             with tidy_new_dirs(out_dir):
                 comparison, failure = run_side_by_side(plan, out)
             out.result(comparison, lambda console: render(console, comparison))

@@ -21,6 +21,13 @@ TransportOpt = Annotated[str | None, typer.Option(
     "--transport", help="How a SageMaker endpoint is reached: invoke-endpoint (InvokeEndpoint, the default) or "
                         "openai-route (its OpenAI-compatible route, with a bearer token made on the fly).")]
 
+ComponentOpt = Annotated[str | None, typer.Option(
+    "--component", help="The inference component of the endpoint to address, when it hosts several (default: the "
+                        "one it hosts, read from SageMaker).")]
+WaitTimeoutOpt = Annotated[str, typer.Option(
+    "--wait-timeout", help="How long to wake an inference component that has no copy in service (scaled to zero) "
+                           "before giving up with exit 5: 0s to 2h, e.g. 90s, 15m.")]
+
 
 # How a command works without an AWS account, added to its "no AWS credentials" hint: only commands that have a
 # way, each naming only its own options and arguments (tests/test_cli_hints.py checks every flag named here

@@ -305,10 +305,10 @@ def _create(out, plan, session, *, replan, wait, timeout, keep_on_failure):
 def _report(out, plan, shown, session, result, attempts=None) -> None:
     """What was deployed, human or --json (with every region's attempt where several were listed)."""
     route = None
-    if result.status == "InService" and result.inference_component is None:  # SageMaker's OpenAI route
+    if result.status == "InService":  # SageMaker's OpenAI route (a component's names it in its path)
         from ..runtime.openai_route import route_info
 
-        route = route_info(session, result.endpoint_name)
+        route = route_info(session, result.endpoint_name, result.inference_component)
 
     def human(console):
         console.print(f"[bold]{result.endpoint_name}[/bold] is {result.status} after {int(result.elapsed_s)}s")

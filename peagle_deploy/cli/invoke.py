@@ -1,4 +1,5 @@
-"""`peagle invoke TARGET [PROMPT]`: one chat completion, streamed live, with its timing."""
+"""`peagle invoke TARGET [PROMPT]`: one chat completion, streamed live, with its timing. An endpoint that hosts
+an inference component is asked through it, and one at zero copies is woken first (`runtime.waking`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, ProfileOpt, RegionOpt, TransportOpt, run
+from .common import ComponentOpt, JsonOpt, ProfileOpt, RegionOpt, TransportOpt, WaitTimeoutOpt, run
 
 
 def register(app: typer.Typer) -> None:
@@ -26,17 +27,26 @@ def invoke(
                                              help="Force the target kind: sagemaker, container or openai.")] = None,
     transport: TransportOpt = None,
     timeout: Annotated[float, typer.Option(help="Seconds the whole call may take (and without data) before giving up.")] = 120.0,
+    component: ComponentOpt = None,
+    wait_timeout: WaitTimeoutOpt = "15m",
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Send an OpenAI-style chat completion; print tokens live, then TTFT, latency and tokens/s."""
+    """Send an OpenAI-style chat completion; print tokens live, then TTFT, latency and tokens/s.
+
+    An endpoint that hosts an inference component is asked through it. One with no copy in service (scaled to
+    zero) is woken: the refused request raises its wake-up alarm, and peagle asks again until a copy answers
+    (at most --wait-timeout), then reports the cold start apart from TTFT and latency.
+    """
 
     def body(out):
         import sys
 
+        from ..durations import parse_duration
         from ..errors import UsageError
         from ..runtime import PeagleClient, build_request, parse_payload
+        from ..runtime.target_ref import parse_target
 
         if payload is not None:
             if prompt is not None:
@@ -63,15 +73,43 @@ def invoke(
                                     top_p=top_p)
         if timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {timeout:g}", "pass e.g. --timeout 120")
-        client = PeagleClient(target, kind=kind, transport=transport, region=region, profile=profile,
-                              idle_timeout=timeout, total_timeout=timeout)
+        wait_s = parse_duration(wait_timeout, flag="--wait-timeout").total_seconds()
+        ref = parse_target(target, kind, transport)
+        session = None
+        if ref.kind == "sagemaker":
+            from ..aws import AwsSession
+
+            session = AwsSession(ref.session_region(region), profile)
+        from ..lifecycle.component_target import address_component
+
+        ref = address_component(ref, session, component, note=out.note)
+        client = PeagleClient(ref, region=region, profile=profile, idle_timeout=timeout, total_timeout=timeout)
+
+        def attempt():
+            if not stream:
+                return client.chat(request)
+            pieces = client.stream(request)
+            return pieces, next(pieces, None)  # a refusal comes before the first token
+
+        cold = None
+        if ref.inference_component:
+            from ..runtime.waking import component_state, until_served
+
+            answer, cold = until_served(attempt, ref, wait_timeout_s=wait_s, out=out,
+                                        state=lambda: component_state(session, ref))
+        else:
+            answer = attempt()
         if stream:
-            for piece in client.stream(request):
+            pieces, first = answer
+            for piece in ([first] if first is not None else []):
+                out.write_live(piece)
+            for piece in pieces:
                 out.write_live(piece)
             out.write_live("\n")
             result = client.last
         else:
-            result = client.chat(request)
+            result = answer
+        result.cold_start = cold
         stats = result.stats
 
         def human(console):
@@ -83,8 +121,11 @@ def invoke(
             rate = "n/a" if stats.tokens_per_s is None else f"{stats.tokens_per_s:.1f} tok/s"
             tokens = "?" if stats.output_tokens is None else str(stats.output_tokens)
             via = f" via {result.transport}" if result.transport == "openai-route" else ""
+            via += f", inference component {result.inference_component}" if result.inference_component else ""
             out.info(f"[{result.target_kind}{via}] TTFT {ttft}, latency {stats.latency_s * 1000:.0f} ms, "
                      f"{tokens} tokens ({stats.output_tokens_source}), {rate}, finish: {stats.finish_reason}")
+            if cold is not None:
+                out.info(f"cold start: {cold.describe()}; not in the TTFT and latency above")
 
         out.result(result, human)
 

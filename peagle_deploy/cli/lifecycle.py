@@ -62,10 +62,13 @@ def status(
             out.warn(f"could not read Application Auto Scaling ({unknown[0].autoscaling.detail}); "
                      "autoscaling shown as unknown")
         route = None
-        if name is not None and rows and rows[0].status == "InService" and rows[0].hosting == "endpoint":
+        component = rows[0].component.name if rows and rows[0].component is not None \
+            and rows[0].component.status == "InService" else None
+        if name is not None and rows and rows[0].status == "InService" and (rows[0].hosting == "endpoint"
+                                                                             or component is not None):
             from ..runtime.openai_route import route_info
 
-            route = route_info(session, rows[0].name)
+            route = route_info(session, rows[0].name, component)
 
         def human(console):
             status_view.render(console, rows, unused=unused, missing=name, in_progress=building)

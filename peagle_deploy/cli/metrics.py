@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, ProfileOpt, RegionOpt, run
+from .common import ComponentOpt, JsonOpt, ProfileOpt, RegionOpt, run
 
 
 def register(app: typer.Typer) -> None:
@@ -27,6 +27,7 @@ def metrics(
                                                   "/metrics. Default 10s; 0s: totals since the server started.")
     ] = None,
     advise: Annotated[bool, typer.Option("--advise", help="Also run the K advisor on the per-position rates.")] = False,
+    component: ComponentOpt = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
@@ -34,8 +35,9 @@ def metrics(
     """Mean acceptance length, acceptance rate and per-position acceptance over a window.
 
     For an endpoint: vLLM's 'SpecDecoding metrics' log lines in CloudWatch Logs group /aws/sagemaker/Endpoints/NAME
-    over the window (--since, or --start/--end). Its OpenAI route URL (.../endpoints/NAME/openai/v1) names the same
-    endpoint: the route serves chat completions only, so its metrics come from CloudWatch too.
+    over the window (--since, or --start/--end); for an endpoint that hosts an inference component, the component's
+    own group /aws/sagemaker/InferenceComponents/COMPONENT. Its OpenAI route URL (.../endpoints/NAME/openai/v1) names
+    the same endpoint: the route serves chat completions only, so its metrics come from CloudWatch too.
 
     For a URL: the vllm:spec_decode_* counters of its /metrics page, scraped at the start and the end of a
     --window, as 'peagle bench' does (the totals since the server started blend all earlier traffic).
@@ -46,6 +48,9 @@ def metrics(
         from ..runtime.target_ref import parse_target
 
         ref = parse_target(target)
+        if ref.is_url and component is not None:
+            raise UsageError("--component names an inference component of a SageMaker endpoint; a URL's counters "
+                             "are its server's", "drop --component")
         if ref.is_url:
             if start or end or since:
                 raise UsageError("--start/--end/--since read CloudWatch Logs of an endpoint; a URL's counters "
@@ -59,9 +64,12 @@ def metrics(
             from ..bench.cloudwatch import read_cloudwatch
             from ..bench.window import resolve_window
 
+            from ..lifecycle.component_target import address_component
+
             begin, stop = resolve_window(start, end, since)
-            logs = AwsSession(ref.session_region(region), profile).client("logs")  # the route URL: its region
-            acc = read_cloudwatch(logs, ref.name, begin, stop)
+            session = AwsSession(ref.session_region(region), profile)  # the route URL: its region
+            ref = address_component(ref, session, component, note=out.note)  # a component writes to its own group
+            acc = read_cloudwatch(session.client("logs"), ref.name, begin, stop, group=ref.log_group)
             out.info(f"window: {begin:%Y-%m-%d %H:%M:%S} to {stop:%H:%M:%S} UTC (CloudWatch Logs {ref.log_group})")
         advice = None
         if advise and acc.per_position:

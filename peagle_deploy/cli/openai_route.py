@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, ProfileOpt, RegionOpt, run
+from .common import ComponentOpt, JsonOpt, ProfileOpt, RegionOpt, run
 
 
 def register(app: typer.Typer) -> None:
@@ -19,6 +19,7 @@ def openai(
                                                             "12h). Shorter is safer.")] = "1h",
     export: Annotated[bool, typer.Option("--export", help="Print 'export OPENAI_BASE_URL=...' and "
                                                           "'export OPENAI_API_KEY=...' lines for eval.")] = False,
+    component: ComponentOpt = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
@@ -28,6 +29,7 @@ def openai(
     The token is made locally from your AWS credentials by sagemaker-core's generator and acts as you until it
     expires: whoever uses it needs sagemaker:CallWithBearerToken and sagemaker:InvokeEndpoint (docs/openai.md).
     Only chat completions are routed. eval "$(peagle openai NAME --export)" sets it up for the OpenAI SDK.
+    An endpoint that hosts an inference component gets the component's URL (the route names it in its path).
     """
 
     def body(out):
@@ -51,7 +53,11 @@ def openai(
         validate_name(name)
         session = AwsSession(region, profile)
         _require_in_service(session, name)
-        url = base_url(session, name)
+        from ..lifecycle.component_target import address_component
+        from ..runtime.target_ref import TargetRef
+
+        addressed = address_component(TargetRef(kind="sagemaker", name=name), session, component, note=out.note)
+        url = base_url(session, name, addressed.inference_component)
         token = make_token(session, lifetime)
         key = token.value.get_secret_value()  # shown only in this command's result, which asked for it
         expires = token.expires_at.isoformat().replace("+00:00", "Z")
@@ -72,11 +78,15 @@ def openai(
             console.print(f"api_key:  {key}", markup=False, highlight=False, soft_wrap=True)
             console.print(f"expires:  {expires} (in {human_duration(left.total_seconds())})", markup=False,
                           highlight=False, soft_wrap=True)
+            if addressed.inference_component:
+                console.print(f"component: {addressed.inference_component} (the endpoint's inference component: "
+                              "the base URL names it)", markup=False, highlight=False, soft_wrap=True)
             console.print('  from openai import OpenAI; client = OpenAI(base_url=..., api_key=...)\n'
                           '  client.chat.completions.create(model="", messages=[...])  # model "": the served '
                           'model', markup=False, highlight=False, soft_wrap=True)
 
-        out.result({"base_url": url, "api_key": key, "expires_at": expires, "endpoint": name,
+        named = {"inference_component": addressed.inference_component} if addressed.inference_component else {}
+        out.result({"base_url": url, "api_key": key, "expires_at": expires, "endpoint": name, **named,
                     "region": token.region}, human, reveal=[key])
         if not out.json_mode:
             out.note("the api_key acts as your AWS identity on this endpoint until it expires; keep it out of "
@@ -86,7 +96,8 @@ def openai(
 
 
 def _route_name(url: str) -> str | None:
-    """The endpoint an OpenAI route URL (.../endpoints/NAME/openai/v1) names, else None."""
+    """The endpoint an OpenAI route URL (.../endpoints/NAME[/inference-components/C]/openai/v1) names, with
+    `--component C` when it names one, else None."""
     from ..errors import UsageError
     from ..runtime.target_ref import parse_target
 
@@ -94,7 +105,9 @@ def _route_name(url: str) -> str | None:
         ref = parse_target(url)
     except UsageError:
         return None
-    return ref.name if ref.kind == "sagemaker" else None
+    if ref.kind != "sagemaker":
+        return None
+    return ref.name + (f" --component {ref.inference_component}" if ref.inference_component else "")
 
 
 def _require_in_service(session, name: str) -> None:

@@ -24,6 +24,7 @@ from .payload import MAX_BODY_BYTES, ChatRequest
 from .sse import DONE, SseDataError, SseDecoder, delta_kind, delta_text, stream_error
 from .target_ref import TargetRef, parse_target
 from .targets import Deadline, HttpTarget, SageMakerTarget, open_target
+from .waking import ColdStart
 
 
 class CallStats(BaseModel):
@@ -40,16 +41,20 @@ class ChatResult(BaseModel):
     target: str
     target_kind: str
     transport: str | None = None  # a SageMaker endpoint's: invoke-endpoint or openai-route
+    inference_component: str | None = None  # the endpoint's inference component that answered
     text: str
     response: dict[str, Any]
     stats: CallStats
+    cold_start: ColdStart | None = None  # an inference component's: what reaching a copy took (not in `stats`)
 
 
 class PeagleClient:
     def __init__(self, target: str | TargetRef, *, kind: str | None = None, transport: str | None = None,
                  region: str | None = None, profile: str | None = None, idle_timeout: float = 60.0,
                  total_timeout: float = 900.0, clock: Callable[[], float] = time.perf_counter):
-        ref = target if isinstance(target, TargetRef) else parse_target(target, kind, transport)  # parsed: as is
+        """`target`: the user's text (parsed here), or a TargetRef already parsed (and addressed to an inference
+        component, `lifecycle.component_target`)."""
+        ref = target if isinstance(target, TargetRef) else parse_target(target, kind, transport)
         self.target: HttpTarget | SageMakerTarget = open_target(ref, region=region, profile=profile,
                                                                 idle_timeout=idle_timeout)
         self.total_timeout = total_timeout
@@ -82,7 +87,8 @@ class PeagleClient:
         text = message.get("content") or choice.get("text") or ""
         tokens = (response.get("usage") or {}).get("completion_tokens")
         self.last = ChatResult(
-            target=self.target.name, target_kind=self.target.kind, transport=self.target.ref.transport, text=text, response=response,
+            target=self.target.name, target_kind=self.target.kind, transport=self.target.ref.transport,
+            inference_component=self.target.ref.inference_component, text=text, response=response,
             stats=CallStats(ttft_s=None, latency_s=latency, output_tokens=tokens,
                             output_tokens_source="usage" if tokens is not None else "unknown",
                             tokens_per_s=tokens / latency if tokens and latency > 0 else None,
@@ -144,7 +150,8 @@ class PeagleClient:
         tokens = tokens if tokens is not None else chunks
         text = "".join(pieces)
         self.last = ChatResult(
-            target=self.target.name, target_kind=self.target.kind, transport=self.target.ref.transport, text=text,
+            target=self.target.name, target_kind=self.target.kind, transport=self.target.ref.transport,
+            inference_component=self.target.ref.inference_component, text=text,
             response={"id": last_chunk.get("id"), "model": last_chunk.get("model"), "object": "chat.completion",
                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                    "finish_reason": finish}], "usage": usage},

@@ -52,6 +52,22 @@ def http_failure(status: int, text: str, where: str, log_hint: str) -> PeagleErr
     return EndpointFailed(message, log_hint)
 
 
+# SageMaker's refusal of a request to an inference component with no copy in service (docs/hosting.md, "Waking
+# up"). Its message starts with these words: a container's own error that merely quotes them (vLLM echoes a value
+# it refuses) is not taken for it
+NO_CAPACITY_TEXT = "inference component has no capacity to process this request"
+
+
+class NoCapacity(EndpointFailed):
+    """SageMaker refused a request to an inference component that has no copy in service (scaled to zero, or
+    its copies still starting): the refusal itself wakes a component that scales to zero (`runtime.waking`)."""
+
+
+def is_no_capacity(code: str | None, text: str) -> bool:
+    return code in ("ValidationError", "ValidationException") and \
+        " ".join(text.split()).lower().startswith(NO_CAPACITY_TEXT)
+
+
 def connect_error_text(exc: BaseException) -> str:
     """'connection refused', 'name or service not known', ... for a failed connection (aiohttp or OSError)."""
     os_error = getattr(exc, "os_error", None) or (exc if isinstance(exc, OSError) else None)

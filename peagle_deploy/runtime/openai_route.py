@@ -33,8 +33,12 @@ ON_THE_FLY_LIFETIME = timedelta(hours=1)  # invoke and bench: renewed before it 
 RENEW_BEFORE = timedelta(minutes=5)
 
 
-def route_path(name: str) -> str:
-    return f"/endpoints/{name}/openai/v1"
+def route_path(name: str, component: str | None = None) -> str:
+    """The route's path of an endpoint, or of one of its inference components: the route names the component in
+    its path, and refuses InvokeEndpoint's component header whatever its value (measured by stdapi-ai,
+    docs/openai.md)."""
+    middle = f"/inference-components/{component}" if component else ""
+    return f"/endpoints/{name}{middle}/openai/v1"
 
 
 class BearerToken(BaseModel):
@@ -45,15 +49,18 @@ class BearerToken(BaseModel):
     region: str
 
 
-def base_url(session: Any, name: str) -> str:
-    """`<sagemaker-runtime endpoint>/endpoints/NAME/openai/v1` for the session's region and endpoint settings."""
+def base_url(session: Any, name: str, component: str | None = None) -> str:
+    """`<sagemaker-runtime endpoint>/endpoints/NAME[/inference-components/COMPONENT]/openai/v1` for the session's
+    region and endpoint settings."""
     endpoint = session.client("sagemaker-runtime").meta.endpoint_url.rstrip("/")
-    return endpoint + route_path(name)
+    return endpoint + route_path(name, component)
 
 
-def route_info(session: Any, name: str) -> dict[str, str]:
-    """What deploy and status say of an InService endpoint's route: its base URL and the command for a token."""
-    return {"base_url": base_url(session, name), "command": f"peagle openai {name} --region {session.region}"}
+def route_info(session: Any, name: str, component: str | None = None) -> dict[str, str]:
+    """What deploy and status say of an InService endpoint's route (or its inference component's): its base URL
+    and the command for a token."""
+    return {"base_url": base_url(session, name, component),
+            "command": f"peagle openai {name} --region {session.region}"}
 
 
 def token_facts(token: str) -> tuple[datetime, str]:

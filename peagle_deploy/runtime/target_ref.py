@@ -19,10 +19,16 @@ route's own URL, as `peagle openai NAME` prints it, or by `--transport openai-ro
 
     https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/NAME/openai/v1   sagemaker NAME, openai-route
     (any host)/endpoints/NAME/openai/v1[/chat/completions]                          (the emulator, a VPC endpoint)
+    .../endpoints/NAME/inference-components/COMPONENT/openai/v1                     sagemaker NAME, its COMPONENT
     NAME --transport openai-route                                                   the URL botocore resolves
 
 Either way the target stays the endpoint NAME (its tags, its CloudWatch logs, its metrics); only the
 transport of the requests differs. `--target-kind openai` still treats such a URL as a plain OpenAI server.
+
+An endpoint that hosts inference components is addressed through one of them (`inference_component`: the
+`InferenceComponentName` of InvokeEndpoint, the component's segment of the route's path, its own log group);
+which one is a fact read from the endpoint once per command (`lifecycle.component_target`), not parsed here,
+except from a route URL that names it.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ KINDS = ("sagemaker", "container", "openai")
 Transport = Literal["invoke-endpoint", "openai-route"]
 TRANSPORTS = ("invoke-endpoint", "openai-route")
 # the route's path, after any prefix of the host's (a proxy, the emulator); and the region in an AWS host name
-_ROUTE_PATH = re.compile(r"^(?P<prefix>.*)/endpoints/(?P<name>[^/]+)/openai/v1(?:/chat/completions)?\Z")
+_ROUTE_PATH = re.compile(r"^(?P<prefix>.*)/endpoints/(?P<name>[^/]+)(?:/inference-components/(?P<component>[^/]+))?"
+                         r"/openai/v1(?:/chat/completions)?\Z")
 _RUNTIME_HOST = re.compile(r"^runtime(?:-fips)?\.sagemaker\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
 _ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}\Z")  # SageMaker's EndpointName pattern
 _SERVER_PATHS = ("/metrics", "/ping", "/health")
@@ -58,7 +65,7 @@ class TargetRef(BaseModel):
     api_base: str | None = None  # openai: the .../v1 base; sagemaker over the route: the route's URL, if given
     transport: Transport | None = None  # sagemaker only
     region: str | None = None  # sagemaker: the region an AWS route URL names
-    inference_component: str | None = None  # sagemaker: the component the requests address (InferenceComponentName)
+    inference_component: str | None = None  # sagemaker: the component of the endpoint the requests address
     # `Authorization` header from the URL's user:password (HTTP Basic, as curl sends it); never dumped or shown
     authorization: str | None = Field(None, exclude=True, repr=False)
 
@@ -101,17 +108,27 @@ class TargetRef(BaseModel):
 
     @property
     def log_group(self) -> str | None:
+        """Where the container writes: the endpoint's group, or its inference component's own."""
         if self.kind != "sagemaker":
             return None
-        if self.inference_component:  # a component's container writes to its own group (a stream per copy)
+        if self.inference_component:
             return f"/aws/sagemaker/InferenceComponents/{self.inference_component}"
         return f"/aws/sagemaker/Endpoints/{self.name}"
 
     @property
     def log_hint(self) -> str:
+        if self.kind == "sagemaker" and self.inference_component:
+            return f"container logs: aws logs tail {self.log_group} --since 1h"
         if self.kind == "sagemaker":
             return f"container logs: peagle logs {self.name} (CloudWatch log group {self.log_group})"
         return "check the server's own log"
+
+    @property
+    def described(self) -> str:
+        """'endpoint E' or 'inference component C of endpoint E' (an URL: itself), for messages."""
+        if self.kind == "sagemaker" and self.inference_component:
+            return f"inference component {self.inference_component} of endpoint {self.name}"
+        return f"endpoint {self.name}" if self.kind == "sagemaker" else self.name
 
     def session_region(self, region: str | None) -> str | None:
         """--region, else the region the route URL names; both given must agree."""
@@ -197,11 +214,16 @@ def _route(text: str) -> TargetRef | None:
     match = _ROUTE_PATH.match(parts.path.rstrip("/"))
     if match is None or not parts.hostname or parts.query or parts.fragment:
         return None
-    name = match["name"]
-    if not _ENDPOINT_NAME.match(name):
-        raise UsageError(f"{name!r} in {text!r} is not a SageMaker endpoint name",
-                         "letters, digits and hyphens, at most 63")
+    name, component = match["name"], match["component"]
+    for what, value in (("endpoint", name), ("inference component", component)):
+        if value is not None and not _ENDPOINT_NAME.match(value):
+            raise UsageError(f"{value!r} in {text!r} is not a SageMaker {what} name",
+                             "letters, digits and hyphens, at most 63")
+    from .openai_route import route_path
+
     host = _RUNTIME_HOST.match(parts.hostname)
     host_port = parts.hostname + (f":{parts.port}" if parts.port else "")  # no user information: a bearer token
-    base = f"{parts.scheme}://{host_port}{match['prefix']}/endpoints/{name}/openai/v1"
-    return TargetRef(kind="sagemaker", name=name, api_base=base, region=host["region"] if host else None)
+    base = f"{parts.scheme}://{host_port}{match['prefix']}{route_path(name, component)}"
+    return TargetRef(kind="sagemaker", name=name, api_base=base, region=host["region"] if host else None,
+                     inference_component=component)
+

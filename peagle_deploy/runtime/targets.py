@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from ..errors import CredentialsError, EndpointFailed, PeagleError, UsageError, WaitTimeout
 from .eventstream import StreamFailure, botocore_payload_parts
-from .failures import error_text, http_failure
+from .failures import NoCapacity, error_text, http_failure, is_no_capacity
 from .target_ref import TargetRef
 
 READ_SIZE = 65536
@@ -163,8 +163,15 @@ class SageMakerTarget:
             status = int(response.get("OriginalStatusCode") or 500)
             return http_failure(status, error_text(str(original)), f"the container of {self.name}", self.log_hint)
         if code in ("ValidationError", "ValidationException"):
-            return refused_request(self._session, self.name, message)
+            return refused_request(self._session, self.ref, message, code)
         return translate_error(exc) or exc
+
+    def _addressed(self) -> dict[str, str]:
+        """InvokeEndpoint's names: the endpoint, and the inference component of it when it hosts components."""
+        names = {"EndpointName": self.name}
+        if self.ref.inference_component:
+            names["InferenceComponentName"] = self.ref.inference_component
+        return names
 
     def send(self, body: bytes, deadline: Deadline) -> bytes:
         import urllib3.exceptions
@@ -174,8 +181,7 @@ class SageMakerTarget:
         bx = botocore_exceptions()
         try:
             response = self._client_for(deadline).invoke_endpoint(
-                EndpointName=self.name, Body=body, ContentType="application/json", Accept="application/json",
-                **({"InferenceComponentName": self.ref.inference_component} if self.ref.inference_component else {}))
+                **self._addressed(), Body=body, ContentType="application/json", Accept="application/json")
             parts = []
             for part in response["Body"].iter_chunks(READ_SIZE):
                 deadline.check(f"the answer of {self.name}")
@@ -196,8 +202,7 @@ class SageMakerTarget:
         bx = botocore_exceptions()
         try:
             response = self._client_for(deadline).invoke_endpoint_with_response_stream(
-                EndpointName=self.name, Body=body, ContentType="application/json", Accept="text/event-stream",
-                **({"InferenceComponentName": self.ref.inference_component} if self.ref.inference_component else {}))
+                **self._addressed(), Body=body, ContentType="application/json", Accept="text/event-stream")
             events = response["Body"]
             try:
                 for part in botocore_payload_parts(events):
@@ -217,9 +222,19 @@ class SageMakerTarget:
             raise EndpointFailed(f"{self.name} sent a corrupt event stream: {exc}", self.log_hint) from None
 
 
-def refused_request(session: Any, name: str, message: str) -> PeagleError:
-    """SageMaker's ValidationError for a request to `name`: no such endpoint (2), not InService (6), or the
-    request itself (2). DescribeEndpoint tells which."""
+def refused_request(session: Any, ref: TargetRef, message: str, code: str | None = "ValidationError"
+                    ) -> PeagleError:
+    """SageMaker's ValidationError for a request to `ref`: its inference component has no copy in service
+    (NoCapacity: waking it is the caller's), no such endpoint (2), not InService (6), an endpoint that hosts
+    components asked without one (2), or the request itself (2). DescribeEndpoint tells which."""
+    name = ref.name
+    if ref.inference_component and is_no_capacity(code, message):
+        return NoCapacity(f"{ref.described} has no copy in service: {message}",
+                          "a component that scales to zero wakes on this refusal (peagle invoke waits for it)")
+    if "inference component name header is required" in message.lower():
+        return UsageError(f"endpoint {name} hosts inference components and the request named none",
+                          "pass --component NAME (peagle could not list them: it needs "
+                          "sagemaker:ListInferenceComponents)")
     try:
         described = session.client("sagemaker").describe_endpoint(EndpointName=name)
     except Exception:  # noqa: BLE001 - it does not exist (or cannot be described)
@@ -242,7 +257,8 @@ class OpenAIRouteTarget(HttpTarget):
         from .openai_route import TokenSource, base_url
 
         self._session = AwsSession(ref.session_region(region), profile, read_timeout=idle_timeout)
-        routed = ref if ref.api_base else ref.model_copy(update={"api_base": base_url(self._session, ref.name)})
+        routed = ref if ref.api_base else ref.model_copy(update={"api_base": base_url(
+            self._session, ref.name, ref.inference_component)})
         tokens = TokenSource(self._session)
         tokens.headers()  # no credentials is exit 3 before any request
         super().__init__(routed, idle_timeout=idle_timeout, auth=tokens.headers)
@@ -250,8 +266,10 @@ class OpenAIRouteTarget(HttpTarget):
     def _failure(self, status: int, detail: bytes, error_type: str | None) -> PeagleError:
         text = error_text(detail)
         error_type = error_type.split(":")[0] if error_type else None  # AWS may add ':<namespace>'
+        if status == 400 and self.ref.inference_component and is_no_capacity("ValidationError", text):
+            return refused_request(self._session, self.ref, text)  # its error type unmeasured: its words decide
         if error_type in ("ValidationError", "ValidationException"):
-            return refused_request(self._session, self.name, text)
+            return refused_request(self._session, self.ref, text, error_type)
         if error_type is not None and status in (401, 403):
             return CredentialsError(f"SageMaker refused the bearer token for {self.name} (HTTP {status}: {text})",
                                     "the caller needs sagemaker:CallWithBearerToken and sagemaker:InvokeEndpoint "

@@ -272,13 +272,16 @@ class SageMakerEmulator(CapacityEmulation):
         sm.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=tag_list)
 
     def put_log_lines(self, endpoint_name: str, lines: list[str], *, stream: str = "AllTraffic/i-0emulated0000001",
-                      start_ms: int | None = None, step_ms: int = 1, region: str | None = None) -> None:
+                      start_ms: int | None = None, step_ms: int = 1, region: str | None = None,
+                      component: str | None = None) -> None:
         """Write `lines` to the endpoint's CloudWatch Logs group as its container would (group and stream created
-        when missing), `step_ms` apart from `start_ms` (default: now). Works in both modes."""
+        when missing), `step_ms` apart from `start_ms` (default: now); `component`: to that inference component's
+        own group instead (/aws/sagemaker/InferenceComponents/NAME). Works in both modes."""
         import time
 
         logs = self.client("logs", region)
-        group = f"/aws/sagemaker/Endpoints/{endpoint_name}"
+        group = (f"/aws/sagemaker/InferenceComponents/{component}" if component
+                 else f"/aws/sagemaker/Endpoints/{endpoint_name}")
         for create, kwargs in ((logs.create_log_group, {"logGroupName": group}),
                                (logs.create_log_stream, {"logGroupName": group, "logStreamName": stream})):
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated
 
 import typer
@@ -85,7 +86,7 @@ def deploy(
         from ..aws import resolve_region
         from ..durations import parse_duration
         from ..inputs import TTL_MAX, parse_env, parse_max_price, parse_tags
-        from ..plan import FactSource, PlanRequest, build_plan
+        from ..plan import PlanRequest
         from ..errors import UsageError
         from ..inputs import parse_instance_types
         from ..lifecycle.regions import parse_regions
@@ -130,34 +131,9 @@ def deploy(
             for other in regions:  # every region checked before any AWS call
                 check_region(other)
 
-        def plan_in(there: str):
-            """(the plan, its facts) for region `there`: the one builder with that region."""
-            asked = request if there == request.region else request.model_copy(update={"region": there})
-            facts = FactSource(profile=profile)
-            if asked.offline:  # needs no AWS account: not even a readable AWS_PROFILE
-                from ..aws import hide_broken_profile
-
-                with hide_broken_profile():
-                    return build_plan(asked, facts=facts), facts, asked
-            if asked.instance_pools:  # each pool held to its Service Quotas value (lifecycle/capacity.py)
-                from ..aws import AwsSession
-                from ..lifecycle.capacity import QuotaReader
-
-                facts = FactSource(profile=profile, quota_lookup=QuotaReader(AwsSession(there, profile)))
-            return build_plan(asked, facts=facts), facts, asked
-
-        def masked(plan):
-            if show_secrets:
-                return plan
-            from ..redaction import mask_plan_env  # masked in every output of this process, human and --json
-
-            register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
-            return mask_plan_env(plan)
-
-        def replan_for(plan, asked, facts):
-            return lambda refused: build_plan(asked.model_copy(update={
-                "name": plan.endpoint_name, "instance_pools": [t for t in asked.instance_pools if t not in refused]}),
-                facts=facts)
+        plan_in = functools.partial(_plan_in, request, profile)
+        masked = functools.partial(_masked, show_secrets=show_secrets)
+        replan_for = _replan_for
 
         from ..redaction import is_secret, revealing
 
@@ -180,6 +156,44 @@ def deploy(
                              replan=replan_for(plan, request, facts))
 
     run(json_output, body)
+
+
+def _plan_in(request, profile, there: str):
+    """(the plan, its facts, the request) for region `there`: the one builder with that region."""
+    from ..plan import FactSource, build_plan
+
+    asked = request if there == request.region else request.model_copy(update={"region": there})
+    facts = FactSource(profile=profile)
+    if asked.offline:  # needs no AWS account: not even a readable AWS_PROFILE
+        from ..aws import hide_broken_profile
+
+        with hide_broken_profile():
+            return build_plan(asked, facts=facts), facts, asked
+    if asked.instance_pools:  # each pool held to its Service Quotas value (lifecycle/capacity.py)
+        from ..aws import AwsSession
+        from ..lifecycle.capacity import QuotaReader
+
+        facts = FactSource(profile=profile, quota_lookup=QuotaReader(AwsSession(there, profile)))
+    return build_plan(asked, facts=facts), facts, asked
+
+
+def _masked(plan, *, show_secrets: bool):
+    """The plan as every output of this process shows it: --env secrets masked (human and --json)."""
+    if show_secrets:
+        return plan
+    from ..redaction import mask_plan_env, register_secret_env
+
+    register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
+    return mask_plan_env(plan)
+
+
+def _replan_for(plan, asked, facts):
+    """What a quota refusal at CreateEndpoint plans next: the same request without the refused types."""
+    from ..plan import build_plan
+
+    return lambda refused: build_plan(asked.model_copy(update={
+        "name": plan.endpoint_name, "instance_pools": [t for t in asked.instance_pools if t not in refused]}),
+        facts=facts)
 
 
 def _no_credentials(profile: str | None) -> bool:

@@ -26,6 +26,8 @@ def parse_regions(value: str | None, default: str) -> list[str]:
     """`--region` as an ordered list: one region (today's flag) or several separated by commas, each once."""
     if value is None:
         return [default]
+    if REGION_SEPARATOR not in value:  # one region: as before the list existed (the plan's checks judge it)
+        return [value]
     regions = [part.strip() for part in value.split(REGION_SEPARATOR)]
     fix = "pass --region us-east-1,us-west-2 (regions in the order to try, separated by commas)"
     for region in regions:

@@ -242,4 +242,5 @@ def test_update_refuses_a_component_based_endpoint_in_one_line_and_writes_nothin
     out = peagle(emu, "update", NAME, "--k", "5", "--yes")
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert "hosts its model as an inference component" in lines[0] and f"peagle cleanup {NAME}" in lines[0]
     assert not [c for c in emu.calls if c.startswith(("Create", "Update", "Delete", "Put", "Register", "Add"))]

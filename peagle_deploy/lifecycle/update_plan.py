@@ -238,6 +238,11 @@ def read_live(sm: Any, request: UpdateRequest, *, read: Callable[[Callable[[], A
                          "wait for it to finish, then run this update again; nothing was changed")
     config = read(lambda: describe(sm, "endpoint_config", endpoint["EndpointConfigName"]))
     variants = (config or {}).get("ProductionVariants") or []
+    if peagle.hosting == "component" or any(v.get("ManagedInstanceScaling") for v in variants):
+        raise UsageError(f"endpoint {name!r} hosts its model as an inference component, which peagle update does "
+                         "not change yet", "deploy the new K or mode beside it (peagle deploy MODEL --hosting "
+                         f"component --k N --name NEW-NAME), then remove this one with peagle cleanup {name}; "
+                         "nothing was changed")
     if config is None or len(variants) != 1 or not variants[0].get("ModelName"):
         raise UsageError(f"endpoint {name!r} does not have the one-variant configuration peagle deploys",
                          "update it with the SageMaker console or API instead")

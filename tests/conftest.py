@@ -29,6 +29,10 @@ PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable
 # takes Python's default back, so its children start with SIGINT deliverable wherever the suite was started.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# The same for SIGHUP under `nohup`: a suite started that way would otherwise see every SIGHUP test's child keep
+# the hangup ignored (and exit without "received SIGHUP").
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 # The published prompt sets (--dataset humaneval / mt-bench, the default) come from the user cache, which the
 # README's set-up command fills (`peagle datasets fetch`); tests never fetch them from the network, and tests
 # that give a command its own HOME still read that cache.

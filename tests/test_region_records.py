@@ -100,6 +100,25 @@ def test_the_endpoint_a_deploy_landed_names_the_regions_it_tried_and_status_clea
     assert ours(emu, WEST) == NOTHING and ours(emu, EAST) == NOTHING
 
 
+def test_cleanup_lists_but_never_deletes_in_a_region_only_a_tag_led_it_to(world):
+    emu = world
+    deploy_in_west(emu)
+    emu.set_capacity(G2, None, region=EAST)
+    emu.create_endpoint_stack(NAME, region=EAST, tags=[{"Key": "peagle:managed", "Value": "true"}])  # since then
+    cleaned = peagle.run(["cleanup", NAME, "--region", WEST, "--yes", "--json"], on(emu, "b"))
+    assert cleaned.code == 0, cleaned.stderr
+    document = json.loads(cleaned.stdout)
+    [west, east] = document["regions"]
+    assert west["region"] == WEST and ("endpoint", NAME, "deleted") in [
+        (o["kind"], o["name"], o["result"]) for o in west["outcomes"]]
+    assert east == {"region": EAST, "said": f"checked {EAST}: peagle's endpoint {NAME} (InService) (a deploy found "
+                    f"here tried it; not deleted: remove with 'peagle cleanup {NAME} --region {EAST} --yes')"}
+    assert ours(emu, WEST) == NOTHING and ours(emu, EAST)["endpoints"] == [NAME]
+    listed = peagle.run(["cleanup", NAME, "--region", BOTH, "--yes"], on(emu, "b"))  # listed: removed
+    assert listed.code == 0 and f"{EAST}: deleted endpoint {NAME}" in listed.stdout.splitlines(), listed.stdout
+    assert ours(emu, EAST) == NOTHING
+
+
 def test_one_region_and_no_regions_tag_keeps_todays_output(world):
     emu = world
     emu.create_endpoint_stack("lonely", region=EAST, tags=[{"Key": "peagle:managed", "Value": "true"}])

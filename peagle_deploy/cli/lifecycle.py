@@ -140,13 +140,15 @@ def cleanup(
 
         def look(there):
             looked.append(there)
+            if there not in listed:  # reached by a tag only: what is there is listed, never deleted unasked
+                return None, None, _listing(AwsSession(there, profile), name)
             try:
                 return run_cleanup(AwsSession(there, profile), name, all_=all_, expired=expired, wait=wait,
-                                   on_marked=marked.append), None
+                                   on_marked=marked.append), None, None
             except UsageError as error:  # NAME: nothing of it here (or not peagle's): said once all are looked in
-                if not name or len(listed) + len(looked) == 2:  # one region: as before the list existed
+                if not name or len(listed) == 1:  # one region: as before the list existed
                     raise
-                return None, error
+                return None, error, None
 
         recover = f"peagle recover {name or '--all'} --region {','.join(listed)}"
         try:
@@ -175,7 +177,7 @@ def cleanup(
             if len(searched) == 1 and not report.outcomes:
                 console.print("nothing to clean up")
             for there, found in said:
-                if isinstance(found, str):  # a region with nothing of peagle's (NAME's)
+                if isinstance(found, str):  # a region with nothing of peagle's (NAME's), or what a tag led to
                     console.print(found, markup=False, soft_wrap=True, highlight=False)
                     continue
                 for o in found:
@@ -186,8 +188,8 @@ def cleanup(
 
         out.result({"deleted": report.deleted, "left": report.left, "skipped": report.skipped,
                     "outcomes": report.outcomes, "ok": report.error is None,
-                    "regions": [{"region": there, "outcomes": [] if isinstance(found, str) else found}
-                                for there, found in said]}, human)
+                    "regions": [{"region": there, **({"said": found} if isinstance(found, str) else
+                                                     {"outcomes": found})} for there, found in said]}, human)
         if report.error is not None:  # some deletes failed: the others were done and are listed above
             import typer as _typer
 
@@ -198,14 +200,32 @@ def cleanup(
     run(json_output, body)
 
 
+def _listing(session, name):
+    """What of peagle's (of NAME's) is in a region that cleanup reached only by a deploy's peagle:regions-tried tag:
+    one line, with the command that removes it, or the line that nothing is there."""
+    from ..lifecycle import report
+    from ..lifecycle.region_search import nothing_line
+
+    rows, leftovers = report(session, name)
+    where = session.region
+    found = [f"endpoint {row.name} ({row.status})" for row in rows]
+    found += [f"unused {lo.label} {lo.name}" for lo in leftovers]
+    if not found:
+        return nothing_line(where)
+    remove = f"peagle cleanup {name} --region {where} --yes" if name else f"peagle cleanup --all --region {where} --yes"
+    return f"checked {where}: peagle's {', '.join(found)} (a deploy found here tried it; not deleted: remove with " \
+           f"'{remove}')"
+
+
 def _across_regions(out, name, searched):
-    """One cleanup report of every region searched, and per region what to say: its outcomes, or the line that
-    nothing of peagle's is there. NAME found in no region is the one-region error, naming every region."""
+    """One cleanup report of every region searched, and per region what to say: its outcomes, the line that
+    nothing of peagle's is there, or (a region a tag led to) what is there. NAME found in no region is the
+    one-region error, naming every region."""
     from ..errors import UsageError
     from ..lifecycle.region_search import nothing_line
     from ..lifecycle.teardown import CleanupReport
 
-    errors = [error for _, (report, error) in searched if report is None]
+    errors = [error for _, (report, error, _) in searched if error is not None]
     if len(errors) == len(searched):  # nothing named NAME anywhere (or not peagle's)
         nothing = [e for e in errors if e.message.startswith("no endpoint, endpoint config or model named")]
         if len(nothing) < len(errors):
@@ -214,7 +234,10 @@ def _across_regions(out, name, searched):
         raise UsageError(f"no endpoint, endpoint config or model named {name!r} in {regions}", nothing[0].hint)
     total = CleanupReport()
     said = []
-    for there, (report, error) in searched:
+    for there, (report, error, listing) in searched:
+        if listing is not None:
+            said.append((there, listing))
+            continue
         if report is None:
             if not error.message.startswith("no endpoint, endpoint config or model named"):
                 out.warn(f"{there}: {error.one_line()}")

@@ -202,3 +202,14 @@ def test_a_one_type_deploy_refused_for_quota_in_the_first_region_serves_in_the_n
     assert cleaned.code == 0, cleaned.stderr
     assert f"checked {EAST}: nothing of peagle's" in cleaned.stdout.splitlines(), cleaned.stdout
     assert ours(emu, EAST) == NOTHING and ours(emu, WEST) == NOTHING
+
+
+def test_the_search_looks_in_each_listed_region_then_each_tagged_one_once_and_never_a_made_up_one():
+    from peagle_deploy.lifecycle.region_search import search_regions, tagged_regions
+    from peagle_deploy.tags import PeagleTags
+
+    tags = {EAST: [WEST, "eu-west-1"], WEST: [EAST, "ap-south-1"], "eu-west-1": [], "ap-south-1": [WEST]}
+    looked = search_regions([EAST], lambda region: region, lambda region: tags[region])
+    assert [region for region, _ in looked] == [EAST, WEST, "eu-west-1", "ap-south-1"]
+    edited = PeagleTags.from_aws({"peagle:managed": "true", "peagle:regions-tried": f"{EAST} moon-base;1 {WEST}"})
+    assert tagged_regions([edited]) == [EAST, WEST]

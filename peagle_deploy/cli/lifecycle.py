@@ -128,7 +128,7 @@ def cleanup(
         out.confirm(f"Delete {what} (endpoint, endpoint config, model)?", yes=yes)
         from ..aws import resolve_region
         from ..errors import Interrupted
-        from ..lifecycle.region_search import search_regions
+        from ..lifecycle.region_search import followable, search_regions
         from ..lifecycle.regions import parse_regions
         from ..lifecycle.signals import Signalled, SignalGuard
 
@@ -153,7 +153,8 @@ def cleanup(
         recover = f"peagle recover {name or '--all'} --region {','.join(listed)}"
         try:
             with SignalGuard(f"stopping: '{recover}' finishes what this cleanup started"):
-                searched = search_regions(listed, look, lambda found: found[0].regions_named if found[0] else [])
+                searched = search_regions(listed, look,
+                                          lambda found: followable(found[0].regions_named) if found[0] else [])
         except Signalled as exc:
             recover = f"peagle recover {name or '--all'} --region {','.join(looked)}"
             untouched = "" if marked or not name else f"; no endpoint {name} was touched (run this cleanup again)"

@@ -43,4 +43,11 @@ def tagged_regions(*groups: Iterable[object]) -> list[str]:
     for group in groups:
         for item in group:
             regions += [r for r in getattr(item, "regions_tried", []) or [] if r not in regions]
-    return regions
+    return followable(regions)
+
+
+def followable(regions: Iterable[str]) -> list[str]:
+    """The entries of a tag that are AWS region names: a hand-edited tag sends no command to a made-up region."""
+    from .regions import is_region_name
+
+    return [r for r in regions if is_region_name(r)]

@@ -102,6 +102,8 @@ class PlanRequest(BaseModel):
     max_price_per_hour_usd: float | None = Field(None, description="an explicit --max-price-per-hour: a pool "
                                                                "priced above it is left out")
     scale_to_zero: IdleRule | None = Field(None, description="--scale-to-zero --idle: only with hosting component")
+    regions_tried: list[str] = Field(default_factory=list, description="--region A,B: the regions tried so far, "
+                                                                       "this one last (the peagle:regions-tried tag)")
     host: str | None = Field(None, description="hosting component: the endpoint the component joins when it is not "
                                                "its own (a sweep's one endpoint for many components): the config and "
                                                "endpoint bodies are then the host's, tagged as the host (no mode or "
@@ -393,7 +395,8 @@ def _params(choice: _Choice, spec: ResolvedSpec) -> _Params:
                         created_at=choice.created_at, expires_at=choice.expires_at, version=__version__,
                         autoscale=None if component else request.autoscale, endpoint=choice.endpoint,
                         hosting=request.hosting.value if component else None,
-                        components=[choice.name] if component else [], scale_to_zero=request.scale_to_zero)
+                        components=[choice.name] if component else [], scale_to_zero=request.scale_to_zero,
+                        regions_tried=request.regions_tried)
     tags = _with_given(labels, spec, request)
     endpoint_tags = tags
     if choice.endpoint != choice.name:  # a host of many components: no one component's mode, K or name

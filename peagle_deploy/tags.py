@@ -23,6 +23,7 @@ _KEYS = {
     "created_at": "peagle:created-at", "expires_at": "peagle:expires-at", "version": "peagle:version",
     "sweep_id": SWEEP_ID, "autoscale": "peagle:autoscale", "endpoint": "peagle:endpoint",
     "hosting": "peagle:hosting", "components": "peagle:components", "scale_to_zero": "peagle:scale-to-zero",
+    "regions_tried": "peagle:regions-tried",
 }
 # Intent tags: written on an endpoint before an update or a cleanup acts, cleared after it (lifecycle/intent.py);
 # the lease: who works on a resource now, until when (lifecycle/lease.py). Never copied to another resource.
@@ -51,6 +52,8 @@ class PeagleTags(BaseModel):
                                                           "components (no tag: a classic endpoint)")
     components: list[str] = Field(default_factory=list, description="the inference components peagle made for it")
     scale_to_zero: IdleRule | None = Field(default=None, description="the idle rule peagle registered, if any")
+    regions_tried: list[str] = Field(default_factory=list, description="a `--region A,B` deploy: the regions it "
+                                     "tried up to this resource's, in order (lifecycle/region_search.py)")
     problems: list[str] = Field(default_factory=list, description="tags that were present but unreadable")
 
     def to_aws(self) -> dict[str, str]:
@@ -64,6 +67,7 @@ class PeagleTags(BaseModel):
             "autoscale": self.autoscale.to_tag() if self.autoscale else None, "endpoint": self.endpoint,
             "hosting": self.hosting, "components": " ".join(self.components) or None,
             "scale_to_zero": self.scale_to_zero.to_tag() if self.scale_to_zero else None,
+            "regions_tried": " ".join(self.regions_tried) or None,
         }
         return {_KEYS[field]: value for field, value in values.items() if value is not None}
 
@@ -79,7 +83,7 @@ class PeagleTags(BaseModel):
             managed=(raw["managed"] or "").strip().lower() == "true",
             model=raw["model"], model_id=raw["model_id"], mode=raw["mode"], version=raw["version"],
             sweep_id=raw["sweep_id"], endpoint=raw["endpoint"], hosting=raw["hosting"],
-            components=(raw["components"] or "").split(),
+            components=(raw["components"] or "").split(), regions_tried=(raw["regions_tried"] or "").split(),
             scale_to_zero=_read_idle(raw["scale_to_zero"], problems),
             instance_type=raw["instance_type"],
             k=_read_int("k", raw["k"], problems, zero_is_none=True),

@@ -15,6 +15,10 @@ from ..redaction import redact
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (progress goes to stderr).")]
 RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (default: AWS_REGION, then us-east-1).")]
+RegionsOpt = Annotated[str | None, typer.Option(
+    "--region", help="AWS region (default: AWS_REGION, then us-east-1), or several separated by commas "
+                     "(us-east-1,us-west-2): each is searched, and so is every region a --region A,B deploy found "
+                     "there tried (its peagle:regions-tried tag).")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="AWS profile name.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 TransportOpt = Annotated[str | None, typer.Option(

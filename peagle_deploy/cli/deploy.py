@@ -158,11 +158,15 @@ def deploy(
     run(json_output, body)
 
 
-def _plan_in(request, profile, there: str):
-    """(the plan, its facts, the request) for region `there`: the one builder with that region."""
+def _plan_in(request, profile, there: str, tried: list[str] | None = None):
+    """(the plan, its facts, the request) for region `there`: the one builder with that region. `tried`: with
+    --region A,B, the regions tried up to `there` (tagged on what it creates: `peagle:regions-tried`)."""
     from ..plan import FactSource, build_plan
 
-    asked = request if there == request.region else request.model_copy(update={"region": there})
+    update = {"region": there} if there != request.region else {}
+    if tried:
+        update["regions_tried"] = tried
+    asked = request.model_copy(update=update) if update else request
     facts = FactSource(profile=profile)
     if asked.offline:  # needs no AWS account: not even a readable AWS_PROFILE
         from ..aws import hide_broken_profile
@@ -212,7 +216,7 @@ def _deploy_in_regions(out, regions, plan_in, masked, replan_for, *, dry_run, ty
     from .render_plan import render_plan
 
     if dry_run:
-        shown = [(there, masked(plan_in(there)[0])) for there in regions]
+        shown = [(there, masked(plan_in(there, regions[:index + 1])[0])) for index, there in enumerate(regions)]
 
         def human(console):
             for index, (there, plan) in enumerate(shown, 1):
@@ -225,7 +229,7 @@ def _deploy_in_regions(out, regions, plan_in, masked, replan_for, *, dry_run, ty
 
     def attempt(there):
         current.clear()
-        plan, facts, asked = plan_in(there)
+        plan, facts, asked = plan_in(there, regions[:regions.index(there) + 1])
         shown = masked(plan)
         session = _prepare(out, plan, shown, profile=profile, timeout=timeout, yes=yes, price_limit=price_limit,
                            price_explicit=price_explicit, where=f" in {there}")

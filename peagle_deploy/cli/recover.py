@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, ProfileOpt, RegionOpt, run
+from .common import JsonOpt, ProfileOpt, RegionsOpt, run
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +21,7 @@ def recover(
     force: Annotated[bool, typer.Option("--force", help="Also take over work another peagle holds a fresh lease on "
                                                        "(says whose); without it, that work is skipped until its "
                                                        "lease expires.")] = False,
-    region: RegionOpt = None,
+    region: RegionsOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
@@ -43,47 +43,71 @@ def recover(
             validate_name(name)
         if timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
-        from ..aws import AwsSession
+        from ..aws import AwsSession, resolve_region
         from ..lifecycle.recover import recover as run_recover
+        from ..lifecycle.region_search import nothing_line, search_regions
+        from ..lifecycle.regions import parse_regions
         from ..lifecycle.signals import Signalled, SignalGuard
 
-        session = AwsSession(region, profile)
-        again = f"peagle recover {name or '--all'} --region {session.region}"
+        listed = parse_regions(region, resolve_region(None))
+        again = f"peagle recover {name or '--all'} --region {','.join(listed)}"
         try:
             with SignalGuard(f"stopping: run '{again}' again to finish"), out.status("recovering") as show:
                 def progress(status, elapsed, doing):
                     show(f"{status} ({int(elapsed)}s) - {doing}")
 
-                report = run_recover(session, name, all_=all_, timeout_s=timeout, on_progress=progress,
-                                     on_note=out.note, force=force)
+                # each listed region, then each one a --region A,B deploy found there tried (region_search.py)
+                searched = search_regions(listed, lambda there: run_recover(
+                    AwsSession(there, profile), name, all_=all_, timeout_s=timeout, on_progress=progress,
+                    on_note=out.note, force=force), lambda found: found.regions_named)
         except Signalled as exc:
             raise Interrupted(f"interrupted by {exc.name}", f"run '{again}' again to finish") from None
+        several = len(searched) > 1
 
         def human(console):
-            for endpoint in report.endpoints:
-                if endpoint.skipped:
-                    console.print(f"{endpoint.name}: {endpoint.skipped}", markup=False, soft_wrap=True,
-                                  highlight=False)
+            for there, report in searched:
+                if several and _nothing(report):
+                    console.print(nothing_line(there), markup=False, soft_wrap=True, highlight=False)
                     continue
-                for action in endpoint.actions:
-                    console.print(f"{endpoint.name}: {action}", markup=False, soft_wrap=True, highlight=False)
-                if endpoint.serves is not None:
-                    console.print(f"{endpoint.name}: {endpoint.status}, serves {endpoint.serves.endpoint_config} "
-                                  f"({endpoint.serves.label()})", markup=False, soft_wrap=True, highlight=False)
-            for line in report.skipped + report.taken_over:
-                console.print(line, markup=False, soft_wrap=True, highlight=False)
-            for o in report.removed:
-                reason = f" ({o.reason})" if o.reason else ""
-                console.print(f"{o.result} {o.kind.replace('_', ' ')} {o.name}{reason}", markup=False,
-                              soft_wrap=True, highlight=False)
-            if report.nothing_of:
-                console.print(f"{report.nothing_of}: nothing left to finish", markup=False, soft_wrap=True)
-            elif not report.did_something and not report.left_alone:
-                console.print("nothing left to finish", markup=False)
+                _render(console, report, f"{there}: " if several else "")
 
-        out.result({"recovered": report, "ok": report.error is None}, human)
-        if report.error is not None:
-            out.error(report.error.one_line())
-            raise typer.Exit(int(report.error.exit_code))
+        error = next((report.error for _, report in searched if report.error is not None), None)
+        if several:
+            document = {"regions": [{"region": there, "recovered": report} for there, report in searched]}
+        else:
+            document = {"recovered": searched[0][1]}
+        out.result({**document, "ok": error is None}, human)
+        if error is not None:
+            out.error(error.one_line())
+            raise typer.Exit(int(error.exit_code))
 
     run(json_output, body)
+
+
+def _nothing(report) -> bool:
+    """Nothing of peagle's in the report's region: nothing found, done or left alone."""
+    return not report.endpoints and not report.removed and not report.left_alone and report.error is None
+
+
+def _render(console, report, where: str) -> None:
+    def say(text: str) -> None:
+        console.print(f"{where}{text}", markup=False, soft_wrap=True, highlight=False)
+
+    for endpoint in report.endpoints:
+        if endpoint.skipped:
+            say(f"{endpoint.name}: {endpoint.skipped}")
+            continue
+        for action in endpoint.actions:
+            say(f"{endpoint.name}: {action}")
+        if endpoint.serves is not None:
+            say(f"{endpoint.name}: {endpoint.status}, serves {endpoint.serves.endpoint_config} "
+                f"({endpoint.serves.label()})")
+    for line in report.skipped + report.taken_over:
+        say(line)
+    for o in report.removed:
+        reason = f" ({o.reason})" if o.reason else ""
+        say(f"{o.result} {o.kind.replace('_', ' ')} {o.name}{reason}")
+    if report.nothing_of:
+        say(f"{report.nothing_of}: nothing left to finish")
+    elif not report.did_something and not report.left_alone:
+        say("nothing left to finish")

@@ -42,6 +42,9 @@ class UpdateInProgress(BaseModel):
 class EndpointStatus(BaseModel):
     name: str
     status: str
+    region: str = Field(default="", description="the region it is in")
+    regions_tried: list[str] = Field(default_factory=list, description="a --region A,B deploy: the regions it tried "
+                                     "up to this one (peagle:regions-tried); status looks in each")
     failure_reason: str | None = None
     model: str | None
     model_id: str | None
@@ -115,7 +118,8 @@ def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, served: Any
         price = None if price is None or more is None else price + more
     age = (now - created).total_seconds() if created else None
     row = EndpointStatus(
-        name=described["EndpointName"], status=described["EndpointStatus"],
+        name=described["EndpointName"], status=described["EndpointStatus"], region=region,
+        regions_tried=tags.regions_tried,
         failure_reason=described.get("FailureReason"), model=tags.model, model_id=tags.model_id, mode=mode,
         k=k, instance_type=instance_type, instance_count=instance_count, created_at=created,
         age_s=age, expires_at=expires, expires_in_s=(expires - now).total_seconds() if expires else None,

@@ -104,6 +104,8 @@ class Leftover(BaseModel):
     endpoint: str | None = None  # the endpoint it was made for
     command: str = ""  # the peagle command that removes it
     lease: Lease | None = None  # its own lease, or (fresh) its endpoint's: the work it is part of
+    region: str = ""
+    regions_tried: list[str] = []  # a --region A,B deploy's: the regions it tried up to this one
 
     @property
     def label(self) -> str:
@@ -163,13 +165,14 @@ def find_leftovers(sm: Any, refs: References, *, endpoint: str | None = None, re
     held |= {ref.model for ref in refs.components.values() if ref.model}
     models = {} if refs.components_unknown else _managed(
         sm, [(m, arn) for m, arn in _models(sm) if m not in held], model_leases)
-    found = [Leftover(kind="endpoint_config", name=c, endpoint=endpoint_of(c, tags), lease=leases.get(c))
-             for c, tags in configs.items()]
-    found += [Leftover(kind="model", name=m, endpoint=endpoint_of(m, tags), lease=model_leases.get(m))
+    found = [Leftover(kind="endpoint_config", name=c, endpoint=endpoint_of(c, tags), lease=leases.get(c),
+                      region=region, regions_tried=tags.regions_tried) for c, tags in configs.items()]
+    found += [Leftover(kind="model", name=m, endpoint=endpoint_of(m, tags), lease=model_leases.get(m), region=region,
+                       regions_tried=tags.regions_tried)
               for m, tags in models.items() if endpoint is None or endpoint_of(m, tags) == endpoint]
     stranded = [(c, ref.arn) for c, ref in refs.components.items() if ref.endpoint not in refs.endpoint_config
                 and (endpoint is None or ref.endpoint == endpoint)]
-    found += [Leftover(kind="inference_component", name=c, endpoint=refs.components[c].endpoint)
+    found += [Leftover(kind="inference_component", name=c, endpoint=refs.components[c].endpoint, region=region)
               for c in _managed(sm, stranded)]
     where = f" --region {region}" if region else ""
     endpoint_leases: dict[str, Lease | None] = {}

@@ -55,6 +55,8 @@ class EndpointRecovery(BaseModel):
         default=None, description="what became of an unfinished update")
     actions: list[str] = Field(default_factory=list, description="what recover did, in order")
     skipped: str | None = Field(default=None, description="left alone: work whose lease is fresh, whose, until when")
+    regions_tried: list[str] = Field(default_factory=list, description="a --region A,B deploy's endpoint: the "
+                                     "regions it tried (peagle:regions-tried)")
 
 
 class RecoverReport(BaseModel):
@@ -65,6 +67,8 @@ class RecoverReport(BaseModel):
     taken_over: list[str] = Field(default_factory=list, description="--force: leases of configs and models "
                                                                     "overridden")
     nothing_of: str | None = Field(default=None, description="NAME: nothing of it exists (any more)")
+    regions_named: list[str] = Field(default_factory=list, description="the regions the peagle:regions-tried tags "
+                                     "of what was found name (region_search.py)")
     error: PeagleError | None = Field(default=None, exclude=True)
 
     model_config = {"arbitrary_types_allowed": True}
@@ -112,8 +116,11 @@ def recover(session: Any, name: str | None = None, *, all_: bool = False, timeou
 
     refs = read(lambda: References.read(sm))
     said = {e.name for e in report.endpoints if e.skipped or any(a.startswith("--force") for a in e.actions)}
-    leftovers = _leave_work_in_progress(report, find_leftovers(sm, refs, endpoint=name, region=session.region),
-                                        force=force, said=said)
+    found = find_leftovers(sm, refs, endpoint=name, region=session.region)
+    from .region_search import tagged_regions
+
+    report.regions_named = tagged_regions(report.endpoints, found)
+    leftovers = _leave_work_in_progress(report, found, force=force, said=said)
     if name and not names and not leftovers and not report.skipped:  # finished already (or never there): idempotent, said
         report.nothing_of = f"no endpoint named {name} and nothing peagle made for it in {session.region}"
     if any(lo.kind == "inference_component" for lo in leftovers):  # their endpoint is gone: they go first
@@ -177,7 +184,7 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
             raise UsageError(f"endpoint {name!r} was not created by peagle",
                              "peagle only recovers what it created; nothing was changed")
         return EndpointRecovery(name=name, status=described["EndpointStatus"])
-    done = EndpointRecovery(name=name, status=described["EndpointStatus"])
+    done = EndpointRecovery(name=name, status=described["EndpointStatus"], regions_tried=peagle.regions_tried)
     lease = read_lease(tags, (now or peagle_clock.now)())
     if lease is not None:
         if lease.fresh and not force:

@@ -22,6 +22,10 @@ REGION_SEPARATOR = ","
 _REGION = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+$")
 
 
+def is_region_name(text: str) -> bool:
+    return bool(_REGION.match(text))
+
+
 def parse_regions(value: str | None, default: str) -> list[str]:
     """`--region` as an ordered list: one region (today's flag) or several separated by commas, each once."""
     if value is None:

@@ -38,6 +38,8 @@ class Skipped(BaseModel):
 class CleanupReport(BaseModel):
     outcomes: list[Outcome] = Field(default_factory=list)
     skipped: list[Skipped] = Field(default_factory=list, description="endpoints not examined further, and why")
+    regions_named: list[str] = Field(default_factory=list, description="the regions the peagle:regions-tried tags "
+                                     "of the endpoints removed name (region_search.py)")
     error: PeagleError | None = Field(default=None, exclude=True)
 
     model_config = {"arbitrary_types_allowed": True}
@@ -266,7 +268,9 @@ def _cleanup(session: Any, sm: Any, lease: Any, name: str | None, *, all_: bool,
              now: Callable[[], datetime], on_marked: Callable[[str], None] | None) -> CleanupReport:
     def mark(endpoint: str, arn: str) -> None:
         """Best effort: a deletion that cannot be recorded still goes ahead (stopping the billing comes first)."""
-        if arn and read_tags(sm, arn).managed:
+        tags = read_tags(sm, arn) if arn else None
+        if tags is not None and tags.managed:
+            report.regions_named += [r for r in tags.regions_tried if r not in report.regions_named]
             if on_marked is not None:
                 on_marked(endpoint)
             mark_for_deletion(sm, arn, lease)

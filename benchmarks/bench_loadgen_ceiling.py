@@ -246,6 +246,7 @@ def run_sagemaker_frames(concurrency: int, duration: float, n_tokens: int) -> di
     from peagle_deploy.aws import AwsSession
     from peagle_deploy.bench.loadgen import run_level
     from peagle_deploy.bench.sagemaker_sender import SageMakerChatSender
+    from peagle_deploy.runtime.target_ref import parse_target
 
     token = (b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,'
              b'"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}]}\n\n')
@@ -268,7 +269,7 @@ def run_sagemaker_frames(concurrency: int, duration: float, n_tokens: int) -> di
     client.meta.events.register("before-send.sagemaker-runtime.InvokeEndpointWithResponseStream", answer)
 
     async def go():
-        async with SageMakerChatSender(session, "bench", max_in_flight=concurrency) as sender:
+        async with SageMakerChatSender(session, parse_target("bench"), max_in_flight=concurrency) as sender:
             sender._client = client  # the hooked client (same configuration as the sender's own)
             return await run_level(sender, [[{"role": "user", "content": "x"}]], concurrency, warmup=concurrency,
                                    duration=duration)

@@ -138,6 +138,18 @@ class ScalingRequest(BaseModel):
                 "idle_alarm": "PutMetricAlarm (idle: no request)"}[self.step]
 
 
+def _step_policy(step: Step, target: dict[str, str], name: str, *,
+                 bound: Literal["MetricIntervalLowerBound", "MetricIntervalUpperBound"], copies: int
+                 ) -> ScalingRequest:
+    """A step-scaling policy that sets the component's copies to `copies` when its alarm fires: the alarm's
+    metric at or above its threshold (`bound` MetricIntervalLowerBound, wake-up) or below it (Upper, idle)."""
+    return ScalingRequest(step=step, service="application-autoscaling", operation="PutScalingPolicy", body={
+        **target, "PolicyName": name, "PolicyType": "StepScaling",
+        "StepScalingPolicyConfiguration": {
+            "AdjustmentType": "ExactCapacity", "MetricAggregationType": "Maximum", "Cooldown": STEP_COOLDOWN_S,
+            "StepAdjustments": [{bound: 0.0, "ScalingAdjustment": copies}]}})
+
+
 class ComponentScaling(BaseModel):
     """What a component's copies scale on: Application Auto Scaling between `min_copies` and `max_copies`, target
     tracking with `autoscale`, and with `idle` scale to zero and back."""
@@ -180,11 +192,7 @@ class ComponentScaling(BaseModel):
             return found
         dimension = [{"Name": "InferenceComponentName", "Value": self.component}]
         found += [
-            ScalingRequest(step="wake_policy", service="application-autoscaling", operation="PutScalingPolicy", body={
-                **target, "PolicyName": WAKE_POLICY, "PolicyType": "StepScaling",
-                "StepScalingPolicyConfiguration": {
-                    "AdjustmentType": "ExactCapacity", "MetricAggregationType": "Maximum", "Cooldown": STEP_COOLDOWN_S,
-                    "StepAdjustments": [{"MetricIntervalLowerBound": 0.0, "ScalingAdjustment": self.wake_copies}]}}),
+            _step_policy("wake_policy", target, WAKE_POLICY, bound="MetricIntervalLowerBound", copies=self.wake_copies),
             ScalingRequest(step="wake_alarm", service="cloudwatch", operation="PutMetricAlarm", policy=WAKE_POLICY,
                            body={
                 "AlarmName": wake_alarm_name(self.component),
@@ -195,11 +203,7 @@ class ComponentScaling(BaseModel):
                 "Statistic": "Sum", "Period": PERIOD_S, "EvaluationPeriods": 1, "DatapointsToAlarm": 1,
                 "Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold",
                 "TreatMissingData": "notBreaching", "Tags": tags}),
-            ScalingRequest(step="idle_policy", service="application-autoscaling", operation="PutScalingPolicy", body={
-                **target, "PolicyName": IDLE_POLICY, "PolicyType": "StepScaling",
-                "StepScalingPolicyConfiguration": {
-                    "AdjustmentType": "ExactCapacity", "MetricAggregationType": "Maximum", "Cooldown": STEP_COOLDOWN_S,
-                    "StepAdjustments": [{"MetricIntervalUpperBound": 0.0, "ScalingAdjustment": 0}]}}),
+            _step_policy("idle_policy", target, IDLE_POLICY, bound="MetricIntervalUpperBound", copies=0),
             ScalingRequest(step="idle_alarm", service="cloudwatch", operation="PutMetricAlarm", policy=IDLE_POLICY,
                            body={
                 "AlarmName": idle_alarm_name(self.component),

@@ -90,9 +90,10 @@ def test_follow_up_bodies_are_never_cached_by_id():
 def test_both_senders_keep_one_body_per_prompt_and_only_an_endpoint_has_a_limit():
     from peagle_deploy.bench.sagemaker_sender import SageMakerChatSender
     from peagle_deploy.errors import UsageError
+    from peagle_deploy.runtime.target_ref import parse_target
 
     http = HttpChatSender("http://127.0.0.1:9/invocations", model="m", max_tokens=7)
-    endpoint = SageMakerChatSender(None, "ep", max_tokens=7)
+    endpoint = SageMakerChatSender(None, parse_target("ep"), max_tokens=7)
     for sender in (http, endpoint):
         body = sender.body(PROMPTS[0])
         assert sender.body(PROMPTS[0]) is body and len(sender.body) == 1  # encoded once, kept by the prompt

@@ -69,6 +69,7 @@ def loopback_index(root: Path, wheel: Path | None) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_port}/simple/"
     finally:
         server.shutdown()
+        thread.join(10)
         server.server_close()
 
 

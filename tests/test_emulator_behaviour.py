@@ -92,3 +92,30 @@ def test_extra_wsgi_routes_plug_in_as_middlewares():
         with urllib.request.urlopen(f"{emu.endpoint_url}/hello", timeout=10) as response:
             assert response.read() == b"eu-west-1"
         assert emu.client("sagemaker").list_endpoints()["Endpoints"] == []  # moto still answers behind it
+
+
+
+def test_a_request_still_open_when_the_emulator_stops_does_not_outlive_it():
+    """A request the server is still reading (or answering: a stalled stream) when the block ends: its thread once
+    outlived the fixture (the server's close joined it without end, and the fixture gave up after 10 s), to wake
+    at interpreter shutdown without module globals (a NameError in a thread). Leaving the block now ends the
+    connection and joins every thread the server started."""
+    import socket
+    import threading
+    import time
+
+    before = set(threading.enumerate())
+    with SageMakerEmulator.server(seed_jumpstart=False, set_env=False) as emu:
+        client = socket.create_connection(("127.0.0.1", int(emu.endpoint_url.rsplit(":", 1)[1])), timeout=30)
+        client.sendall(b"GET /moto-api/data.json HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # the headers never end
+        deadline = time.monotonic() + 60
+        while not [t for t in threading.enumerate() if t not in before and "request" in t.name]:
+            assert time.monotonic() < deadline, "the emulator never took the connection"
+            time.sleep(0.01)
+    try:
+        leaked = [thread.name for thread in threading.enumerate() if thread not in before and thread.is_alive()]
+        assert leaked == []
+        while client.recv(65536):  # the server's side is shut: whatever it answered, then the end
+            pass
+    finally:
+        client.close()

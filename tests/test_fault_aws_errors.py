@@ -92,6 +92,7 @@ def html_server():
     yield f"http://127.0.0.1:{httpd.server_port}"
     httpd.shutdown()
     thread.join(10)
+    httpd.server_close()  # the listening socket, and the request threads joined
 
 
 def _closed_port() -> int:

@@ -375,9 +375,8 @@ def make_sender(ref: TargetRef, info: TargetInfo, plan: BenchPlan, session: Any)
     if ref.kind == "sagemaker":
         from .sagemaker_sender import SageMakerChatSender
 
-        return SageMakerChatSender(session, ref.name, max_tokens=plan.max_tokens, temperature=plan.temperature,
-                                   timeout=plan.timeout, max_in_flight=max(plan.concurrency),
-                                   inference_component=ref.inference_component)
+        return SageMakerChatSender(session, ref, max_tokens=plan.max_tokens, temperature=plan.temperature,
+                                   timeout=plan.timeout, max_in_flight=max(plan.concurrency))
     from .http_sender import HttpChatSender
 
     return HttpChatSender(ref.request_url, model=info.model, max_tokens=plan.max_tokens,

@@ -18,6 +18,7 @@ from ..runtime.eventstream import StreamFailure, payload_parts
 from ..runtime.failures import TargetHttpError, error_text
 from ..runtime.payload import MAX_BODY_BYTES
 from ..runtime.sse import ChunkTally, StreamError
+from ..runtime.target_ref import TargetRef
 from .records import Messages, RequestRecord
 from .request_bodies import RequestBodies
 
@@ -32,13 +33,13 @@ class SageMakerCallError(Exception):
 
 
 class SageMakerChatSender:
-    def __init__(self, session: Any, endpoint: str, *, max_tokens: int = 256, temperature: float = 0.0,
-                 timeout: float = 600.0, max_in_flight: int = 128, inference_component: str | None = None):
+    def __init__(self, session: Any, target: TargetRef, *, max_tokens: int = 256, temperature: float = 0.0,
+                 timeout: float = 600.0, max_in_flight: int = 128):
         self.session = session
-        self.endpoint = endpoint
+        self.target = target
         # InvokeEndpoint's names: the endpoint, and its inference component when it hosts components
-        self.addressed = {"EndpointName": endpoint, **({"InferenceComponentName": inference_component}
-                                                         if inference_component else {})}
+        self.addressed = {"EndpointName": target.name, **({"InferenceComponentName": target.inference_component}
+                                                            if target.inference_component else {})}
         self.body = RequestBodies({"max_tokens": max_tokens, "temperature": temperature}, limit=MAX_BODY_BYTES)
         self.timeout = timeout
         self.max_in_flight = max_in_flight

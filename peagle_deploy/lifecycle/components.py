@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, Field
 
 from ..aws import error_code, is_lost_answer, is_not_found, translate_error
-from ..errors import EndpointFailed, WaitTimeout
+from ..errors import EndpointFailed
 from ..scale_to_zero import (
     COPY_DIMENSION,
     IDLE_POLICY,
@@ -41,7 +41,7 @@ from ..scale_to_zero import (
 from ..tags import PeagleTags
 from .autoscaling import _failed
 from .outcome import Outcome
-from .wait import Progress, poll_intervals
+from .wait import Progress, poll_intervals, poll_until_in_service
 
 COMPONENT = "component"
 WAITING = {"Creating", "Updating"}
@@ -110,39 +110,16 @@ def wait_component(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[flo
                    clock: Callable[[], float], on_progress: Progress | None = None) -> dict[str, Any]:
     """Poll DescribeInferenceComponent until InService (its description), Failed (EndpointFailed with SageMaker's
     FailureReason) or the timeout (WaitTimeout). A poll that fails transiently is asked again."""
-    from ..aws import is_transient
-    from .wait import READ_ATTEMPTS
-
-    start, misses = clock(), 0
-    for delay in poll_intervals():
-        try:
-            described = sm.describe_inference_component(InferenceComponentName=name)
-            misses = 0
-        except Exception as exc:
-            if is_not_found(exc):
-                raise EndpointFailed(f"inference component {name} disappeared while peagle waited for it",
-                                     "someone deleted it; see CloudTrail for who") from None
-            misses += 1
-            if not is_transient(exc) or misses >= READ_ATTEMPTS:
-                raise (translate_error(exc) or exc) from None
-            sleep(delay)
-            continue
-        status = described.get("InferenceComponentStatus", "Unknown")
-        elapsed = clock() - start
-        if on_progress:
-            on_progress(status, elapsed, "placing the component's copies: the model loads on the instance"
-                        if status in WAITING else status)
-        if status == "InService":
-            return described
-        if status not in WAITING:
-            reason = described.get("FailureReason") or "no reason given"
-            raise EndpointFailed(f"inference component {name} is {status}: {reason}",
-                                 f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})")
-        if elapsed >= timeout_s:
-            raise WaitTimeout(f"inference component {name} still {status} after {int(elapsed)}s",
-                              f"remove it with 'peagle cleanup {described.get('EndpointName', name)} --yes'")
-        sleep(min(delay, max(0.0, timeout_s - elapsed)) or delay)
-    raise AssertionError("unreachable")
+    return poll_until_in_service(
+        lambda: sm.describe_inference_component(InferenceComponentName=name), what=f"inference component {name}",
+        status_of=lambda described: described.get("InferenceComponentStatus", "Unknown"), waiting=WAITING,
+        doing=lambda status, _elapsed: ("placing the component's copies: the model loads on the instance"
+                                        if status in WAITING else status),
+        failed=lambda status, reason: EndpointFailed(
+            f"inference component {name} is {status}: {reason}",
+            f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})"),
+        timeout_hint=lambda described: f"remove it with 'peagle cleanup {described.get('EndpointName', name)} --yes'",
+        timeout_s=timeout_s, sleep=sleep, clock=clock, on_progress=on_progress, report_misses=False)
 
 
 def log_group(component: str) -> str:

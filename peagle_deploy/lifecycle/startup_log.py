@@ -34,11 +34,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_VERSION = (
-    re.compile(r"vLLM (?:API )?server version v?(\d+\.\d+[\w.+-]*?)(?:,|\s|$)"),
-    re.compile(r"Initializing a V\d LLM engine \(v(\d+\.\d+[^)]*)\) with config"),
-    re.compile(r"█.*\bversion\s+v?(\d+\.\d+[\w.+-]*)"),
-)
+# the version, from the API server's banner (its plain line or its ASCII logo's) and from the engine core's line;
+# startup_phases reads the same lines as the markers of a start and of the engine's
+SERVER_VERSION = re.compile(r"vLLM (?:API )?server version v?(\d+\.\d+[\w.+-]*?)(?:,|\s|$)")
+ENGINE_VERSION = re.compile(r"Initializing a V\d LLM engine \(v(\d+\.\d+[^)]*)\) with config")
+LOGO_VERSION = re.compile(r"█.*\bversion\s+v?(\d+\.\d+[\w.+-]*)")
+_VERSION = (SERVER_VERSION, ENGINE_VERSION, LOGO_VERSION)
 _FALLBACK = re.compile(r"Model Runner V2 (does not yet support (?P<what>.+?)|requires (?P<needs>.+?)); "
                        r"using the V1 model runner instead", re.IGNORECASE)  # 0.22 wrote "Model runner v2"
 _V2 = re.compile(r"Using V2 Model Runner")
@@ -89,6 +90,16 @@ class StartupInfo(BaseModel):
         elif self.speculation_off:
             parts.append("speculative decoding off")
         return ", ".join(parts)
+
+
+def plain(raw: str) -> str:
+    """A log line without the terminal colour codes vLLM's logger may add."""
+    return _ANSI.sub("", raw)
+
+
+def is_banner(line: str) -> bool:
+    """The API server's banner: the first line of a start."""
+    return SERVER_VERSION.search(line) is not None or LOGO_VERSION.search(line) is not None
 
 
 def _literal_after(text: str, start: int) -> Any:
@@ -147,7 +158,7 @@ def parse_startup(lines: Iterable[str], source: str) -> StartupInfo:
     engine_spec: dict[str, Any] | None = None
     for raw in lines:
         info.lines_read += 1
-        line = _ANSI.sub("", raw)
+        line = plain(raw)
         for pattern in _VERSION:
             if (m := pattern.search(line)) is not None:
                 info.version = m.group(1)

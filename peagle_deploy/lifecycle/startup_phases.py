@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from .startup_log import _ANSI, _VERSION
+from .startup_log import ENGINE_VERSION, is_banner, plain
 
 PHASES = {
     "api_server": "API server: config, tokenizer, engine process",
@@ -45,7 +45,6 @@ FROM_TIMESTAMPS = "log timestamps"
 
 # vLLM's logger prefix: the level, then the time as "%m-%d %H:%M:%S" (no year, whole seconds)
 STAMP = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)\b")
-_ENGINE = re.compile(r"Initializing a V\d LLM engine \(v[^)]*\) with config")
 _LOAD_START = re.compile(r"Starting to load model ")
 _MODEL_LOADING = re.compile(r"Model loading took [\d.]+ GiB (?:memory )?and (?P<s>[\d.]+) seconds")
 _WEIGHTS = re.compile(r"Loading weights took (?P<s>[\d.]+) seconds")
@@ -138,14 +137,14 @@ class _Start:
 def _scan(lines: Iterable[str]) -> _Start:
     start = _Start()
     for raw in lines:
-        line = _ANSI.sub("", raw)
-        if _VERSION[0].search(line) or _VERSION[2].search(line):
+        line = plain(raw)
+        if is_banner(line):
             start = _Start()  # the API server's banner: a start begins (a later one's phases are what count)
         stamp = _stamp(line)
         message = _message(line)
         if stamp is not None:
             start.mark("first", stamp, message)
-        if _ENGINE.search(line):
+        if ENGINE_VERSION.search(line):
             start.mark("engine", stamp, message[:120])
         elif _LOAD_START.search(line):
             start.mark("load", stamp, message)

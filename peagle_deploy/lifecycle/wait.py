@@ -7,7 +7,7 @@ tests never really wait.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from ..aws import is_not_found, is_transient, translate_error
@@ -77,46 +77,66 @@ def read_retrying(call: Callable[[], T], *, sleep: Callable[[float], None], atte
     raise AssertionError("unreachable")
 
 
-def wait_in_service(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[float], None],
-                    clock: Callable[[], float], on_progress: Progress | None = None) -> dict[str, Any]:
-    """Poll until InService (returns the description), Failed (EndpointFailed) or the timeout (WaitTimeout).
-    A poll that fails transiently is a missed poll, not a failure; READ_ATTEMPTS in a row give up with
-    the AWS error's own exit code (never 'endpoint failed')."""
+def poll_until_in_service(describe: Callable[[], dict[str, Any]], *, what: str,
+                          status_of: Callable[[dict[str, Any]], str], waiting: Collection[str],
+                          doing: Callable[[str, float], str], failed: Callable[[str, str], Exception],
+                          timeout_hint: Callable[[dict[str, Any]], str], timeout_s: float,
+                          sleep: Callable[[float], None], clock: Callable[[], float],
+                          on_progress: Progress | None = None, report_misses: bool = True) -> dict[str, Any]:
+    """The poll behind every wait for InService: `describe()` until `status_of` its answer is InService (returns
+    the answer), a status outside `waiting` (raises `failed(status, reason)`) or the timeout on `clock`
+    (WaitTimeout naming `what`, with `timeout_hint`). A poll that fails transiently is a missed poll, not a
+    failure (reported as status "Unknown" when `report_misses`); READ_ATTEMPTS in a row give up with the AWS
+    error's own exit code; NotFound means someone deleted `what`."""
     start = clock()
     misses = 0
     for delay in poll_intervals():
         try:
-            described = sm.describe_endpoint(EndpointName=name)
+            described = describe()
             misses = 0
         except Exception as exc:
             if is_not_found(exc):
-                raise EndpointFailed(f"endpoint {name} disappeared while peagle waited for it",
+                raise EndpointFailed(f"{what} disappeared while peagle waited for it",
                                      "someone deleted it; see CloudTrail for who") from None
             misses += 1
             if not is_transient(exc) or misses >= READ_ATTEMPTS:
                 raise (translate_error(exc) or exc) from None
-            elapsed = clock() - start
-            if on_progress:
-                on_progress("Unknown", elapsed, f"could not read the status ({type(exc).__name__}); asking again")
+            if report_misses:
+                elapsed = clock() - start
+                if on_progress:
+                    on_progress("Unknown", elapsed, f"could not read the status ({type(exc).__name__}); asking again")
             sleep(delay)
             continue
-        status = described["EndpointStatus"]
+        status = status_of(described)
         elapsed = clock() - start
         if on_progress:
             on_progress(status, elapsed, doing(status, elapsed))
         if status == "InService":
             return described
-        if status not in WAITING:
-            reason = described.get("FailureReason") or "no reason given"
-            if is_capacity_failure(reason):  # no instance to be had, of any type listed: capacity, exit 4
-                raise QuotaError(f"endpoint {name} is {status}: {reason}", CAPACITY_HINT)
-            raise EndpointFailed(f"endpoint {name} is {status}: {reason}",
-                                 f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})")
+        if status not in waiting:
+            raise failed(status, described.get("FailureReason") or "no reason given")
         if elapsed >= timeout_s:
-            raise WaitTimeout(
-                f"endpoint {name} still {status} after {int(elapsed)}s",
-                f"keep waiting with 'aws sagemaker wait endpoint-in-service --endpoint-name {name}' "
-                f"(deploy with --keep-on-failure to keep it), or remove it with 'peagle cleanup {name} --yes'",
-            )
+            raise WaitTimeout(f"{what} still {status} after {int(elapsed)}s", timeout_hint(described))
         sleep(min(delay, max(0.0, timeout_s - elapsed)) or delay)
     raise AssertionError("unreachable")
+
+
+def wait_in_service(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[float], None],
+                    clock: Callable[[], float], on_progress: Progress | None = None) -> dict[str, Any]:
+    """Poll until InService (returns the description), Failed (EndpointFailed; QuotaError when SageMaker found no
+    capacity) or the timeout (WaitTimeout). A poll that fails transiently is a missed poll, not a failure;
+    READ_ATTEMPTS in a row give up with the AWS error's own exit code (never 'endpoint failed')."""
+
+    def failed(status: str, reason: str) -> Exception:
+        if is_capacity_failure(reason):  # no instance to be had, of any type listed: capacity, exit 4
+            return QuotaError(f"endpoint {name} is {status}: {reason}", CAPACITY_HINT)
+        return EndpointFailed(f"endpoint {name} is {status}: {reason}",
+                              f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})")
+
+    return poll_until_in_service(
+        lambda: sm.describe_endpoint(EndpointName=name), what=f"endpoint {name}",
+        status_of=lambda described: described["EndpointStatus"], waiting=WAITING, doing=doing, failed=failed,
+        timeout_hint=lambda _described: (
+            f"keep waiting with 'aws sagemaker wait endpoint-in-service --endpoint-name {name}' "
+            f"(deploy with --keep-on-failure to keep it), or remove it with 'peagle cleanup {name} --yes'"),
+        timeout_s=timeout_s, sleep=sleep, clock=clock, on_progress=on_progress)

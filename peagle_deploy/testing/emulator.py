@@ -630,7 +630,12 @@ class SageMakerEmulator(CapacityEmulation):
         With set_env (default) this process's environment points at it too, until the block ends.
         """
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-        from werkzeug.serving import WSGIRequestHandler, make_server
+        from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
+
+        from .server_threads import ClosingThreadingMixIn
+
+        class Server(ClosingThreadingMixIn, ThreadedWSGIServer):
+            """werkzeug's threaded server; closing it (its serve_forever does, once shut down) ends its requests."""
 
         class QuietHandler(WSGIRequestHandler):
             def log_request(self, *args: Any, **kwargs: Any) -> None:  # keep test output readable
@@ -658,13 +663,14 @@ class SageMakerEmulator(CapacityEmulation):
         for middleware in [runtime_middleware, openai_route_middleware, pricing_middleware, *([backend.middleware] if backend else []),
                            router_middleware, *(middlewares or [])]:
             app = middleware(app, emulator)
-        server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler)
+        server = Server("127.0.0.1", 0, app, QuietHandler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         with ExitStack() as stack:
             stack.enter_context(mock.patch.object(settings, "TEST_SERVER_MODE", False))
             for patch in emulator._patches():
                 stack.enter_context(patch)
             thread.start()
+            stack.callback(server.server_close)  # serve_forever's own last step; again here in case it never ran
             stack.callback(thread.join, 10)
             stack.callback(server.shutdown)
             emulator.endpoint_url = f"http://127.0.0.1:{server.server_port}"

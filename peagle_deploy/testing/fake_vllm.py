@@ -20,13 +20,13 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .server_threads import ClosingThreadingMixIn
 from .streaming import chat_json, chat_sse, send_reply
 
 _PATHS = ("/invocations", "/v1/chat/completions")
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(ClosingThreadingMixIn, ThreadingHTTPServer):
     request_queue_size = 1024  # many connections at once must be accepted, not dropped
 
 

@@ -167,7 +167,8 @@ def test_sigint_after_sagemaker_took_the_update_then_recover_completes_it(emu, d
     names = [m["ModelName"] for m in emu.client("sagemaker").list_models()["Models"]]
     assert old in names and new in names
     status = peagle(emu, "status", NAME)
-    assert "update" in status.stdout, status.stdout  # the unfinished update is shown
+    assert f"update did not finish: {old} -> {new}" in status.stdout, status.stdout  # the models it moves between
+    assert f"peagle recover {NAME} --region us-east-1" in status.stdout
     out = peagle(emu, "recover", NAME, "--json")
     assert out.returncode == 0, out.stderr
     recovered = json.loads(out.stdout)["recovered"]["endpoints"][0]
@@ -204,3 +205,18 @@ def test_a_sigkill_before_update_inference_component_then_recover_reverts(emu, d
     assert new not in names and old in names
     tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
     assert tags["peagle:k"] == "3" and not any(k.startswith(("peagle:update", "peagle:lease")) for k in tags)
+
+
+def test_a_failed_update_that_sagemaker_rolls_back_removes_the_new_model_exit_6(emu, deployed):
+    old = component_model(emu)
+    emu.components.script(updating_polls=1, update_fails="CUDA out of memory")
+    out = peagle(emu, "update", NAME, "--k", "5", "--yes")
+    assert out.returncode == 6, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert "SageMaker rolled it back" in last and "CUDA out of memory" in last and "removed the new model" in last
+    sm = emu.client("sagemaker")
+    assert component_model(emu) == old
+    assert sm.describe_inference_component(InferenceComponentName=NAME)["InferenceComponentStatus"] == "InService"
+    assert sorted(m["ModelName"] for m in sm.list_models()["Models"] if m["ModelName"].startswith(NAME)) == [old]
+    tags = {t["Key"] for t in sm.list_tags(ResourceArn=sm.describe_endpoint(EndpointName=NAME)["EndpointArn"])["Tags"]}
+    assert not any(k.startswith(("peagle:update", "peagle:lease")) for k in tags)

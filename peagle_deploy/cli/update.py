@@ -42,7 +42,8 @@ def update(
     yes: YesOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Change K, mode or instances of a peagle endpoint: new config, blue/green UpdateEndpoint, verify, tidy up."""
+    """Change K, mode or instances of a peagle endpoint: new config, blue/green UpdateEndpoint, verify, tidy up.
+    On an endpoint hosting an inference component: K or mode, a new model the component is moved to."""
 
     def body(out):
         from ..autoscale import parse_autoscale
@@ -131,7 +132,7 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
     from .. import clock
     from ..inputs import check_price
     from ..lifecycle.signals import SignalGuard
-    from ..lifecycle.update_plan import prepare
+    from ..lifecycle.component_update import prepare_update
     from ..lifecycle.update_run import run_update
 
     with SignalGuard("nothing was changed"):
@@ -142,7 +143,7 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
             from ..plan import FactSource
 
             facts = FactSource(profile=session.profile, quota_lookup=QuotaReader(session))
-        plan = prepare(session, request, sleep=clock.sleep, facts=facts)
+        plan = prepare_update(session, request, sleep=clock.sleep, facts=facts)
     from ..lifecycle.component_update import ComponentUpdatePlan
 
     if isinstance(plan, ComponentUpdatePlan):

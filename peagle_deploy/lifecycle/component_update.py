@@ -5,7 +5,7 @@ The speculative config lives in the model's environment and the component names 
 builder with update_plan's carry rule (the user's --env, data channels, network settings kept), then
 UpdateInferenceComponent with the live specification naming the new model: SageMaker replaces the component's copies
 and the endpoint keeps its instances and its config. Instances, autoscaling and rollback alarms are not changed here
-(`check_component_request` refuses them in one line).
+(`check_component_update` refuses them in one line).
 
 Order, and what each failure leaves (as `update_run`, whose helpers it shares):
 1. (the plan) read the endpoint, its component, the model it names, the tags;
@@ -20,8 +20,8 @@ Order, and what each failure leaves (as `update_run`, whose helpers it shares):
    the new model is removed, exit 6. A signal or timeout while Updating cannot stop SageMaker: `peagle recover NAME`
    waits for the component, then completes (it names the new model) or reverts (the old one), as for a classic
    update;
-6. verify the new model's speculative config and the component (as deploy does), retag the endpoint and the
-   component, delete the old model only if peagle made it and nothing else uses it, clear the intent.
+6. verify the new model's speculative config and the component (as deploy does), retag the endpoint (its K and
+   mode), delete the old model only if peagle made it and nothing else uses it, clear the intent.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from .update_plan import (
     Live,
     Serving,
     UpdateRequest,
+    check_component_update,
     _carried,
     _container,
     _current_plan,
@@ -55,6 +56,8 @@ from .update_plan import (
     _resource_tags,
     _target_request,
     new_resource_name,
+    prepare,
+    read_request,
 )
 from .update_run import EndpointChanged, UpdateResult
 from .verify import Check, require, verify
@@ -65,20 +68,6 @@ Read = Callable[[Callable[[], Any]], Any]
 # (its `Container` there is the deployed image's description, not a request: the ModelName form carries no container)
 _SPEC_KEYS = ("InstanceType", "ModelName", "StartupParameters", "ComputeResourceRequirements",
               "BaseInferenceComponentName", "DataCacheConfig", "SchedulingConfig")
-
-
-def check_component_request(request: UpdateRequest, name: str) -> None:
-    """What `update` changes on a component-based endpoint: K and mode only; the rest in one line."""
-    given = [flag for flag, value in (("--instance-type", request.instance_type or request.instance_pools),
-                                      ("--instance-count", request.instance_count),
-                                      ("--autoscale", request.autoscale),
-                                      ("--rollback-alarm", request.rollback_alarms)) if value]
-    if given:
-        raise UsageError(f"endpoint {name!r} hosts its model as an inference component: peagle update changes its K "
-                         f"or mode, not {', '.join(given)}",
-                         "update K or mode only (peagle update NAME --k N), or deploy the new instances beside it "
-                         f"(peagle deploy MODEL --hosting component --name NEW-NAME), then peagle cleanup {name}; "
-                         "nothing was changed")
 
 
 class ComponentUpdatePlan(BaseModel):
@@ -97,7 +86,7 @@ class ComponentUpdatePlan(BaseModel):
     speculative_config: str | None
     create_model: dict[str, Any]
     update_component: dict[str, Any]
-    endpoint_tags: dict[str, str] = Field(description="AddTags on the endpoint and the component after success")
+    endpoint_tags: dict[str, str] = Field(description="AddTags on the endpoint after success (status reads them)")
     delete_after_success: list[dict[str, str]] = Field(description="the old model: peagle's own, if nothing uses it")
     notes: list[str] = Field(default_factory=list)
     verify_plan: DeploymentPlan = Field(exclude=True)
@@ -114,8 +103,7 @@ class ComponentUpdatePlan(BaseModel):
                 f"CreateModel {self.create_model['ModelName']}",
                 f"UpdateInferenceComponent {self.component} -> model {self.target.model} (SageMaker replaces its "
                 "copies; the endpoint keeps its instances and config)",
-                f"AddTags {self.endpoint_name} and {self.component} "
-                f"({', '.join(f'{k}={v}' for k, v in self.endpoint_tags.items())})",
+                f"AddTags {self.endpoint_name} ({', '.join(f'{k}={v}' for k, v in self.endpoint_tags.items())})",
                 *(f"DeleteModel {d['name']} (after success; peagle's own, if unused)"
                   for d in self.delete_after_success),
                 f"DeleteTags {self.endpoint_name} (the update's intent, once done)"]
@@ -127,7 +115,7 @@ def plan_component_update(live: Live, component: dict[str, Any], request: Update
     UpdateInferenceComponent request (the live specification, naming the new model)."""
     from ..served_config import spec_of_environment
 
-    check_component_request(request, request.name)
+    check_component_update(request, request.name)
     now = (now or datetime.now(UTC)).replace(microsecond=0)
     facts = facts or FactSource()
     tags = live.peagle
@@ -165,6 +153,16 @@ def plan_component_update(live: Live, component: dict[str, Any], request: Update
                           "Specification": specification},
         endpoint_tags=endpoint_tags, delete_after_success=[{"kind": "model", "name": current.model}],
         notes=notes, verify_plan=verify_plan)
+
+
+def prepare_update(session: Any, request: UpdateRequest, *, sleep: Callable[[float], None] = time.sleep,
+                   now: datetime | None = None, facts: FactSource | None = None) -> Any:
+    """Reads only -> the plan of either shape: a `ComponentUpdatePlan` for an endpoint that hosts its model as an
+    inference component, else update_plan's `UpdatePlan`."""
+    live = read_request(session, request, sleep=sleep)
+    if live.component is None:
+        return prepare(session, request, sleep=sleep, now=now, facts=facts, live=live)
+    return plan_component_update(live, live.component, request, now=now, facts=facts)
 
 
 # the run ----------------------------------------------------------------------------------------------------------
@@ -320,9 +318,8 @@ class _Run:
             checks.append(component_startup(self.session.client("logs"), plan.verify_plan, sleep=self.sleep,
                                             since_ms=since_ms))
             require(checks)
-            tag_list = [{"Key": k, "Value": v} for k, v in plan.endpoint_tags.items()]
-            self.sm.add_tags(ResourceArn=plan.endpoint_arn, Tags=tag_list)
-            self.sm.add_tags(ResourceArn=plan.component_arn, Tags=tag_list)
+            self.sm.add_tags(ResourceArn=plan.endpoint_arn,
+                             Tags=[{"Key": k, "Value": v} for k, v in plan.endpoint_tags.items()])
             removed = teardown(self.sm, models=[d["name"] for d in plan.delete_after_success], wait=False)
             try:
                 clear_update_intent(self.sm, plan.endpoint_arn)
@@ -387,4 +384,4 @@ def run_component_update(plan: ComponentUpdatePlan, session: Any, *, timeout_s: 
                         notes=plan.notes)
 
 
-__all__ = ["ComponentUpdatePlan", "check_component_request", "plan_component_update", "run_component_update"]
+__all__ = ["ComponentUpdatePlan", "plan_component_update", "prepare_update", "run_component_update"]

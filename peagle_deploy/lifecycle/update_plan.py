@@ -191,6 +191,21 @@ def check_request(request: UpdateRequest) -> None:
         raise UsageError("a --rollback-alarm is given twice", "pass each alarm once")
 
 
+def check_component_update(request: UpdateRequest, name: str) -> None:
+    """What `update` changes on a component-based endpoint (lifecycle/component_update.py): K and mode only; the
+    rest in one line."""
+    given = [flag for flag, value in (("--instance-type", request.instance_type or request.instance_pools),
+                                      ("--instance-count", request.instance_count),
+                                      ("--autoscale", request.autoscale),
+                                      ("--rollback-alarm", request.rollback_alarms)) if value]
+    if given:
+        raise UsageError(f"endpoint {name!r} hosts its model as an inference component: peagle update changes its K "
+                         f"or mode, not {', '.join(given)}",
+                         "update K or mode only (peagle update NAME --k N), or deploy the new instances beside it "
+                         f"(peagle deploy MODEL --hosting component --name NEW-NAME), then peagle cleanup {name}; "
+                         "nothing was changed")
+
+
 # reading the live endpoint ----------------------------------------------------------------------
 class Live(BaseModel):
     """The endpoint as SageMaker holds it now."""
@@ -261,11 +276,10 @@ def _live_component(sm: Any, request: UpdateRequest, endpoint: dict[str, Any], p
                     read: Callable[[Callable[[], Any]], Any]) -> dict[str, Any]:
     """The inference component peagle made for a component-based endpoint, InService and naming a model."""
     from .component_status import component_of
-    from .component_update import check_component_request
     from .components import describe_component
 
     name = request.name
-    check_component_request(request, name)
+    check_component_update(request, name)
     component = read(lambda: component_of(sm, endpoint, peagle))
     found = read(lambda: describe_component(sm, component)) if component else None
     if found is None:
@@ -577,17 +591,19 @@ def check_alarms(session: Any, alarms: list[str], *, read: Callable[[Callable[[]
                          "create it first, or check the --rollback-alarm name and --region")
 
 
-def prepare(session: Any, request: UpdateRequest, *, sleep: Callable[[float], None] = time.sleep,
-            now: datetime | None = None, facts: FactSource | None = None) -> UpdatePlan | Any:
-    """Reads only: the live endpoint, the spec, the alarms -> the plan (a `component_update.ComponentUpdatePlan`
-    for an endpoint that hosts its model as an inference component)."""
+def read_request(session: Any, request: UpdateRequest, *, sleep: Callable[[float], None] = time.sleep) -> Live:
+    """The request checked, then the live endpoint read (reads only)."""
     check_request(request)
-    read = lambda call: read_retrying(call, sleep=sleep)  # noqa: E731
-    live = read_live(session.client("sagemaker"), request, read=read)
-    if live.component is not None:
-        from .component_update import plan_component_update
+    return read_live(session.client("sagemaker"), request, read=lambda call: read_retrying(call, sleep=sleep))
 
-        return plan_component_update(live, live.component, request, now=now, facts=facts)
+
+def prepare(session: Any, request: UpdateRequest, *, sleep: Callable[[float], None] = time.sleep,
+            now: datetime | None = None, facts: FactSource | None = None, live: Live | None = None) -> UpdatePlan:
+    """Reads only: the live endpoint (unless given), the spec, the alarms -> the plan. A component-based endpoint's
+    update is planned by `component_update.prepare_update`."""
+    live = live or read_request(session, request, sleep=sleep)
+    if live.component is not None:
+        raise ValueError(f"{request.name} hosts an inference component: plan it with component_update.prepare_update")
     plan = plan_update(live, request, now=now, facts=facts)
-    check_alarms(session, request.rollback_alarms, read=read)
+    check_alarms(session, request.rollback_alarms, read=lambda call: read_retrying(call, sleep=sleep))
     return plan

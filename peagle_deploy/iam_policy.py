@@ -406,7 +406,11 @@ COMMANDS: dict[str, list[Permission]] = {
                                         "component's in its own group)", "scopes": _COMPONENT_LOGS}),
     ],
     "logs": [
-        _LOGS,
+        _IC_LIST.model_copy(update={"why": "an endpoint that hosts an inference component: the component's copies "
+                                           "write to its own log group"}),
+        _LOGS.model_copy(update={"why": "read the container's log lines (/aws/sagemaker/Endpoints/NAME, an inference "
+                                        "component's /aws/sagemaker/InferenceComponents/COMPONENT)",
+                                 "scopes": _COMPONENT_LOGS}),
     ],
     "update": [
         _IDENTITY,

@@ -191,8 +191,8 @@ def test_a_sigkill_before_update_inference_component_then_recover_reverts(emu, d
     run = PeagleProcess(["update", NAME, "--k", "5", "--yes"], emu.env, program=forked_peagle())
     gate.wait_entered()
     run.signal(signal.SIGKILL)
+    assert run.finish() == -signal.SIGKILL
     gate.release()
-    run.finish()
     sm = emu.client("sagemaker")
     arn = sm.describe_endpoint(EndpointName=NAME)["EndpointArn"]
     tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}

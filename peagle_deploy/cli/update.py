@@ -235,7 +235,6 @@ def _update_component(out, session, plan, *, dry_run: bool, yes: bool, timeout: 
 
 def render_component_update(console, plan, *, title: str = "peagle update --dry-run: nothing was changed",
                             bodies: bool = True) -> None:
-    import json
 
     from ..output import print_key_values
 
@@ -250,6 +249,14 @@ def render_component_update(console, plan, *, title: str = "peagle update --dry-
         ("deployment", "UpdateInferenceComponent: SageMaker replaces the component's copies with ones of the new "
                        "model"),
     ], title=title)
+    _writes_and_bodies(console, plan, [("CreateModel", plan.create_model),
+                                       ("UpdateInferenceComponent", plan.update_component)] if bodies else [])
+
+
+def _writes_and_bodies(console, plan, bodies: list[tuple[str, dict | None]]) -> None:
+    """The plan's AWS writes in order, its notes, then each request body (None: not sent) as JSON."""
+    import json
+
     console.print("\n[bold]AWS writes, in order[/bold]")
     for number, write in enumerate(plan.writes, start=1):
         console.print(f"  {number}. {write}", soft_wrap=True, markup=False, highlight=False)
@@ -261,10 +268,10 @@ def render_component_update(console, plan, *, title: str = "peagle update --dry-
 
     from .render_plan import tags_once
 
-    for title_, body in tags_once(console, [("CreateModel", plan.create_model),
-                                            ("UpdateInferenceComponent", plan.update_component)]):
-        console.print(f"\n[bold]{title_}[/bold]")
-        console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
+    for title_, body in tags_once(console, bodies):
+        if body is not None:
+            console.print(f"\n[bold]{title_}[/bold]")
+            console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
 
 
 def _document(plan) -> dict:
@@ -273,7 +280,6 @@ def _document(plan) -> dict:
 
 def render_update(console, plan, *, title: str = "peagle update --dry-run: nothing was changed",
                   bodies: bool = True) -> None:
-    import json
 
     from ..output import print_key_values
 
@@ -292,22 +298,8 @@ def render_update(console, plan, *, title: str = "peagle update --dry-run: nothi
         *(("pool" if pool.kept else "left out", pool.line()) for pool in plan.verify_plan.pools),
     ]
     print_key_values(console, rows, title=title)
-    console.print("\n[bold]AWS writes, in order[/bold]")
-    for number, write in enumerate(plan.writes, start=1):
-        console.print(f"  {number}. {write}", soft_wrap=True, markup=False, highlight=False)
-    for note in plan.notes:
-        console.print(f"[cyan]note[/cyan] {note}", soft_wrap=True)
-    if not bodies:
-        return
-    from rich.json import JSON
-
-    from .render_plan import tags_once
-
-    for title_, body in tags_once(console, [("CreateModel", plan.create_model),
-                                            *((f"CreateModel {m['ModelName']} (instance pool)", m)
-                                              for m in plan.create_pool_models),
-                                            ("CreateEndpointConfig", plan.create_endpoint_config),
-                                            ("UpdateEndpoint", plan.update_endpoint)]):
-        if body is not None:
-            console.print(f"\n[bold]{title_}[/bold]")
-            console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
+    _writes_and_bodies(console, plan, [("CreateModel", plan.create_model),
+                                       *((f"CreateModel {m['ModelName']} (instance pool)", m)
+                                         for m in plan.create_pool_models),
+                                       ("CreateEndpointConfig", plan.create_endpoint_config),
+                                       ("UpdateEndpoint", plan.update_endpoint)] if bodies else [])

@@ -220,3 +220,19 @@ def test_a_failed_update_that_sagemaker_rolls_back_removes_the_new_model_exit_6(
     assert sorted(m["ModelName"] for m in sm.list_models()["Models"] if m["ModelName"].startswith(NAME)) == [old]
     tags = {t["Key"] for t in sm.list_tags(ResourceArn=sm.describe_endpoint(EndpointName=NAME)["EndpointArn"])["Tags"]}
     assert not any(k.startswith(("peagle:update", "peagle:lease")) for k in tags)
+
+
+def test_a_lost_answer_of_update_inference_component_retried_into_in_progress_goes_on(emu, deployed):
+    """SageMaker took UpdateInferenceComponent but its answer was lost; botocore's retry meets "Cannot update ...
+    while it is in state UPDATE_...": the component names the new model, so the update goes on (its new model is
+    never deleted) and completes."""
+    old = component_model(emu)
+    emu.components.script(updating_polls=2)
+    emu.fail("UpdateInferenceComponent", "ServiceUnavailable", "answer lost (emulated)", status=503, after=True,
+             times=1)
+    out = peagle(emu, "update", NAME, "--k", "5", "--yes")
+    assert out.returncode == 0, out.stderr
+    assert "but SageMaker took it" in out.stderr
+    new = component_model(emu)
+    names = [m["ModelName"] for m in emu.client("sagemaker").list_models()["Models"]]
+    assert new != old and new in names and old not in names

@@ -264,13 +264,15 @@ class _Run:
     def _reconcile(self, call_error: BaseException | None) -> str:
         """'accepted' (the component names the new model or is Updating), 'refused' (SageMaker's own no, or an
         InService component on the old model after an answer), else 'unknown'."""
-        from ..aws import botocore_exceptions, is_lost_answer
+        from ..aws import botocore_exceptions, error_message, is_lost_answer
         from .components import describe_component
 
         if call_error is None:
             return "unknown"
-        lost = is_lost_answer(call_error) or isinstance(call_error, KeyboardInterrupt)
-        if not lost:
+        # "Cannot update inference component ... while it is in state UPDATE_...": a retry of an attempt SageMaker
+        # took (or someone else's update): what the component names says which
+        in_progress = "while it is in state" in error_message(call_error).lower()
+        if not (in_progress or is_lost_answer(call_error) or isinstance(call_error, KeyboardInterrupt)):
             return "refused"
         try:
             described = self.read(lambda: describe_component(self.sm, self.plan.component))

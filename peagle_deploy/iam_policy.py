@@ -178,6 +178,7 @@ ACTION_SCOPES: dict[str, tuple[str, ...]] = {
     "sagemaker:CreateInferenceComponent": ("CreateManagedComponents", "CreateComponentsOnManagedEndpoints"),
     "sagemaker:DeleteInferenceComponent": ("ManageComponents",),
     "sagemaker:UpdateInferenceComponentRuntimeConfig": ("ManageComponents",),
+    "sagemaker:UpdateInferenceComponent": ("ManageComponents",),
     "application-autoscaling:DescribeScalingActivities": ("Anywhere",),
     "cloudwatch:ListTagsForResource": ("ReadAlarms",),
     "cloudwatch:TagResource": ("PeagleAlarms",),
@@ -405,7 +406,11 @@ COMMANDS: dict[str, list[Permission]] = {
                                         "component's in its own group)", "scopes": _COMPONENT_LOGS}),
     ],
     "logs": [
-        _LOGS,
+        _IC_LIST.model_copy(update={"why": "an endpoint that hosts an inference component: the component's copies "
+                                           "write to its own log group"}),
+        _LOGS.model_copy(update={"why": "read the container's log lines (/aws/sagemaker/Endpoints/NAME, an inference "
+                                        "component's /aws/sagemaker/InferenceComponents/COMPONENT)",
+                                 "scopes": _COMPONENT_LOGS}),
     ],
     "update": [
         _IDENTITY,
@@ -418,6 +423,9 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:CreateModel", "the new model (when the container's environment changes)"),
         _p("sagemaker:CreateEndpointConfig", "the new endpoint configuration"),
         _p("sagemaker:UpdateEndpoint", "switch the endpoint over (blue/green, baking period, rollback alarms)"),
+        _p("sagemaker:UpdateInferenceComponent", "a component-based endpoint: move its component to the new model",
+           unobserved="only on an endpoint that hosts an inference component, which the update scenario does not "
+                      "deploy (tests/test_components_update.py does)"),
         _p("servicequotas:ListServiceQuotas", "--instance-type A,B: each instance pool's quota, as deploy reads it"),
         _p("sagemaker:AddTags", "the update's intent and lease on the endpoint before its first write (for peagle "
                                 "recover; the lease refreshed every 60 s); tag the new config and model as the live "

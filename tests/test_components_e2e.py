@@ -236,10 +236,11 @@ def test_verification_reads_vllms_start_up_lines_from_the_components_own_log_gro
     assert checks["speculative config"]["state"] == checks["drafter channel"]["state"] == "verified"
 
 
-def test_update_refuses_a_component_based_endpoint_in_one_line_and_writes_nothing(emu, clocked):
+def test_update_refuses_an_instance_change_of_a_component_based_endpoint_in_one_line_and_writes_nothing(emu, clocked):
+    """K and mode of a component are updated (tests/test_components_update.py); its instances are not."""
     assert deploy(emu, "--scale-to-zero").returncode == 0
     emu.calls.clear()
-    out = peagle(emu, "update", NAME, "--k", "5", "--yes")
+    out = peagle(emu, "update", NAME, "--instance-type", "ml.g7e.4xlarge", "--yes")
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), out.stderr
     assert "hosts its model as an inference component" in lines[0] and f"peagle cleanup {NAME}" in lines[0]

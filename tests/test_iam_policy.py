@@ -222,9 +222,13 @@ def test_policy_document_is_attachable_json():
     [pass_role] = [s for s in doc["Statement"] if "iam:PassRole" in s["Action"]]
     assert pass_role["Action"] == ["iam:PassRole"]
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
-    logs_only = iam_policy.policy_document(["logs"])
-    assert logs_only["Statement"] == [{"Sid": "EndpointLogs", "Effect": "Allow", "Action": ["logs:FilterLogEvents"],
-                                       "Resource": iam_policy.LOG_GROUPS}]
+    logs_only = iam_policy.policy_document(["logs"])  # an inference component's copies write to its own group
+    assert logs_only["Statement"] == [
+        {"Sid": "Anywhere", "Effect": "Allow", "Action": ["sagemaker:ListInferenceComponents"], "Resource": "*"},
+        {"Sid": "EndpointLogs", "Effect": "Allow", "Action": ["logs:FilterLogEvents"],
+         "Resource": iam_policy.LOG_GROUPS},
+        {"Sid": "ComponentLogs", "Effect": "Allow", "Action": ["logs:FilterLogEvents"],
+         "Resource": iam_policy.COMPONENT_LOG_GROUPS}]
 
 
 def test_cli_prints_the_policy(no_aws):

@@ -402,15 +402,19 @@ def check_agreement(baseline: str, candidate: str, prompts: Sequence[list[dict[s
                     max_tokens: int, temperatures: Sequence[float], samples: int, concurrency: int,
                     alpha: float = ALPHA, noise_per_token: float = NOISE_PER_TOKEN, region: str | None = None,
                     profile: str | None = None, model: str | None = None, timeout: float = 600.0,
-                    on_answer: Callable[[], None] | None = None) -> AgreementReport:
+                    on_answer: Callable[[], None] | None = None,
+                    refs: tuple[TargetRef, TargetRef] | None = None) -> AgreementReport:
+    """`refs`: the two targets as the command addressed them (an endpoint's inference component named), else parsed
+    from `baseline` and `candidate`."""
+    base_target, cand_target = refs or (baseline, candidate)
     greedy = None
     sampled: list[SampledAgreement] = []
     common = {"max_tokens": max_tokens, "concurrency": concurrency, "region": region, "profile": profile,
               "model": model, "timeout": timeout, "on_answer": on_answer}
     for temperature in temperatures:
         n = 1 if temperature == 0 else samples
-        base = collect(baseline, prompts, temperature=temperature, samples=n, **common)
-        cand = collect(candidate, prompts, temperature=temperature, samples=n, **common)
+        base = collect(base_target, prompts, temperature=temperature, samples=n, **common)
+        cand = collect(cand_target, prompts, temperature=temperature, samples=n, **common)
         if temperature == 0:
             greedy = greedy_agreement(base, cand, noise_per_token=noise_per_token)
         else:

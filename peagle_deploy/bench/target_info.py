@@ -92,6 +92,15 @@ def target_identity(ref: Any, region: str | None) -> tuple[str, ...]:
     return ("url", parts.scheme.lower(), "loopback" if host in _LOOPBACK else host, str(port), parts.path)
 
 
+def _component_model(sm: Any, ref: Any) -> str | None:
+    """The model the addressed inference component names (its config's variant names none); None otherwise."""
+    if not getattr(ref, "inference_component", None):
+        return None
+    from ..lifecycle.components import describe_component
+
+    return ((describe_component(sm, ref.inference_component) or {}).get("Specification") or {}).get("ModelName")
+
+
 def target_facts(ref: Any, *, region: str | None = None, profile: str | None = None) -> Any:
     """What a target runs, read before any request: a URL's /metrics (and a `peagle local` server's start-up log
     and state), an endpoint's served config. A read that fails is a note on the facts (unknown), not a failure;
@@ -110,7 +119,8 @@ def target_facts(ref: Any, *, region: str | None = None, profile: str | None = N
 
     try:
         session = AwsSession(ref.session_region(region), profile)
-        served = read_served_config(session.client("sagemaker"), ref.name)
+        sm = session.client("sagemaker")
+        served = read_served_config(sm, ref.name, model=_component_model(sm, ref))
     except UsageError:
         raise
     except PeagleError as exc:  # credentials, a profile: the requests will say more

@@ -355,6 +355,22 @@ def bench_advise(
     run(json_output, body)
 
 
+def _address(ref, component: str | None, flag: str, region: str | None, profile: str | None, out):
+    """An endpoint that hosts an inference component answers only requests that name it: the one it hosts (or
+    `component`), read from SageMaker as `bench` reads it (lifecycle/component_target.py)."""
+    from ..errors import UsageError
+    from ..lifecycle.component_target import address_component
+
+    if ref.kind != "sagemaker":
+        if component is not None:
+            raise UsageError(f"{flag} names an inference component of a SageMaker endpoint; {ref.name} is a server "
+                             "URL", f"drop {flag}")
+        return ref
+    from ..aws import AwsSession
+
+    return address_component(ref, AwsSession(ref.session_region(region), profile), component, note=out.note)
+
+
 @bench_app.command("agree")
 def bench_agree(
     baseline: Annotated[str, typer.Argument(help="The target without speculation (mode off): endpoint or URL. "
@@ -394,6 +410,11 @@ def bench_agree(
         str | None, typer.Option("--model", help="Model name sent to OpenAI URLs (default: none).")
     ] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds per request.")] = 600.0,
+    baseline_component: Annotated[str | None, typer.Option(
+        "--baseline-component", help="The inference component of BASELINE to address, when it hosts several "
+                                     "(default: the one it hosts, read from SageMaker).")] = None,
+    candidate_component: Annotated[str | None, typer.Option(
+        "--candidate-component", help="The same for CANDIDATE.")] = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
@@ -424,6 +445,8 @@ def bench_agree(
                              "itself says nothing about speculation",
                              "pass the target without speculation as BASELINE and the speculative one as "
                              "CANDIDATE (--allow-same-target measures one server's noise floor)")
+        base_ref = _address(base_ref, baseline_component, "--baseline-component", region, profile, out)
+        cand_ref = _address(cand_ref, candidate_component, "--candidate-component", region, profile, out)
         with out.status(f"reading --dataset {dataset}") as show:
             data = load_dataset(dataset, progress=show)
         prompts = data.prompts[:num_prompts]
@@ -446,6 +469,7 @@ def bench_agree(
                     show(f"agreement: {answered[0]}/{requests} requests answered")
 
             report = check_agreement(baseline, candidate, prompts, dataset=data.name, max_tokens=max_tokens,
+                                     refs=(base_ref, cand_ref),
                                      temperatures=temperatures, samples=samples, concurrency=concurrency,
                                      alpha=alpha, noise_per_token=noise_per_token, region=region, profile=profile,
                                      model=model, timeout=timeout, on_answer=one_more)

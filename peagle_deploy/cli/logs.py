@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, ProfileOpt, RegionOpt, run
+from .common import ComponentOpt, JsonOpt, ProfileOpt, RegionOpt, run
 
 DEFAULT_SINCE = "1h"
 FAILURE_STYLE = "bold red"
@@ -25,22 +25,24 @@ def logs(
     = DEFAULT_SINCE,
     grep: Annotated[str | None, typer.Option(
         "--grep", help="Only lines containing this exact, case-sensitive text (a CloudWatch filter pattern).")] = None,
+    component: ComponentOpt = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Print the container's log lines of endpoint NAME (CloudWatch Logs group /aws/sagemaker/Endpoints/NAME).
+    """Print the container's log lines of endpoint NAME (CloudWatch Logs group /aws/sagemaker/Endpoints/NAME; for
+    an endpoint that hosts an inference component, the component's group /aws/sagemaker/InferenceComponents/COMPONENT).
 
     Every instance's stream is merged in time order; the line that says why the container failed is
     highlighted (and named on stderr). --follow polls for new lines every 2 s until Ctrl-C (exit 130).
     """
     run(json_output, lambda out: show_logs(out, name, follow=follow, since=since, grep=grep, region=region,
-                                           profile=profile))
+                                           profile=profile, component=component))
 
 
 def show_logs(out, name: str, *, follow: bool, since: str, grep: str | None, region: str | None,
               profile: str | None, sleep: Callable[[float], None] = time.sleep,
-              now: Callable[[], float] = time.time) -> None:
+              now: Callable[[], float] = time.time, component: str | None = None) -> None:
     """The command's body; `sleep` and `now` are injectable so tests never wait."""
     from ..durations import parse_duration
     from ..errors import UsageError
@@ -56,16 +58,23 @@ def show_logs(out, name: str, *, follow: bool, since: str, grep: str | None, reg
                          "drop one of them (peagle logs NAME --since 10m --json reads a window as JSON)")
     from ..aws import AwsSession
 
-    client = AwsSession(region, profile).client("logs")
+    from ..lifecycle.component_target import address_component
+    from ..runtime.target_ref import TargetRef
+
+    session = AwsSession(region, profile)
+    # an endpoint that hosts an inference component: its copies write to the component's own group
+    ref = address_component(TargetRef(kind="sagemaker", name=name), session, component, note=out.note, serving=False)
+    client = session.client("logs")
     start_ms = int((now() - span.total_seconds()) * 1000)
-    group = log_group(name)
+    group = ref.log_group or log_group(name)
     if follow:
         out.info(f"following {group} (Ctrl-C stops)")
-        for batch in endpoint_logs.follow_logs(client, name, start_ms=start_ms, pattern=pattern, sleep=sleep):
+        for batch in endpoint_logs.follow_logs(client, name, start_ms=start_ms, pattern=pattern, sleep=sleep,
+                                               group=group):
             for event in batch:
                 _print_event(out, event)
         return
-    events = endpoint_logs.read_logs(client, name, start_ms=start_ms, pattern=pattern, sleep=sleep)
+    events = endpoint_logs.read_logs(client, name, start_ms=start_ms, pattern=pattern, sleep=sleep, group=group)
     failure = next((e for e in events if e.failure), None)
 
     def human(console) -> None:

@@ -42,7 +42,8 @@ def update(
     yes: YesOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Change K, mode or instances of a peagle endpoint: new config, blue/green UpdateEndpoint, verify, tidy up."""
+    """Change K, mode or instances of a peagle endpoint: new config, blue/green UpdateEndpoint, verify, tidy up.
+    On an endpoint hosting an inference component: K or mode, a new model the component is moved to."""
 
     def body(out):
         from ..autoscale import parse_autoscale
@@ -131,7 +132,7 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
     from .. import clock
     from ..inputs import check_price
     from ..lifecycle.signals import SignalGuard
-    from ..lifecycle.update_plan import prepare
+    from ..lifecycle.component_update import prepare_update
     from ..lifecycle.update_run import run_update
 
     with SignalGuard("nothing was changed"):
@@ -142,7 +143,12 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
             from ..plan import FactSource
 
             facts = FactSource(profile=session.profile, quota_lookup=QuotaReader(session))
-        plan = prepare(session, request, sleep=clock.sleep, facts=facts)
+        plan = prepare_update(session, request, sleep=clock.sleep, facts=facts)
+    from ..lifecycle.component_update import ComponentUpdatePlan
+
+    if isinstance(plan, ComponentUpdatePlan):
+        _update_component(out, session, plan, dry_run=dry_run, yes=yes, timeout=timeout, lock=_writing(request))
+        return
     from ..redaction import register_secret_env
 
     # the live container's HF_TOKEN & co. (deploy --env): masked in every output, as deploy masks them
@@ -189,13 +195,91 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
             out.warn(warning)
 
 
+def _update_component(out, session, plan, *, dry_run: bool, yes: bool, timeout: int, lock) -> None:
+    """K or mode of a component-based endpoint (lifecycle/component_update.py): a new model, the component moved."""
+    from .. import clock
+    from ..lifecycle.component_update import run_component_update
+    from ..redaction import register_secret_env
+
+    register_secret_env(plan.create_model["PrimaryContainer"].get("Environment", {}))
+    if dry_run:
+        out.result({"dry_run": True, "update": _document(plan)}, lambda console: render_component_update(console, plan))
+        return
+    if not out.json_mode:
+        render_component_update(out.err_console, plan, title="peagle update: about to change", bodies=False)
+    out.confirm(f"Update inference component {plan.component} of {plan.endpoint_name} from {plan.current.label()} "
+                f"to {plan.target.label()}?", yes=yes)
+    with lock, out.status(f"updating {plan.component}") as show:
+        def progress(status, elapsed, doing):
+            show(f"{plan.component}: {status} ({int(elapsed)}s) - {doing}")
+
+        result = run_component_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note,
+                                      sleep=clock.sleep, clock=clock.monotonic)
+    from ..lifecycle.verify import overall, render_checks
+
+    def human(console):
+        console.print(f"[bold]{result.endpoint_name}[/bold]: inference component {plan.component} serves "
+                      f"{result.serving.label()} (model {result.serving.model}) after {int(result.elapsed_s)}s; "
+                      f"it served {result.previous.label()}", soft_wrap=True)
+        console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
+        render_checks(console, result.verification)
+        for outcome in result.removed:
+            reason = f": {outcome.reason}" if outcome.reason else ""
+            console.print(f"  previous model {outcome.name}: {outcome.result}{reason}", soft_wrap=True)
+
+    out.result({"updated": result, "verification": overall(result.verification)}, human)
+    for check in result.verification:
+        for warning in check.warnings:
+            out.warn(warning)
+
+
+def render_component_update(console, plan, *, title: str = "peagle update --dry-run: nothing was changed",
+                            bodies: bool = True) -> None:
+
+    from ..output import print_key_values
+
+    print_key_values(console, [
+        ("endpoint", plan.endpoint_name),
+        ("region", plan.region),
+        ("inference component", plan.component),
+        ("now", f"{plan.current.label()} (model {plan.current.model})"),
+        ("after", f"{plan.target.label()} (model {plan.target.model})"),
+        ("speculative config", plan.speculative_config or "none"),
+        ("instances", f"unchanged: {plan.current.instance_type} (endpoint config {plan.current.endpoint_config})"),
+        ("deployment", "UpdateInferenceComponent: SageMaker replaces the component's copies with ones of the new "
+                       "model"),
+    ], title=title)
+    _writes_and_bodies(console, plan, [("CreateModel", plan.create_model),
+                                       ("UpdateInferenceComponent", plan.update_component)] if bodies else [])
+
+
+def _writes_and_bodies(console, plan, bodies: list[tuple[str, dict | None]]) -> None:
+    """The plan's AWS writes in order, its notes, then each request body (None: not sent) as JSON."""
+    import json
+
+    console.print("\n[bold]AWS writes, in order[/bold]")
+    for number, write in enumerate(plan.writes, start=1):
+        console.print(f"  {number}. {write}", soft_wrap=True, markup=False, highlight=False)
+    for note in plan.notes:
+        console.print(f"[cyan]note[/cyan] {note}", soft_wrap=True)
+    if not bodies:
+        return
+    from rich.json import JSON
+
+    from .render_plan import tags_once
+
+    for title_, body in tags_once(console, bodies):
+        if body is not None:
+            console.print(f"\n[bold]{title_}[/bold]")
+            console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
+
+
 def _document(plan) -> dict:
     return {**plan.model_dump(mode="json"), "writes": plan.writes}
 
 
 def render_update(console, plan, *, title: str = "peagle update --dry-run: nothing was changed",
                   bodies: bool = True) -> None:
-    import json
 
     from ..output import print_key_values
 
@@ -214,22 +298,8 @@ def render_update(console, plan, *, title: str = "peagle update --dry-run: nothi
         *(("pool" if pool.kept else "left out", pool.line()) for pool in plan.verify_plan.pools),
     ]
     print_key_values(console, rows, title=title)
-    console.print("\n[bold]AWS writes, in order[/bold]")
-    for number, write in enumerate(plan.writes, start=1):
-        console.print(f"  {number}. {write}", soft_wrap=True, markup=False, highlight=False)
-    for note in plan.notes:
-        console.print(f"[cyan]note[/cyan] {note}", soft_wrap=True)
-    if not bodies:
-        return
-    from rich.json import JSON
-
-    from .render_plan import tags_once
-
-    for title_, body in tags_once(console, [("CreateModel", plan.create_model),
-                                            *((f"CreateModel {m['ModelName']} (instance pool)", m)
-                                              for m in plan.create_pool_models),
-                                            ("CreateEndpointConfig", plan.create_endpoint_config),
-                                            ("UpdateEndpoint", plan.update_endpoint)]):
-        if body is not None:
-            console.print(f"\n[bold]{title_}[/bold]")
-            console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
+    _writes_and_bodies(console, plan, [("CreateModel", plan.create_model),
+                                       *((f"CreateModel {m['ModelName']} (instance pool)", m)
+                                         for m in plan.create_pool_models),
+                                       ("CreateEndpointConfig", plan.create_endpoint_config),
+                                       ("UpdateEndpoint", plan.update_endpoint)] if bodies else [])

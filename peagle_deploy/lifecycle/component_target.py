@@ -26,9 +26,10 @@ FAILED = {"Failed", "Deleting"}  # a component in these states serves nothing, n
 
 
 def address_component(ref: TargetRef, session: Any, component: str | None = None, *,
-                      note: Callable[[str], None] = lambda _line: None) -> TargetRef:
+                      note: Callable[[str], None] = lambda _line: None, serving: bool = True) -> TargetRef:
     """`ref` addressed to the inference component its endpoint hosts (or `component`, checked against the
-    endpoint's); unchanged for an endpoint that hosts none. One ListInferenceComponents, read-retried."""
+    endpoint's); unchanged for an endpoint that hosts none. One ListInferenceComponents, read-retried. `serving`:
+    a Failed or Deleting component is refused (False: addressed anyway, as `logs` reads why it failed)."""
     if component is not None and (len(component) > 63 or not _NAME.match(component)):
         raise UsageError(f"--component {component!r} is not an inference component name",
                          "letters, digits and hyphens, at most 63 (peagle status NAME shows the endpoint's)")
@@ -70,7 +71,7 @@ def address_component(ref: TargetRef, session: Any, component: str | None = None
                          "pick one with --component NAME")
     chosen = wanted or names[0]
     status = next(c.get("InferenceComponentStatus") for c in hosted if c["InferenceComponentName"] == chosen)
-    if status in FAILED:
+    if serving and status in FAILED:
         raise EndpointFailed(f"inference component {chosen} of endpoint {ref.name} is {status}: it serves nothing",
                              f"see why with 'peagle status {ref.name}'")
     return with_component(ref, chosen)

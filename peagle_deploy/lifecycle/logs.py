@@ -1,5 +1,8 @@
 """An endpoint's container output: CloudWatch Logs group /aws/sagemaker/Endpoints/NAME, every stream
-(one per instance) merged in time order, and the line that says why the container failed.
+(one per instance) merged in time order, and the line that says why the container failed. An endpoint that hosts
+an inference component writes nothing there: the component's copies write to the component's own group
+/aws/sagemaker/InferenceComponents/COMPONENT (one stream per copy; `components.log_group`, where deploy reads vLLM's
+start-up lines too), passed as `group`.
 
 FilterLogEvents already searches every stream of a group and interleaves their events by timestamp
 (CloudWatch has done so since 2019; the emulator does the same), so one paginated query gives the merged
@@ -59,18 +62,18 @@ def grep_pattern(text: str | None) -> str | None:
     return f'"{text}"'
 
 
-def _missing_group(name: str) -> UsageError:
-    return UsageError(f"no CloudWatch log group {log_group(name)}",
+def _missing_group(name: str, group: str | None = None) -> UsageError:
+    return UsageError(f"no CloudWatch log group {group or log_group(name)}",
                       f"the endpoint's container may not have started yet (SageMaker creates the group then), "
                       f"or the name or --region is wrong: check 'peagle status {name}'")
 
 
 def read_events(logs: Any, name: str, *, start_ms: int, end_ms: int | None = None, pattern: str | None = None,
-                  sleep: Callable[[float], None] = time.sleep) -> list[LogEvent]:
-    """Every event of the group in [start_ms, end_ms], all streams, in time order."""
+                sleep: Callable[[float], None] = time.sleep, group: str | None = None) -> list[LogEvent]:
+    """Every event of the group (the endpoint's, or `group`) in [start_ms, end_ms], all streams, in time order."""
     from ..aws import error_code, translate_error
 
-    kwargs: dict[str, Any] = {"logGroupName": log_group(name), "startTime": start_ms}
+    kwargs: dict[str, Any] = {"logGroupName": group or log_group(name), "startTime": start_ms}
     if end_ms is not None:
         kwargs["endTime"] = end_ms
     if pattern is not None:
@@ -84,7 +87,7 @@ def read_events(logs: Any, name: str, *, start_ms: int, end_ms: int | None = Non
         raw = read_retrying(ask, sleep=sleep)
     except Exception as exc:
         if error_code(exc) == "ResourceNotFoundException":
-            raise _missing_group(name) from None
+            raise _missing_group(name, group) from None
         raise (translate_error(exc) or exc) from None
     events = [LogEvent(timestamp=int(e.get("timestamp") or 0), stream=e.get("logStreamName", ""),
                        message=str(e.get("message", "")).rstrip("\r\n"), event_id=e.get("eventId")) for e in raw]
@@ -102,14 +105,14 @@ def mark_failure(events: list[LogEvent]) -> LogEvent | None:
 
 
 def read_logs(logs: Any, name: str, *, start_ms: int, pattern: str | None = None,
-              sleep: Callable[[float], None] = time.sleep) -> list[LogEvent]:
-    events = read_events(logs, name, start_ms=start_ms, pattern=pattern, sleep=sleep)
+              sleep: Callable[[float], None] = time.sleep, group: str | None = None) -> list[LogEvent]:
+    events = read_events(logs, name, start_ms=start_ms, pattern=pattern, sleep=sleep, group=group)
     mark_failure(events)
     return events
 
 
 def follow_logs(logs: Any, name: str, *, start_ms: int, pattern: str | None = None, poll_s: float = POLL_S,
-                sleep: Callable[[float], None] = time.sleep) -> Iterator[list[LogEvent]]:
+                sleep: Callable[[float], None] = time.sleep, group: str | None = None) -> Iterator[list[LogEvent]]:
     """Batches of new events, oldest first, forever (the caller stops on Ctrl-C). The first batch is
     everything since `start_ms`; a failure line is flagged when it arrives in a batch."""
     seen: set[str] = set()
@@ -120,7 +123,7 @@ def follow_logs(logs: Any, name: str, *, start_ms: int, pattern: str | None = No
         if not first:
             sleep(poll_s)
         first = False
-        batch = [e for e in read_events(logs, name, start_ms=since, pattern=pattern, sleep=sleep)
+        batch = [e for e in read_events(logs, name, start_ms=since, pattern=pattern, sleep=sleep, group=group)
                  if (e.event_id or f"{e.stream}/{e.timestamp}/{e.message}") not in seen]
         if not batch:
             continue

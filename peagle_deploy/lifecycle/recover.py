@@ -214,16 +214,21 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
                              f"'peagle cleanup {name} --yes'")
     from .component_status import model_of
 
-    served = read_served(sm, described["EndpointConfigName"], read=read,
-                         model=model_of(sm, described, peagle, read))  # a component names its model
-    done.serves = served
     intent = read_update_intent(tags)
+    component = _settled_component(sm, described, peagle, timeout_s=timeout_s, sleep=sleep, clock=clock,
+                                   on_progress=on_progress, note=note) if intent is not None else None
+    component_model = model_of(sm, described, peagle, read)  # a component names its model
+    served = read_served(sm, described["EndpointConfigName"], read=read, model=component_model)
+    done.serves = served
     intended = peagle.autoscale
+    # a classic update moves the endpoint between configs; a component's update moves the component between
+    # models (lifecycle/component_update.py), its intent names them
+    moved = component_model if component is not None else served.endpoint_config
     if intent is not None:
-        if served.endpoint_config == intent.to_config:
+        if moved == intent.to_config:
             done.update = "completed"
             intended = intent.autoscale if intent.autoscale_known else peagle.autoscale
-        elif served.endpoint_config == intent.from_config:
+        elif moved == intent.from_config:
             done.update = "reverted"
         else:
             done.update = "superseded"
@@ -234,7 +239,7 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
     if changed:
         sm.add_tags(ResourceArn=described["EndpointArn"], Tags=[{"Key": k, "Value": v} for k, v in changed.items()])
         done.actions.append("tags now say what serves: " + ", ".join(f"{k}={v}" for k, v in changed.items()))
-    if intended is not None:
+    if intended is not None and component_model is None:  # a component's scaling is its own (not the variant's)
         registered = _ensure_autoscaling(session, name, described, intended)
         if registered:
             done.actions.append(f"autoscaling registered again: {intended.describe()}")
@@ -243,6 +248,28 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
     elif lease is not None:
         sm.delete_tags(ResourceArn=described["EndpointArn"], TagKeys=[LEASE])
     return done
+
+
+def _settled_component(sm: Any, described: dict[str, Any], peagle: PeagleTags, *, timeout_s: float,
+                       sleep: Callable[[float], None], clock: Callable[[], float], on_progress: Progress | None,
+                       note: Callable[[str], None]) -> str | None:
+    """A component-based endpoint's component, once SageMaker has settled its update (Updating: waited for, as an
+    Updating endpoint is); None for a classic endpoint."""
+    from .component_status import component_of
+    from .components import describe_component, wait_component
+
+    name = component_of(sm, described, peagle)
+    if name is None:
+        return None
+    found = describe_component(sm, name)
+    if found is not None and found.get("InferenceComponentStatus") in ("Creating", "Updating"):
+        note(f"inference component {name} is {found['InferenceComponentStatus']}: waiting until SageMaker settles")
+        try:
+            wait_component(sm, name, timeout_s=timeout_s, sleep=sleep, clock=clock, on_progress=on_progress)
+        except WaitTimeout as exc:
+            raise WaitTimeout(exc.message, f"SageMaker is still on it; nothing was changed: run "
+                                           f"'peagle recover {described['EndpointName']}' again later") from None
+    return name
 
 
 def _work(tags: dict[str, str], peagle: PeagleTags) -> str:

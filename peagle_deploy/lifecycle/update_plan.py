@@ -191,6 +191,21 @@ def check_request(request: UpdateRequest) -> None:
         raise UsageError("a --rollback-alarm is given twice", "pass each alarm once")
 
 
+def check_component_update(request: UpdateRequest, name: str) -> None:
+    """What `update` changes on a component-based endpoint (lifecycle/component_update.py): K and mode only; the
+    rest in one line."""
+    given = [flag for flag, value in (("--instance-type", request.instance_type or request.instance_pools),
+                                      ("--instance-count", request.instance_count),
+                                      ("--autoscale", request.autoscale),
+                                      ("--rollback-alarm", request.rollback_alarms)) if value]
+    if given:
+        raise UsageError(f"endpoint {name!r} hosts its model as an inference component: peagle update changes its K "
+                         f"or mode, not {', '.join(given)}",
+                         "update K or mode only (peagle update NAME --k N), or deploy the new instances beside it "
+                         f"(peagle deploy MODEL --hosting component --name NEW-NAME), then peagle cleanup {name}; "
+                         "nothing was changed")
+
+
 # reading the live endpoint ----------------------------------------------------------------------
 class Live(BaseModel):
     """The endpoint as SageMaker holds it now."""
@@ -200,6 +215,8 @@ class Live(BaseModel):
     model: dict[str, Any]
     tags: dict[str, str]
     peagle: PeagleTags
+    component: dict[str, Any] | None = Field(default=None, description="DescribeInferenceComponent of a "
+                                             "component-based endpoint's component")
 
 
 def read_live(sm: Any, request: UpdateRequest, *, read: Callable[[Callable[[], Any]], Any]) -> Live:
@@ -238,19 +255,45 @@ def read_live(sm: Any, request: UpdateRequest, *, read: Callable[[Callable[[], A
                          "wait for it to finish, then run this update again; nothing was changed")
     config = read(lambda: describe(sm, "endpoint_config", endpoint["EndpointConfigName"]))
     variants = (config or {}).get("ProductionVariants") or []
-    if peagle.hosting == "component" or any(v.get("ManagedInstanceScaling") for v in variants):
-        raise UsageError(f"endpoint {name!r} hosts its model as an inference component, which peagle update does "
-                         "not change yet", "deploy the new K or mode beside it (peagle deploy MODEL --hosting "
-                         f"component --k N --name NEW-NAME), then remove this one with peagle cleanup {name}; "
-                         "nothing was changed")
-    if config is None or len(variants) != 1 or not variants[0].get("ModelName"):
+    component = None
+    if config is not None and len(variants) == 1 and (peagle.hosting == "component"
+                                                       or variants[0].get("ManagedInstanceScaling")):
+        component = _live_component(sm, request, endpoint, peagle, read=read)  # K and mode only (component_update)
+        model_name = (component.get("Specification") or {}).get("ModelName")
+    elif config is None or len(variants) != 1 or not variants[0].get("ModelName"):
         raise UsageError(f"endpoint {name!r} does not have the one-variant configuration peagle deploys",
                          "update it with the SageMaker console or API instead")
-    model = read(lambda: describe(sm, "model", variants[0]["ModelName"]))
+    else:
+        model_name = variants[0]["ModelName"]
+    model = read(lambda: describe(sm, "model", model_name))
     if model is None:
-        raise UsageError(f"the model {variants[0]['ModelName']!r} of endpoint {name!r} no longer exists",
+        raise UsageError(f"the model {model_name!r} of endpoint {name!r} no longer exists",
                          "redeploy with peagle deploy")
-    return Live(endpoint=endpoint, config=config, model=model, tags=tags, peagle=peagle)
+    return Live(endpoint=endpoint, config=config, model=model, tags=tags, peagle=peagle, component=component)
+
+
+def _live_component(sm: Any, request: UpdateRequest, endpoint: dict[str, Any], peagle: PeagleTags, *,
+                    read: Callable[[Callable[[], Any]], Any]) -> dict[str, Any]:
+    """The inference component peagle made for a component-based endpoint, InService and naming a model."""
+    from .component_status import component_of
+    from .components import describe_component
+
+    name = request.name
+    check_component_update(request, name)
+    component = read(lambda: component_of(sm, endpoint, peagle))
+    found = read(lambda: describe_component(sm, component)) if component else None
+    if found is None:
+        raise UsageError(f"endpoint {name!r} hosts no inference component peagle made",
+                         f"redeploy with peagle deploy, or remove it with peagle cleanup {name}")
+    status = found.get("InferenceComponentStatus")
+    if status != "InService":
+        raise UsageError(f"inference component {component!r} of {name!r} is {status}, not InService",
+                         f"wait until it is InService (peagle status {name} --region {request.region}), then "
+                         f"'{recover_command(name, request.region)}' finishes what was interrupted")
+    if not (found.get("Specification") or {}).get("ModelName"):
+        raise UsageError(f"inference component {component!r} names no model (its own container)",
+                         "update it with the SageMaker console or API instead")
+    return found
 
 
 def serving(config: dict[str, Any], model: dict[str, Any], tags: PeagleTags) -> Serving:
@@ -548,12 +591,19 @@ def check_alarms(session: Any, alarms: list[str], *, read: Callable[[Callable[[]
                          "create it first, or check the --rollback-alarm name and --region")
 
 
-def prepare(session: Any, request: UpdateRequest, *, sleep: Callable[[float], None] = time.sleep,
-            now: datetime | None = None, facts: FactSource | None = None) -> UpdatePlan:
-    """Reads only: the live endpoint, the spec, the alarms -> the plan."""
+def read_request(session: Any, request: UpdateRequest, *, sleep: Callable[[float], None] = time.sleep) -> Live:
+    """The request checked, then the live endpoint read (reads only)."""
     check_request(request)
-    read = lambda call: read_retrying(call, sleep=sleep)  # noqa: E731
-    live = read_live(session.client("sagemaker"), request, read=read)
+    return read_live(session.client("sagemaker"), request, read=lambda call: read_retrying(call, sleep=sleep))
+
+
+def prepare(session: Any, request: UpdateRequest, *, sleep: Callable[[float], None] = time.sleep,
+            now: datetime | None = None, facts: FactSource | None = None, live: Live | None = None) -> UpdatePlan:
+    """Reads only: the live endpoint (unless given), the spec, the alarms -> the plan. A component-based endpoint's
+    update is planned by `component_update.prepare_update`."""
+    live = live or read_request(session, request, sleep=sleep)
+    if live.component is not None:
+        raise ValueError(f"{request.name} hosts an inference component: plan it with component_update.prepare_update")
     plan = plan_update(live, request, now=now, facts=facts)
-    check_alarms(session, request.rollback_alarms, read=read)
+    check_alarms(session, request.rollback_alarms, read=lambda call: read_retrying(call, sleep=sleep))
     return plan

@@ -182,6 +182,7 @@ class Component:
     polls: int = 0
     polls_needed: int = 0
     final: tuple[str, str | None] = ("InService", None)  # how its Creating ends (the script at its creation)
+    rollback: tuple[dict[str, Any], Need, str] | None = None  # a failing update: the specification it goes back to
     last_invocation: float | None = None
     last_scale_out: float | None = None
     orphaned: bool = False  # its endpoint was deleted under it
@@ -219,6 +220,7 @@ class ComponentScript:
     reason: str | None = None
     updating_polls: int = 0
     deleting_polls: int = 0
+    update_fails: str | None = None  # a specification update's copies fail with this reason: rolled back
 
 
 @dataclass
@@ -246,13 +248,15 @@ class InferenceComponents:
 
     # configuration (tests and users' CI) ----------------------------------------------------------------------
     def script(self, creating_polls: int = 0, final: str = "InService", reason: str | None = None,
-               updating_polls: int = 0, deleting_polls: int = 0) -> None:
+               updating_polls: int = 0, deleting_polls: int = 0, update_fails: str | None = None) -> None:
         """Later components stay Creating for `creating_polls` describes, then turn `final` (Failed: with `reason`);
         an UpdateInferenceComponent is Updating for `updating_polls` describes; a delete Deleting for
-        `deleting_polls`."""
+        `deleting_polls`. `update_fails`: a later specification update's new copies fail with this reason, and the
+        component goes back to its previous specification, InService, the reason in its FailureReason (SageMaker's
+        rollback of a failed update; the exact FailureReason wording is assumed)."""
         self.scripted = ComponentScript(creating_polls, final,
                                         reason or ("scripted failure" if final == "Failed" else None),
-                                        updating_polls, deleting_polls)
+                                        updating_polls, deleting_polls, update_fails)
 
     def reset(self) -> None:
         """Default scripts and times, no activities (the resources themselves go with moto's reset)."""
@@ -657,6 +661,9 @@ class InferenceComponents:
             component.status, component.failure_reason = component.final
             component.copies.clear()
             self._mark_idle(_store(backend), now)
+        elif component.status == "Updating" and component.rollback is not None:
+            component.specification, component.need, component.failure_reason = component.rollback
+            component.rollback, component.status = None, "InService"  # the previous copies serve again
         else:
             component.status = "InService"
         component.polls = component.polls_needed = 0
@@ -725,6 +732,8 @@ class InferenceComponents:
                 (specification or component.specification).get("ComputeResourceRequirements")))
         now = self.emulator.clock()
         if specification:
+            component.rollback = ((component.specification, component.need, self.scripted.update_fails)
+                                  if self.scripted.update_fails else None)
             component.specification = dict(specification)
             component.need = Need.of(specification.get("ComputeResourceRequirements"))
             component.status, component.polls, component.polls_needed = "Updating", 0, self.scripted.updating_polls

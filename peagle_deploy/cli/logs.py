@@ -30,8 +30,10 @@ def logs(
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Print the container's log lines of endpoint NAME (CloudWatch Logs group /aws/sagemaker/Endpoints/NAME; for
-    an endpoint that hosts an inference component, the component's group /aws/sagemaker/InferenceComponents/COMPONENT).
+    """Print the container's log lines of endpoint NAME (CloudWatch Logs group /aws/sagemaker/Endpoints/NAME).
+
+    For an endpoint that hosts an inference component, the component's group
+    /aws/sagemaker/InferenceComponents/COMPONENT.
 
     Every instance's stream is merged in time order; the line that says why the container failed is
     highlighted (and named on stderr). --follow polls for new lines every 2 s until Ctrl-C (exit 130).

@@ -43,6 +43,7 @@ def update(
     json_output: JsonOpt = False,
 ) -> None:
     """Change K, mode or instances of a peagle endpoint: new config, blue/green UpdateEndpoint, verify, tidy up.
+
     On an endpoint hosting an inference component: K or mode, a new model the component is moved to."""
 
     def body(out):

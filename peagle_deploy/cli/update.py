@@ -177,23 +177,9 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
         result = run_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note,
                             sleep=clock.sleep, clock=clock.monotonic)
 
-    from ..lifecycle.verify import overall, render_checks
-
-    def human(console):
-        console.print(f"[bold]{result.endpoint_name}[/bold] serves {result.serving.label(with_instances=True)} "
-                      f"({result.serving.endpoint_config}) after {int(result.elapsed_s)}s; "
-                      f"it served {result.previous.label(with_instances=True)}", soft_wrap=True)
-        console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
-        render_checks(console, result.verification)
-        for outcome in result.removed:
-            label = "endpoint config" if outcome.kind == "endpoint_config" else "model"
-            reason = f": {outcome.reason}" if outcome.reason else ""
-            console.print(f"  previous {label} {outcome.name}: {outcome.result}{reason}", soft_wrap=True)
-
-    out.result({"updated": result, "verification": overall(result.verification)}, human)
-    for check in result.verification:
-        for warning in check.warnings:
-            out.warn(warning)
+    _print_result(out, result, f"[bold]{result.endpoint_name}[/bold] serves "
+                                f"{result.serving.label(with_instances=True)} ({result.serving.endpoint_config}) "
+                                f"after {int(result.elapsed_s)}s; it served {result.previous.label(with_instances=True)}")
 
 
 def _update_component(out, session, plan, *, dry_run: bool, yes: bool, timeout: int, lock) -> None:
@@ -216,17 +202,23 @@ def _update_component(out, session, plan, *, dry_run: bool, yes: bool, timeout: 
 
         result = run_component_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note,
                                       sleep=clock.sleep, clock=clock.monotonic)
+    _print_result(out, result, f"[bold]{result.endpoint_name}[/bold]: inference component {plan.component} serves "
+                               f"{result.serving.label()} (model {result.serving.model}) after "
+                               f"{int(result.elapsed_s)}s; it served {result.previous.label()}")
+
+
+def _print_result(out, result, headline: str) -> None:
+    """Either shape's finished update: the headline, the verification, what became of the previous resources."""
     from ..lifecycle.verify import overall, render_checks
 
     def human(console):
-        console.print(f"[bold]{result.endpoint_name}[/bold]: inference component {plan.component} serves "
-                      f"{result.serving.label()} (model {result.serving.model}) after {int(result.elapsed_s)}s; "
-                      f"it served {result.previous.label()}", soft_wrap=True)
+        console.print(headline, soft_wrap=True)
         console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
         render_checks(console, result.verification)
         for outcome in result.removed:
+            label = "endpoint config" if outcome.kind == "endpoint_config" else "model"
             reason = f": {outcome.reason}" if outcome.reason else ""
-            console.print(f"  previous model {outcome.name}: {outcome.result}{reason}", soft_wrap=True)
+            console.print(f"  previous {label} {outcome.name}: {outcome.result}{reason}", soft_wrap=True)
 
     out.result({"updated": result, "verification": overall(result.verification)}, human)
     for check in result.verification:

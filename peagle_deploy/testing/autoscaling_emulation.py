@@ -19,6 +19,9 @@ name, so AWS_ENDPOINT_URL alone is enough) and accepts the `sagemaker` namespace
   policy scales the component in to its minimum after `IDLE_WINDOW_S` without invocations (`target_tracking_events`;
   scale-out by load is not modelled: the emulator has no load); step-scaling policies run when an alarm whose action
   is their ARN goes to (or stays in) ALARM (`run_policy`, called by `alarm_emulation`), within their cooldown;
+- RegisterScalableTarget keeps the `Tags` of a registration that creates the target (moto drops them; botocore's
+  model: "Use this parameter to tag the scalable target when it is created. To tag an existing scalable target, use
+  the TagResource operation"), on `target.tags`: what a policy's `aws:ResourceTag` reads (`iam_enforcement`);
 - DescribeScalingActivities (moto has none) for inference components: each copy-count change Application Auto
   Scaling made (a policy, or a registration that moved the count into its range), from the emulator's activity log,
   "Setting desired copy count to N." (that wording is *assumed*; the variant's is "instance count").
@@ -184,11 +187,25 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
         *_dimension_patches(),
         stacked(aas_models.FakeApplicationAutoscalingPolicy, "create_alarms", _with_component_alarms),
         stacked(backend_cls, "register_scalable_target", register),
+        stacked(ApplicationAutoScalingResponse, "register_scalable_target", _keeping_tags),
         stacked(backend_cls, "put_scaling_policy", put_policy),
         stacked(backend_cls, "deregister_scalable_target", deregister),
         stacked(sm_models.SageMakerModelBackend, "delete_endpoint", delete_endpoint),
         stacked(SageMakerResponse, "update_endpoint", update_endpoint),  # the emulator's own, where it has one
     ]
+
+
+def _keeping_tags(original: Any) -> Any:
+    """The tags of a registration that creates its target, kept on it (module docstring)."""
+    def wrapped(response_self: Any) -> Any:
+        backend = response_self.applicationautoscaling_backend
+        r_id, dimension = response_self._get_param("ResourceId"), response_self._get_param("ScalableDimension")
+        new = not backend._scalable_target_exists(r_id, dimension)
+        answer = original(response_self)
+        if new and backend._scalable_target_exists(r_id, dimension):
+            backend.targets[dimension][r_id].tags = dict(response_self._get_param("Tags") or {})
+        return answer
+    return wrapped
 
 
 def _dimension_patches() -> list[Any]:

@@ -9,7 +9,8 @@ child ended (its exit code, or the same signal). Killing the shim (SIGKILL) kill
 
 One server per pytest process, started on first use and stopped at the end of the session (conftest).
 The waits between AWS polls run on a fake clock (as in-process, tests/cli_runner.py) unless the
-environment given to the shim holds REAL_CLOCK=1 (removed before the command runs).
+environment given to the shim holds REAL_CLOCK=1 (removed before the command runs); with LEASE_BEATS=1 the lease
+heartbeat (`lifecycle.lease`, every 60 s) beats on that fake clock too.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ os._exit(os.waitstatus_to_exitcode(status))
 '''
 
 REAL_CLOCK = "FORKED_PEAGLE_REAL_CLOCK"
+LEASE_BEATS = "FORKED_PEAGLE_LEASE_BEATS"  # "1": the lease heartbeat beats on the fake clock (peagle_forkserver.py)
 _lock = threading.Lock()
 _server: dict = {}
 

@@ -60,6 +60,10 @@ REAL_CLOCK = "FORKED_PEAGLE_REAL_CLOCK"
 # in the environment a test gives the shim: run the command that many seconds later by the wall clock that leases
 # are judged by (`peagle_deploy.clock.now`: a lease that has expired, without waiting for it). Taken out too.
 CLOCK_OFFSET = "FORKED_PEAGLE_CLOCK_OFFSET_S"
+# in the environment a test gives the shim (with the fake clock): the lease heartbeat (`lifecycle.lease`) beats on the
+# fake clock too, so a command whose polls wait a lease period of fake time refreshes its lease, as one waiting that
+# long in real time does (`_fake_clock_heartbeat`). Taken out too.
+LEASE_BEATS = "FORKED_PEAGLE_LEASE_BEATS"
 _SERVER_STDIO: list = []
 
 
@@ -94,6 +98,7 @@ def _become(request: dict, fds: list[int]) -> None:
     os.environ.update(request["env"])
     real_clock = os.environ.pop(REAL_CLOCK, None) == "1"
     offset = float(os.environ.pop(CLOCK_OFFSET, None) or 0)
+    lease_beats = os.environ.pop(LEASE_BEATS, None) == "1"
     for signum in request["ignored"]:
         signal.signal(signum, signal.SIG_IGN)
     tempfile.tempdir = None  # computed from TMPDIR on first use, as in a new process
@@ -120,11 +125,50 @@ def _become(request: dict, fds: list[int]) -> None:
         now = [1000.0]
         clock.sleep = lambda seconds: now.__setitem__(0, now[0] + max(0.0, seconds))
         clock.monotonic = lambda: now[0]
+        if lease_beats:
+            _fake_clock_heartbeat(now)
     if offset:
         from datetime import timedelta
 
         wall = clock.now
         clock.now = lambda: wall() + timedelta(seconds=offset)
+
+
+def _fake_clock_heartbeat(now: list[float]) -> None:
+    """Each lease holder's heartbeat on the fake clock: registered when the holder starts (`__enter__`), its
+    `refresh()` (the real one) runs in the thread whose fake sleep passes a period since the last, before that sleep
+    returns; the holder's own thread only waits to be stopped. Deterministic: a deploy whose polls wait 60 s of fake
+    time refreshes its lease once, whatever the machine's load."""
+    import threading
+
+    from peagle_deploy.lifecycle.lease import LeaseHolder
+
+    due: dict[LeaseHolder, float] = {}
+    beating = threading.Lock()
+    start, enter = clock.sleep, LeaseHolder.__enter__
+
+    def entering(holder: LeaseHolder) -> LeaseHolder:
+        due[holder] = now[0] + holder.period_s
+        return enter(holder)
+
+    def waiting(holder: LeaseHolder, wait=None) -> None:  # the thread's loop: the beats come from `sleeping`
+        holder._stop.wait()
+        due.pop(holder, None)
+
+    def sleeping(seconds: float) -> None:
+        start(seconds)
+        if not beating.acquire(blocking=False):  # a beat's own waits, or another thread beating: no second beat
+            return
+        try:
+            for holder, at in list(due.items()):
+                if now[0] >= at and not holder._stop.is_set():
+                    due[holder] = now[0] + holder.period_s
+                    holder.refresh()
+        finally:
+            beating.release()
+
+    LeaseHolder.__enter__, LeaseHolder.beat = entering, waiting
+    clock.sleep = sleeping
 
 
 def serve(path: str) -> bool:

@@ -1,10 +1,15 @@
-"""docs/iam.md is true: every AWS call each command really makes is allowed by the actions listed for it in
-peagle_deploy/iam_policy.py, and every listed action is really used (or says why the emulator cannot see it).
+"""docs/iam.md is true: every AWS call each command really makes is allowed by the policy `peagle iam-policy COMMAND
+--json` prints for it (action, resource ARN and the conditions on tags, as IAM decides: the emulator holds each
+scenario's process to that policy, `peagle_deploy.testing.iam_enforcement`, and answers AccessDenied to anything
+else), and every action listed for it in peagle_deploy/iam_policy.py is really used (or says why the emulator cannot
+see it).
 
 `peagle` runs each command against the emulator server, forked (tests/forked_peagle.py; the commands that
 only read run at once); a WSGI recorder notes every request (reads and writes, S3 and the runtime included)
 by the process's AWS_SDK_UA_APP_ID. Scenarios cover the
-paths that call more than the happy path (a deploy that fails and rolls back, cleanup --all/--expired).
+paths that call more than the happy path (a deploy that fails and rolls back, cleanup --all/--expired), and the
+lease heartbeat beats on the forked runs' fake clock (FORKED_PEAGLE_LEASE_BEATS): the component deploy waits long
+enough (emulated Creating polls) to refresh its lease on its inference component, as a real one does every 60 s.
 
 New commands and options slot in: a registered command without a scenario or without an IAM list fails
 here until both exist (`update`, when it lands, has a scenario already); deploy's `--autoscale` is exercised
@@ -14,13 +19,14 @@ as soon as deploy has it, so Application Auto Scaling's calls must then be liste
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from peagle_deploy import iam_policy
-from tests.forked_peagle import forked_peagle
+from tests.forked_peagle import LEASE_BEATS, forked_peagle
 
 NAME = "iam-probe"
 FAILING = "iam-probe-fails"
@@ -29,6 +35,9 @@ SPEC_LINE = ("INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length:
              "Per-position acceptance rate: 0.850, 0.700, 0.560, Avg Draft acceptance rate: 70.3%")
 # commands that call no AWS API
 NO_AWS = {"models", "container", "local", "iam-policy", "datasets"}
+# Creating polls of the component deploy whose lease must be refreshed: its waits for the endpoint and for the
+# component each pass 60 s of fake time (peagle polls at 2 s, x1.5, up to 30 s: 94 s in 8 polls)
+SLOW_POLLS = 8
 
 
 def _registered() -> tuple[set[str], set[str]]:
@@ -56,7 +65,9 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING, "--role", role, "--yes"], "fail"),
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-as", "--role", role, "--yes", *AUTOSCALE],
          "policy-fails"),
-        ("deploy", ["deploy", "qwen3-coder", "--name", NAME + "-zero", "--role", role, "--yes", *ZERO], "reads"),
+        ("deploy", ["deploy", "qwen3-coder", "--name", NAME + "-zero", "--role", role, "--yes", *ZERO], "slow"),
+        ("deploy", ["deploy", "qwen3-coder", "--name", NAME + "-pools", "--instance-type",
+                    "ml.g7e.2xlarge,ml.g7e.4xlarge", "--role", role, "--yes"], "reads"),
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-zero", "--role", role, "--yes", *ZERO],
          "idle-alarm-fails"),
         ("status", ["status"], "reads"),
@@ -81,6 +92,7 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("update", ["update", NAME, "--k", "7", "--yes"], None),
         ("update", ["update", NAME, "--instance-type", "ml.g7e.2xlarge,ml.g7e.4xlarge", "--yes"], None),
         ("update", ["update", NAME, "--k", "5", "--yes"], "update-fails"),
+        ("update", ["update", NAME + "-zero", "--k", "5", "--yes"], None),  # a component endpoint's update
         ("recover", ["recover", NAME], "interrupted"),
         ("sweep", ["sweep", "qwen3-coder", "--modes", "off,p-eagle", "--k", "3", "--concurrency", "1",
                    "--num-prompts", "2", "--warmup", "0", "--logs-wait", "0", "--budget", "40", "--role", role,
@@ -107,19 +119,50 @@ def _batches(runs: list) -> list[list[tuple[int, tuple]]]:
     return batches
 
 
+def _printed_policies() -> dict[str, dict]:
+    """command -> the policy `peagle iam-policy COMMAND --json` prints (the CLI itself, in-process)."""
+    from tests.cli_runner import run_cli
+
+    policies = {}
+    for command in iam_policy.COMMANDS:
+        printed = run_cli("iam-policy", command, "--json")
+        assert printed.code == 0, printed.stderr
+        policies[command] = json.loads(printed.stdout)
+    return policies
+
+
 @pytest.fixture(scope="module")
-def recorded(emulator_server, tmp_path_factory):
-    """command -> the IAM actions its runs needed, from every API call they made."""
-    emu = emulator_server
+def policed_server():
+    """This module's emulator server: each scenario's process (AWS_SDK_UA_APP_ID iam-N-COMMAND) held to the policy
+    `peagle iam-policy COMMAND --json` prints (`emu.enforcer`), every call recorded (`emu.recorder`)."""
+    from peagle_deploy.testing import SageMakerEmulator
+    from peagle_deploy.testing.iam_enforcement import PolicyEnforcer
+    from peagle_deploy.testing.write_recorder import WriteRecorder
+
+    policies = _printed_policies()
+    enforcer = PolicyEnforcer(lambda caller: policies.get(caller.split("-", 2)[2]) if caller and caller.startswith(
+        "iam-") else None)
+    recorder = WriteRecorder()  # outermost: it records a call the enforcer refuses too
+    with SageMakerEmulator.server(middlewares=[enforcer.middleware, recorder.middleware], set_env=False) as emu:
+        emu.recorder, emu.enforcer = recorder, enforcer
+        yield emu
+
+
+@pytest.fixture(scope="module")
+def recorded(policed_server, tmp_path_factory):
+    """command -> the IAM actions its runs needed, from every API call they made; and how each run ended."""
+    emu = policed_server
     emu.reset()
     emu._seed()
     emu.script_endpoints()
     calls: dict[str, set[str]] = {}
     outcomes: dict[str, list[tuple[list[str], int, str]]] = {}
+    callers: dict[tuple[str, ...], str] = {}  # argv -> its process's AWS_SDK_UA_APP_ID
 
     def run(index: int, command: str, argv: list[str]) -> subprocess.CompletedProcess:
-        return subprocess.run([forked_peagle(), *argv], env={**emu.env, "AWS_SDK_UA_APP_ID": f"iam-{index}-{command}"},
-                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        env = {**emu.env, "AWS_SDK_UA_APP_ID": f"iam-{index}-{command}", LEASE_BEATS: "1"}
+        return subprocess.run([forked_peagle(), *argv], env=env, capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL)
 
     runs = _scenarios(emu.role_arn, str(tmp_path_factory.mktemp("b")))
     with ThreadPoolExecutor(8) as pool:
@@ -127,6 +170,9 @@ def recorded(emulator_server, tmp_path_factory):
             [(_, (_, _, setup))] = batch[:1]
             if setup == "fail":
                 emu.script_endpoints(final="Failed", reason="scripted failure for the IAM test")
+            if setup == "slow":  # long enough waits for a lease refresh (SLOW_POLLS)
+                emu.script_endpoints(creating_polls=SLOW_POLLS)
+                emu.components.script(creating_polls=SLOW_POLLS)
             if setup == "policy-fails":  # registered, then the policy refused: the rollback deregisters
                 emu.fail("PutScalingPolicy", code="ValidationException", message="injected for the IAM test")
             if setup == "idle-alarm-fails":  # the wake-up alarm made, the idle alarm refused: the rollback reads
@@ -142,6 +188,7 @@ def recorded(emulator_server, tmp_path_factory):
                     InferenceComponentName=NAME + "-zero", DesiredRuntimeConfig={"CopyCount": 0})
             done = list(pool.map(lambda item: run(item[0], item[1][0], item[1][1]), batch))
             emu.script_endpoints()
+            emu.components.script()
             emu.script_update()
             for (index, (command, argv, _)), proc in zip(batch, done):
                 if argv[:2] == ["deploy", "qwen3-coder"] and NAME in argv:
@@ -149,10 +196,11 @@ def recorded(emulator_server, tmp_path_factory):
                 if argv[:2] == ["deploy", "qwen3-coder"] and NAME + "-zero" in argv:  # a component's own group
                     emu.put_log_lines(NAME + "-zero", [SPEC_LINE], component=NAME + "-zero")
                 outcomes.setdefault(command, []).append((argv, proc.returncode, proc.stderr[-2000:]))
+                callers[tuple(argv)] = f"iam-{index}-{command}"
                 calls.setdefault(command, set()).update(
                     iam_policy.iam_action(c) for c in emu.recorder.api_calls(f"iam-{index}-{command}"))
     emu.reset()
-    return calls, outcomes
+    return calls, outcomes, callers
 
 
 def _interrupted_update(emu) -> None:
@@ -188,7 +236,7 @@ def test_every_aws_command_has_an_iam_list_and_a_scenario():
 def test_documented_actions_match_the_calls_made(command, recorded):
     if command not in COMMANDS:
         pytest.skip(f"`peagle {command}` is not on this branch yet; its scenario runs once it is registered")
-    calls, outcomes = recorded
+    calls, outcomes, _ = recorded
     # the failing deploys: 6 (Failed), 2 (policy refused); the rolled-back update: 6
     expected_exits = {"deploy": {0, 2, 6}, "update": {0, 6}}.get(command, {0})
     for argv, code, stderr in outcomes[command]:
@@ -207,9 +255,50 @@ def test_documented_actions_match_the_calls_made(command, recorded):
         f"documented for `peagle {command}` but never called (remove, or give the reason in `unobserved`)")
 
 
+@pytest.mark.parametrize("command", list(iam_policy.COMMANDS))
+def test_every_call_is_allowed_by_the_policy_printed_for_its_command(command, policed_server, recorded):
+    """Action, resource ARN and conditions: each call of each run of `command` against `peagle iam-policy COMMAND
+    --json`, as IAM decides it (a denied call was answered AccessDenied, as AWS would)."""
+    if command not in COMMANDS:
+        pytest.skip(f"`peagle {command}` is not on this branch")
+    _, outcomes, callers = recorded
+    enforcer = policed_server.enforcer
+    runs = [(argv, callers[tuple(argv)]) for argv, _, _ in outcomes[command]]
+    decided = [d for _, caller in runs for d in enforcer.decisions if d.caller == caller]
+    assert decided, f"no call of `peagle {command}` was checked against its policy"
+    denied = [f"peagle {' '.join(argv)}: {d}" for argv, caller in runs for d in enforcer.denials(caller)]
+    assert not denied, (f"`peagle iam-policy {command} --json` denies what `peagle {command}` does:\n"
+                        + "\n".join(dict.fromkeys(denied)))
+
+
+def test_the_component_deploy_refreshed_its_lease_on_its_inference_component(policed_server, recorded):
+    """The scenario really exercises the heartbeat (peagle:lease every 60 s) on the inference component, through
+    the policy check: an AddTags of its own, not the tags of a create."""
+    _, outcomes, callers = recorded
+    [argv] = [argv for argv, _, _ in outcomes["deploy"] if NAME + "-zero" in argv]
+    component = f":inference-component/{NAME}-zero"
+    refreshes = [d for d in policed_server.enforcer.decisions if d.caller == callers[tuple(argv)]
+                 and d.call == "sagemaker:AddTags" and d.resource.endswith(component)]
+    assert refreshes, "the component deploy's lease was never refreshed on its inference component"
+
+
+def test_the_commands_held_to_their_policy_are_every_aws_command_and_docs_iam_md_says_which():
+    """Every registered command that calls AWS runs in a scenario held to its printed policy; docs/iam.md lists
+    them (printed here too: pytest -rP)."""
+    from pathlib import Path
+
+    covered = sorted({command for command, _, _ in _scenarios("arn:aws:iam::123456789012:role/r", "/tmp")})
+    print("commands held to `peagle iam-policy COMMAND --json` against the emulator:", ", ".join(covered))
+    assert covered == sorted(COMMANDS - NO_AWS), f"registered commands with no enforced scenario: " \
+                                                 f"{sorted(COMMANDS - NO_AWS - set(covered))}"
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "iam.md").read_text(encoding="utf-8")
+    paragraph = doc.split("Commands held to their printed policy in the suite:", 1)[1].split("\n\n", 1)[0]
+    assert sorted(re.findall(r"`peagle (\w+)`", paragraph)) == covered
+
+
 def test_failing_deploy_was_rolled_back(recorded):
     """The deploy scenario that must exercise the rollback calls really did fail and roll back."""
-    _, outcomes = recorded
+    _, outcomes, _ = recorded
     [(_, code, stderr)] = [o for o in outcomes["deploy"] if FAILING in o[0]]
     assert code == 6 and "rolled back" in stderr and f"peagle logs {FAILING}" in stderr
 

@@ -116,6 +116,10 @@ SCOPES: dict[str, Scope] = {
         f"aws:RequestTag/{MANAGED}": "true"}}, means=f"only the tags of peagle's own creates ({MANAGED}=true)"),
     "RetagManaged": Scope(resources=(ENDPOINTS, CONFIGS, MODELS), condition={**_ON_MANAGED, "ForAllValues:StringLike": {
         "aws:TagKeys": ["peagle:*"]}}, means=f"only peagle:* tags, only on what is tagged {MANAGED}=true"),
+    # issue 44: a component deploy's lease (peagle:lease) is refreshed and released on its inference component too
+    "RetagManagedComponents": Scope(resources=(COMPONENTS,), condition={**_ON_MANAGED, "ForAllValues:StringLike": {
+        "aws:TagKeys": ["peagle:*"]}}, means=f"only peagle:* tags, only on an inference component tagged {MANAGED}=true "
+                                            "(a deploy's or a sweep's lease)"),
     "ManageEndpoints": Scope(resources=(ENDPOINTS,), condition=_ON_MANAGED,
                              means=f"only an endpoint tagged {MANAGED}=true"),
     "ManageEndpointConfigs": Scope(resources=(CONFIGS,), condition=_ON_MANAGED,
@@ -284,13 +288,12 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:CreateInferenceComponent", "--hosting component: the inference component, once the endpoint "
                                                  "is InService"),
         _IC_READ.model_copy(update={"why": "--hosting component: wait for InService; verify its model and sizes"}),
-        _p("sagemaker:AddTags", "tag what it creates (peagle:managed, TTL, K, ..., its lease); refresh the lease "
-                                "(peagle:lease) on them every 60 s while it runs",
-           scopes=("TagOnCreate", "RetagManaged"),
-           unobserved="the tags travel inside the `Create*` requests (AWS requires sagemaker:AddTags for tags "
-                      "given on create, which no separate API call shows); the first refresh comes 60 s in, after "
-                      "the emulator's deploys have ended (tests/test_leases.py covers it)"),
-        _p("sagemaker:DeleteTags", "release its lease (peagle:lease) on what it created when it ends"),
+        _p("sagemaker:AddTags", "tag what it creates (peagle:managed, TTL, K, ..., its lease: AWS requires AddTags for "
+                                "tags given on create); refresh the lease (peagle:lease) on them, an inference "
+                                "component included, every 60 s while it runs",
+           scopes=("TagOnCreate", "RetagManaged", "RetagManagedComponents")),  # issue 44: on its component too
+        _p("sagemaker:DeleteTags", "release its lease (peagle:lease) on what it created when it ends (its inference "
+                                   "component's too)", scopes=("RetagManaged", "RetagManagedComponents")),
         _p("iam:PassRole", "hand --role to SageMaker in CreateModel (condition iam:PassedToService "
                            "sagemaker.amazonaws.com)",
            resources=("arn:aws:iam::*:role/*",),
@@ -435,7 +438,9 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("iam:PassRole", "the live model's execution role goes to the new model (condition iam:PassedToService "
                            "sagemaker.amazonaws.com)",
            resources=("arn:aws:iam::*:role/*",), unobserved="authorized inside CreateModel, not an API call of its own"),
-        _LOGS.model_copy(update={"why": "verify the new speculative config in vLLM's start-up lines"}),
+        _LOGS.model_copy(update={"why": "verify the new speculative config in vLLM's start-up lines (a component's "
+                                        "in /aws/sagemaker/InferenceComponents/NAME)",
+                                 "scopes": _COMPONENT_LOGS}),  # issue 44: a component endpoint's update reads it
         _p("sagemaker:ListEndpoints", "keep a previous config another endpoint still uses"),
         _p("sagemaker:ListEndpointConfigs", "keep a previous model another config still uses"),
         _p("sagemaker:DeleteEndpointConfig", "remove the previous config after success (or the new one after a "

@@ -143,10 +143,17 @@ def test_no_sagemaker_write_without_the_managed_tag():
     assert tagging["TagOnCreate"]["Condition"]["StringEquals"]["sagemaker:TaggingAction"] == [
         "CreateModel", "CreateEndpointConfig", "CreateEndpoint", "CreateInferenceComponent"]
     assert tagging["RetagManaged"]["Condition"]["ForAllValues:StringLike"] == {"aws:TagKeys": ["peagle:*"]}
-    # deploy retags only to refresh its lease (peagle:lease) on what it created: peagle:* keys on peagle's resources
+    # deploy retags only to refresh its lease (peagle:lease) on what it created: peagle:* keys on peagle's resources,
+    # its inference component included (issue 44), in a statement of its own: only deploy and sweep tag components
     assert {s["Sid"] for s in _statements_of(iam_policy.policy_document(["deploy"]), "sagemaker:AddTags")} == {
-        "TagOnCreate", "RetagManaged"}
+        "TagOnCreate", "RetagManaged", "RetagManagedComponents"}
     assert set(tagging["RetagManaged"]["Resource"]) == {iam_policy.ENDPOINTS, iam_policy.CONFIGS, iam_policy.MODELS}
+    components = tagging["RetagManagedComponents"]
+    assert components["Resource"] == iam_policy.COMPONENTS
+    assert components["Action"] == ["sagemaker:AddTags", "sagemaker:DeleteTags"]
+    assert components["Condition"] == tagging["RetagManaged"]["Condition"]
+    assert {command for command in iam_policy.COMMANDS if "RetagManagedComponents" in {
+        s["Sid"] for s in iam_policy.policy_document([command])["Statement"]}} == {"deploy", "sweep"}
 
 
 def test_kms_grants_pass_role_and_alarms_are_conditioned():

@@ -398,7 +398,9 @@ def _query(environ: dict[str, Any], body: bytes) -> dict[str, Any]:
 
 
 def _rest(op: Any, environ: dict[str, Any]) -> dict[str, Any]:
-    uri = op.http.get("requestUri", "/").split("?", 1)[0]
+    # a client strips S3's `/{Bucket}` from the shared model once it has run (the bucket goes in the host then), and
+    # keeps the original as authPath; the emulator is addressed path-style, as the original says
+    uri = (op.http.get("authPath") or op.http.get("requestUri", "/")).split("?", 1)[0]
     pattern = "".join(f"(?P<{_group(m)}>.+)" if m.endswith("+}") else f"(?P<{_group(m)}>[^/]+)" if m.startswith("{")
                       else re.escape(m) for m in re.split(r"(\{[^}]+\})", uri))
     match = re.fullmatch(pattern, environ.get("PATH_INFO", "")) or re.fullmatch(pattern + "/?", environ.get(

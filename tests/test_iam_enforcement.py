@@ -229,7 +229,7 @@ def enforced():
 
     policies: dict[str, dict] = {}
     enforcer = PolicyEnforcer(lambda caller: policies.get(caller))
-    with SageMakerEmulator.server(middlewares=[enforcer.middleware], set_env=False, seed_jumpstart=False) as emu:
+    with SageMakerEmulator.server(middlewares=[enforcer.middleware], set_env=False) as emu:
         yield emu, enforcer, policies
 
 
@@ -282,8 +282,42 @@ def test_a_caller_without_a_policy_and_each_protocols_refusal(enforced):
         with pytest.raises(ClientError) as refused:
             call(_client(emu, service, "reader"))
         assert refused.value.response["Error"]["Code"] in ("AccessDenied", "AccessDeniedException"), service
-    assert {d.action for d in enforcer.denials("reader")} == {"sts:GetCallerIdentity", "s3:GetObject",
-                                                              "logs:FilterLogEvents"}
+    assert {(d.action, d.resource) for d in enforcer.denials("reader")} == {
+        ("sts:GetCallerIdentity", "*"), ("s3:GetObject", "arn:aws:s3:::b/k"),  # path-style: the bucket, then the key
+        ("logs:FilterLogEvents", f"arn:aws:logs:{emu.region}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/x")}
     before = len(enforcer.decisions)
     emu.client("sagemaker").list_endpoints()  # no policy for this caller: through, unchecked
     assert len(enforcer.decisions) == before
+
+
+def test_a_component_deploy_whose_policy_denies_its_lease_refresh_says_so_once(enforced):
+    """Issue 44's hole, end to end: the policy as it was (no AddTags on inference components); the deploy's heartbeat
+    (on the fork's fake clock, 8 Creating polls: 94 s) is refused by the emulator as AWS refuses it, and the deploy
+    says it in one warning line with the missing permission, then succeeds."""
+    import subprocess
+
+    from peagle_deploy import iam_policy
+    from tests.forked_peagle import LEASE_BEATS, forked_peagle
+
+    emu, enforcer, policies = enforced
+    printed = iam_policy.policy_document(["deploy"])
+    policies["before-44"] = {**printed, "Statement": [s for s in printed["Statement"]
+                                                      if s["Sid"] != "RetagManagedComponents"]}
+    emu.script_endpoints(creating_polls=8)
+    emu.components.script(creating_polls=8)
+    try:
+        proc = subprocess.run([forked_peagle(), "deploy", "qwen3-coder", "--name", "lease-denied", "--role",
+                               emu.role_arn, "--yes", "--scale-to-zero"],
+                              env={**emu.env, "AWS_SDK_UA_APP_ID": "before-44", LEASE_BEATS: "1"},
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    finally:
+        emu.script_endpoints()
+        emu.components.script()
+    assert proc.returncode == 0, proc.stderr
+    component = f"arn:aws:sagemaker:{emu.region}:{ACCOUNT}:inference-component/lease-denied"
+    refused = {(d.action, d.resource) for d in enforcer.denials("before-44")}
+    assert refused == {("sagemaker:AddTags", component), ("sagemaker:DeleteTags", component)}  # refresh, release
+    [warning] = [line for line in proc.stderr.splitlines() if "lease" in line and line.startswith("warning:")]
+    assert warning.startswith(f"warning: the deploy's lease could not be refreshed: AWS denied sagemaker:AddTags on "
+                              f"{component} (AccessDeniedException); its peagle:lease tag goes stale at ")
+    assert "Traceback" not in proc.stderr

@@ -147,3 +147,43 @@ def test_what_a_teardown_deleted_is_no_longer_held(emu_in_process):
                          Outcome(kind="model", name="peagle-sw1-off", result="deleted"),  # AWS lowercases ARNs
                          Outcome(kind="endpoint", name="peagle-sw1-p-eagle-k3", result="failed")])
     assert holder.held == [arns[3]]  # still there: its lease is released (a sweep's: expired) at the end
+
+
+def test_a_denied_refresh_says_once_which_permission_is_missing(emu_in_process):
+    """AWS's AccessDenied on the heartbeat: one line naming the action and the resource, not one every 60 s."""
+    clock = Clock()
+    sm, arn = model(emu_in_process)
+    said: list[str] = []
+    holder = LeaseHolder(sm, "deploy", now=clock, warn=said.append)
+    sm.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in holder.tags().items()])
+    holder.hold(arn)
+    written = read_lease(tags_of(sm, arn)).until
+    emu_in_process.fail("AddTags", code="AccessDeniedException", times=3,
+                        message=f"User: arn:aws:sts::123456789012:user/moto is not authorized to perform: "
+                                f"sagemaker:AddTags on resource: {arn}")
+    for _ in range(3):  # three periods, three refused refreshes
+        clock.at += timedelta(seconds=PERIOD_S)
+        holder.refresh()
+    assert said == [f"the deploy's lease could not be refreshed: AWS denied sagemaker:AddTags on {arn} "
+                    f"(AccessDeniedException); its {LEASE} tag goes stale at {written:%Y-%m-%dT%H:%M:%SZ} and the "
+                    "deploy then looks abandoned to peagle status and recover: allow sagemaker:AddTags there (peagle "
+                    "iam-policy deploy --json)"]
+    clock.at += timedelta(seconds=PERIOD_S)
+    holder.refresh()  # allowed again: the lease moves on, nothing more is said
+    assert read_lease(tags_of(sm, arn)).until == clock.at + timedelta(seconds=EXPIRY_S) and len(said) == 1
+
+
+def test_any_other_failed_refresh_is_one_line_too_without_a_traceback(emu_in_process, capsys):
+    clock = Clock()
+    sm, arn = model(emu_in_process)
+    holder = LeaseHolder(sm, "update", now=clock)  # the default: stderr
+    sm.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in holder.tags().items()])
+    holder.hold(arn)
+    emu_in_process.fail("ListTags", code="ServiceUnavailable", message="try later", status=503, times=20)
+    holder.refresh()
+    holder.refresh()
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"warning: the update's lease on {arn} could not be refreshed (ServiceUnavailable: try "
+                                "later); peagle tries again every 60 s, and the lease stays fresh until "
+                                f"{T0 + timedelta(seconds=EXPIRY_S):%Y-%m-%dT%H:%M:%SZ}"]
+    assert "Traceback" not in err

@@ -24,6 +24,9 @@ work over), the owner stops refreshing it and never writes it back. The owner re
 update's or a cleanup's failure leaves its intent for `peagle recover`, without a lease); only SIGKILL or a lost
 machine leaves a lease behind, which counts as abandoned once `until` has passed.
 
+A refresh that fails is said once per run, on stderr, in one line, never every 60 s: AWS's AccessDenied names the
+permission missing (action and resource) and when the lease goes stale; any other failure its AWS error.
+
 Clock: the owner writes `until` by its clock, every reader judges it by its own (`clock.now`); the 10 minutes
 absorb the few seconds two machines' clocks differ by under NTP. `status` says "in progress on OWNER since ...
 (lease fresh until ...)" or "abandoned"; `recover` leaves a fresh lease's work alone (`--force` overrides).
@@ -35,6 +38,7 @@ import os
 import re
 import secrets
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -119,8 +123,12 @@ class LeaseHolder:
     `period_s` from a daemon thread on every resource it holds, released at the end (`with holder:`)."""
 
     def __init__(self, sm: Any, operation: str, *, now: Callable[[], datetime] | None = None,
-                 period_s: float = PERIOD_S, expiry_s: float = EXPIRY_S, expire_on_release: bool = False):
+                 period_s: float = PERIOD_S, expiry_s: float = EXPIRY_S, expire_on_release: bool = False,
+                 warn: Callable[[str], None] | None = None):
         self.sm = sm
+        self._warn = warn or _warn_on_stderr  # a failed refresh, said once per kind (`_failed`)
+        self._warned: set[str] = set()
+        self._fresh_until: dict[str, datetime] = {}  # what each resource's tag last said, as written
         self._now = now or (lambda: clock.now())
         self.period_s, self.expiry_s = period_s, expiry_s
         self.expire_on_release = expire_on_release  # a sweep: what is left is abandoned at once, not unleased
@@ -153,6 +161,7 @@ class LeaseHolder:
         with self._lock:
             if arn and arn not in self._arns:
                 self._arns.append(arn)
+                self._fresh_until.setdefault(arn, self.lease.until)
 
     def drop(self, arn: str | None) -> None:
         """`arn` is gone, or its lease was cleared with the intent: nothing more to refresh or release there."""
@@ -178,9 +187,35 @@ class LeaseHolder:
         for arn in self.held:
             try:
                 if self._ours(arn):
-                    self.sm.add_tags(ResourceArn=arn, Tags=[{"Key": LEASE, "Value": self.value()}])
-            except Exception:  # noqa: BLE001 - a missed heartbeat; nine more before the lease expires
+                    value = self.value()
+                    self.sm.add_tags(ResourceArn=arn, Tags=[{"Key": LEASE, "Value": value}])
+                    self._fresh_until[arn] = self.lease.until
+            except Exception as exc:  # noqa: BLE001 - a missed heartbeat; nine more before the lease expires
+                self._failed(exc, arn)
                 continue
+
+    def _failed(self, exc: Exception, arn: str) -> None:
+        """One line on stderr the first time a refresh is denied (the permission missing: action and resource),
+        and the first time one fails otherwise; never a traceback, never every period."""
+        from ..aws import error_code, error_message
+
+        code = error_code(exc)
+        kind = "denied" if code in ("AccessDenied", "AccessDeniedException") else "failed"
+        with self._lock:
+            if kind in self._warned:
+                return
+            self._warned.add(kind)
+        stale = self._fresh_until.get(arn, self.lease.until)
+        if kind == "denied":
+            action = f"sagemaker:{getattr(exc, 'operation_name', None) or 'AddTags'}"
+            self._warn(f"the {self.lease.operation}'s lease could not be refreshed: AWS denied {action} on {arn} "
+                       f"({code}); its {LEASE} tag goes stale at {_stamp(stale)} and the {self.lease.operation} then "
+                       f"looks abandoned to peagle status and recover: allow {action} there (peagle iam-policy "
+                       f"{self.lease.operation} --json)")
+            return
+        reason = f"{code}: {error_message(exc)}" if code else (str(exc).splitlines() or [type(exc).__name__])[0]
+        self._warn(f"the {self.lease.operation}'s lease on {arn} could not be refreshed ({reason}); peagle tries again "
+                   f"every {self.period_s:g} s, and the lease stays fresh until {_stamp(stale)}")
 
     def release(self) -> None:
         """The operation ends: remove its lease (a sweep's: expire it) wherever it is still this run's."""
@@ -252,6 +287,13 @@ def removed_meanwhile(sm: Any, exc: BaseException, made: list[tuple[str, str]], 
     return PeagleError(f"the {' and '.join(gone)} this {operation} created {'was' if len(gone) == 1 else 'were'} "
                        f"removed by someone else before {call} (a 'peagle recover --force' or 'peagle cleanup' "
                        "elsewhere?)", f"run the {operation} again")
+
+
+def _warn_on_stderr(message: str) -> None:
+    try:
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):  # stderr closed: nothing to say it on
+        pass
 
 
 def _host() -> str:

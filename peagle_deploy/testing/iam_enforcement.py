@@ -123,12 +123,14 @@ def evaluate(policy: Policy, action: str, resource: str, context: Context) -> Ve
             raise NotModelled(f"{sid}: Principal (an identity policy has none)")
         if not _listed(statement, "Action", action, _action_matches):
             continue
+        allowing = statement.get("Effect") == "Allow"  # why a Deny did not apply is no reason for the denial
         if not _listed(statement, "Resource", resource, arn_like):
-            reasons.append(f"{sid}: not on this resource (it names {_text(statement.get('Resource', statement.get('NotResource')))})")
+            named = statement.get("Resource", statement.get("NotResource"))
+            reasons += [f"{sid}: not on this resource (it names {_text(named)})"] if allowing else []
             continue
         failed = condition_failure(statement.get("Condition") or {}, context)
         if failed is not None:
-            reasons.append(f"{sid}: {failed}")
+            reasons += [f"{sid}: {failed}"] if allowing else []
             continue
         if statement.get("Effect") == "Deny":
             return Verdict(False, sid, explicit_deny=True)
@@ -189,8 +191,8 @@ def _holds(operator: str, wanted: list[str], actual: list[str] | None) -> bool:
         return all(one(v) for v in actual)
     if qualifier == "ForAnyValue:":
         return any(one(v) for v in actual)
-    if len(actual) != 1:  # a single-valued operator on a multivalued key: IAM's docs say use a qualifier
-        return negated
+    if len(actual) != 1:  # IAM's docs: a multivalued key needs ForAnyValue or ForAllValues
+        raise NotModelled(f"the single-valued operator {operator} on a key with several values ({actual})")
     return one(actual[0])
 
 

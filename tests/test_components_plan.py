@@ -175,3 +175,29 @@ def test_hosting_of_reads_the_tags_and_the_description():
     assert (shape.hosting, shape.components, shape.scale_to_zero) == ("component", ["a", "b"], IdleRule())
     assert hosting_of(component, {}).hosting == "component"  # someone else's: the description says it
     assert hosting_of({"ProductionVariants": [{"VariantName": "AllTraffic"}]}, {}).hosting == "endpoint"
+
+
+def test_the_scaling_an_older_idle_rule_moves_to_is_a_pure_function_of_what_is_registered():
+    """lifecycle/scaling_migration.scaling_from_live: the live target and policies -> the same scaling a deploy of
+    that shape plans today (recover and update call it; issue 45's recover can too)."""
+    from peagle_deploy.autoscale import AutoscalePolicy
+    from peagle_deploy.lifecycle.scaling_migration import scaling_from_live
+    from peagle_deploy.scale_to_zero import ComponentScaling
+
+    concurrency = "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
+    wake = {"PolicyName": "peagle-wake-up", "StepScalingPolicyConfiguration": {
+        "StepAdjustments": [{"MetricIntervalLowerBound": 0.0, "ScalingAdjustment": 2}]}}
+    older = {"PolicyName": "peagle-scale-to-zero", "StepScalingPolicyConfiguration": {
+        "StepAdjustments": [{"MetricIntervalUpperBound": 0.0, "ScalingAdjustment": 0}]}}
+    tracking = {"PolicyName": "peagle-target-tracking", "TargetTrackingScalingPolicyConfiguration": {
+        "TargetValue": 8.0, "DisableScaleIn": True, "PredefinedMetricSpecification": {
+            "PredefinedMetricType": concurrency}}}
+    moved = scaling_from_live("c", {"MinCapacity": 0, "MaxCapacity": 4}, [wake, older, tracking])
+    assert moved == ComponentScaling.planned("c", copies=2, idle=IdleRule(), autoscale=AutoscalePolicy(
+        min_capacity=1, max_capacity=4, metric="concurrency", target=8.0))
+    [body] = [r.body for r in moved.requests([]) if r.step == "target_tracking"]
+    assert body["TargetTrackingScalingPolicyConfiguration"] == {  # scale-in on again
+        "TargetValue": 8.0, "PredefinedMetricSpecification": {"PredefinedMetricType": concurrency}}
+    plain = scaling_from_live("c", {"MinCapacity": 0, "MaxCapacity": 1}, [
+        {**wake, "StepScalingPolicyConfiguration": {"StepAdjustments": [{"ScalingAdjustment": 1}]}}, older])
+    assert plain == ComponentScaling.planned("c", copies=1, idle=IdleRule(), autoscale=None)

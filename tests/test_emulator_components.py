@@ -298,6 +298,20 @@ def test_an_update_with_no_room_beside_the_old_copy_is_refused_and_changes_nothi
     assert described["Specification"]["ComputeResourceRequirements"]["MinMemoryRequiredInMb"] == 1024
 
 
+def test_an_update_of_a_component_at_zero_copies_needs_no_room_and_ends_at_once(emu_in_process):
+    sm = emu_in_process.client("sagemaker")
+    component_endpoint(sm, instance_type="ml.g7e.2xlarge", minimum=0, maximum=1)
+    component(sm, "ic")
+    sm.update_inference_component_runtime_config(InferenceComponentName="ic", DesiredRuntimeConfig={"CopyCount": 0})
+    sm.update_inference_component(InferenceComponentName="ic", Specification={
+        "ModelName": "ep", "ComputeResourceRequirements": {"NumberOfAcceleratorDevicesRequired": 1,
+                                                           "MinMemoryRequiredInMb": 2048}})
+    described = sm.describe_inference_component(InferenceComponentName="ic")
+    assert described["InferenceComponentStatus"] == "InService"
+    assert described["RuntimeConfig"]["DesiredCopyCount"] == 0
+    assert described["Specification"]["ComputeResourceRequirements"]["MinMemoryRequiredInMb"] == 2048
+
+
 def test_components_scale_to_zero_and_wake_in_their_own_region():
     """Application Auto Scaling, the alarms and the clock act on each region's components: a component in us-west-2
     idles to zero there and a request there wakes it, while the default region holds nothing."""

@@ -4,9 +4,9 @@ copy counts in `NoCapacityInvocationFailures`, the alarm on that metric goes to 
 scaling policy's ARN) brings a copy back.
 
 Evaluated here, on the emulator's clock (`emulator.clock`), for alarms in the `AWS/SageMaker` namespace on one
-metric, or on a metric math expression that adds up such metrics, each term `id` or `FILL(id, constant)` (the form
-peagle's idle alarm takes: `FILL(served, 0) + FILL(refused, 0)`), whose data is in moto's CloudWatch backend (the
-emulator publishes SageMaker's own metrics there; `PutMetricData` adds yours):
+metric, or on a metric math expression that adds up such metrics, each term `id` or `FILL(id, constant)` (the
+form an older peagle's idle alarm takes: `FILL(served, 0) + FILL(refused, 0)`), whose data is in moto's CloudWatch
+backend (the emulator publishes SageMaker's own metrics there; `PutMetricData` adds yours):
 - datapoints per period, aligned to the period (`Sum`, `Average`, `Minimum`, `Maximum`, `SampleCount`; an
   `ExtendedStatistic` is never breaching);
 - at the end of each period (plus `lag_s`, the emulator's `alarm_lag_s`) the last `EvaluationPeriods` datapoints

@@ -314,7 +314,8 @@ COMMANDS: dict[str, list[Permission]] = {
            scopes=_BOTH_REGISTERS),
         _TAG_ON_REGISTER.model_copy(update={"why": "--autoscale, --scale-to-zero: " + _TAG_ON_REGISTER.why}),
         _p("application-autoscaling:PutScalingPolicy", "--autoscale: attach the target tracking policy; "
-                                                       "--scale-to-zero: target tracking with scale-in and the wake-up step policy",
+                                                       "--scale-to-zero: target tracking with scale-in and the "
+                                                       "wake-up step policy",
            scopes=_BOTH_SCALING),
         *[p.model_copy(update={"why": "--autoscale: roll back a registration (" + p.why + ")"})
           for p in [*_AAS_READ]],

@@ -378,7 +378,8 @@ def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endp
     requirements = (found.get("Specification") or {}).get("ComputeResourceRequirements") or {}
     variant = next(iter(described_endpoint.get("ProductionVariants") or []), {})
     row = ComponentStatus(name=name, status=found.get("InferenceComponentStatus", "Unknown"),
-                          endpoint=found.get("EndpointName"), failure_reason=found.get("FailureReason"), desired_copies=runtime.get("DesiredCopyCount"),
+                          endpoint=found.get("EndpointName"), failure_reason=found.get("FailureReason"),
+                          desired_copies=runtime.get("DesiredCopyCount"),
                           current_copies=runtime.get("CurrentCopyCount"),
                           current_instances=variant.get("CurrentInstanceCount"),
                           desired_instances=variant.get("DesiredInstanceCount"),

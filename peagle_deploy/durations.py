@@ -31,7 +31,7 @@ BOUNDS: dict[str, tuple[timedelta, timedelta]] = {
     "--bake": (timedelta(0), timedelta(hours=1)),  # SageMaker's WaitIntervalInSeconds: 0..3600
     "--since": (timedelta(seconds=1), timedelta(days=365)),
     "--window": (timedelta(0), timedelta(days=30)),
-    "--idle": (timedelta(minutes=1), timedelta(days=1)),  # a CloudWatch alarm looks back at most one day
+    "--idle": (timedelta(minutes=15), timedelta(minutes=15)),  # AWS's scale-in period only (scale_to_zero.parse_idle)
     "--wait-timeout": (timedelta(0), timedelta(hours=2)),  # 0s: one request, no waiting for a copy
 }
 LONGEST = timedelta(days=3650)

@@ -151,7 +151,7 @@ SCOPES: dict[str, Scope] = {
                                         means=f"only target tracking alarms of inference components "
                                               f"({COMPONENT_ALARM_PREFIX}*)"),
     "PeagleAlarms": Scope(resources=(PEAGLE_ALARMS,), means="only alarms named peagle-* (scale to zero's wake-up "
-                                                            "and idle alarms)"),
+                                                            "alarm, and an older peagle's idle alarm)"),
     "ReadAlarms": Scope(resources=("arn:aws:cloudwatch:*:*:alarm:*",), means="any alarm (read: --rollback-alarm; "
                                                                         "scale to zero's alarms and their tags)"),
     "KmsGrantsForSageMaker": Scope(resources=("arn:aws:kms:*:*:key/*",), condition={
@@ -264,7 +264,8 @@ _SCALING_BY_AAS = _p("sagemaker:UpdateInferenceComponentRuntimeConfig",
                                 "no IAM")
 _ALARM_TAGS = _p("cloudwatch:TagResource", "--scale-to-zero: the tags given in PutMetricAlarm (peagle:managed)",
                  unobserved="authorized inside PutMetricAlarm's Tags, not an API call of its own")
-_ALARM_READS = [_p("cloudwatch:DescribeAlarms", "scale to zero: peagle's wake-up and idle alarms (their state)"),
+_ALARM_READS = [_p("cloudwatch:DescribeAlarms", "scale to zero: peagle's wake-up alarm (and an older peagle's idle "
+                                                "alarm): their state"),
                 _p("cloudwatch:ListTagsForResource", "scale to zero: remove an alarm only if it carries "
                                                      "peagle:managed")]
 _COMPONENT_LOGS = "EndpointLogs", "ComponentLogs"
@@ -316,7 +317,8 @@ COMMANDS: dict[str, list[Permission]] = {
            scopes=_BOTH_REGISTERS),
         _TAG_ON_REGISTER.model_copy(update={"why": "--autoscale, --scale-to-zero: " + _TAG_ON_REGISTER.why}),
         _p("application-autoscaling:PutScalingPolicy", "--autoscale: attach the target tracking policy; "
-                                                       "--scale-to-zero: the wake-up and idle step policies",
+                                                       "--scale-to-zero: target tracking with scale-in and the "
+                                                       "wake-up step policy",
            scopes=_BOTH_SCALING),
         *[p.model_copy(update={"why": "--autoscale: roll back a registration (" + p.why + ")"})
           for p in [*_AAS_READ]],
@@ -328,8 +330,8 @@ COMMANDS: dict[str, list[Permission]] = {
         _p("sagemaker:UpdateEndpointWeightsAndCapacities", "--autoscale: what scaling does to the variant (in "
                                                            "SageMaker's minimum autoscaling permissions)",
            unobserved="Application Auto Scaling calls it with the caller's permissions; the emulator has no IAM"),
-        _p("cloudwatch:PutMetricAlarm", "--scale-to-zero: the wake-up and idle alarms; --autoscale: the target "
-                                        "tracking policy's alarms (Application Auto Scaling, as you)",
+        _p("cloudwatch:PutMetricAlarm", "--scale-to-zero: the wake-up alarm; --autoscale, --scale-to-zero: the "
+                                        "target tracking policy's alarms (Application Auto Scaling, as you)",
            scopes=_ALL_ALARMS),
         _ALARM_TAGS,
         *[p.model_copy(update={"why": "--scale-to-zero, roll back: " + p.why}) for p in _ALARM_READS],
@@ -361,7 +363,9 @@ COMMANDS: dict[str, list[Permission]] = {
         _IC_LIST, _IC_READ,
         _p("application-autoscaling:DescribeScalingActivities", "a component's copy count over time: its cost so "
                                                                 "far from instance-hours"),
-        _ALARM_READS[0].model_copy(update={"why": "a component's wake-up and idle alarms (their state)"}),
+        _ALARM_READS[0].model_copy(update={"why": "a component's wake-up alarm and its scale-in alarm (target "
+                                                  "tracking's AlarmLow, or an older peagle's idle alarm): their "
+                                                  "state, and whether the scale-in acted"}),
     ],
     "invoke": [
         _IC_LIST.model_copy(update={"why": "which inference component of the endpoint the request names (none: "
@@ -479,8 +483,8 @@ COMMANDS: dict[str, list[Permission]] = {
         *[p.model_copy(update={"scopes": _BOTH_SCALING}) for p in _AAS_REMOVE],
         _IC_LIST, _IC_READ, _IC_DELETE,
         *_ALARM_READS,
-        _p("cloudwatch:DeleteAlarms", "peagle's wake-up and idle alarms; the alarms of a removed scaling policy "
-                                      "(Application Auto Scaling, as you)", scopes=_ALL_ALARMS),
+        _p("cloudwatch:DeleteAlarms", "peagle's wake-up alarm (and an older peagle's idle alarm); the alarms of a "
+                                      "removed scaling policy (Application Auto Scaling, as you)", scopes=_ALL_ALARMS),
     ],
 }
 
@@ -513,6 +517,25 @@ COMMANDS["recover"] = [
     *[p.model_copy(update={"why": "finish an interrupted cleanup: " + p.why, "unobserved": _RECOVER_ONLY_AFTER_CLEANUP,
                            "scopes": _BOTH_SCALING}) for p in _AAS_REMOVE],
 ]
+
+# `update --scale-to-zero` (and any update of such an endpoint) and `recover` move a component from an older peagle's
+# idle rule to AWS's recipe (lifecycle/scaling_migration.py): target tracking put, the older policy and alarm deleted
+_MOVE = "only on a component an older peagle scaled to zero; tests/test_components_e2e.py covers it"
+for _command in ("update", "recover"):
+    COMMANDS[_command] += [p.model_copy(update={"unobserved": _MOVE}) for p in [
+        _p("application-autoscaling:DescribeScalableTargets", "a component's scaling, to move an older idle rule"),
+        _p("application-autoscaling:DescribeScalingPolicies", "whether a component has an older peagle's idle rule"),
+        _p("cloudwatch:DescribeAlarms", "an older peagle's idle alarm of a component"),
+        _p("cloudwatch:ListTagsForResource", "delete that alarm only if it carries peagle:managed",
+           scopes=("ReadAlarms",)),
+        _p("application-autoscaling:PutScalingPolicy", "the component's target tracking with scale-in (AWS's "
+                                                       "scale-to-zero recipe)", scopes=("ScaleManagedComponents",)),
+        _p("application-autoscaling:DeleteScalingPolicy", "the older idle step policy",
+           scopes=("ScaleManagedComponents",)),
+        _p("cloudwatch:DeleteAlarms", "the older idle alarm", scopes=("PeagleAlarms",)),
+        _p("cloudwatch:PutMetricAlarm", "the target tracking policy's alarms (Application Auto Scaling, as you)",
+           scopes=("ComponentAutoscalingAlarms",)),
+    ]]
 
 # `update --autoscale` registers a scaling target as deploy does: what AWS does on the caller's behalf then too
 for _command in ("update", "recover"):

@@ -630,4 +630,5 @@ def build_plan(request: PlanRequest, *, resolver: Resolver | None = None, now: d
     if request.hosting is Hosting.COMPONENT:
         parts.append(plan_component.price(resources, priced))
     resources.pop("max_instance_count", None)
+    resources.pop("update_room_instances", None)
     return DeploymentPlan(**_merge(parts))

@@ -9,13 +9,23 @@ has no `AdditionalModelDataSources` in SageMaker's API (botocore's `InferenceCom
 Image, ArtifactUrl, Environment), so the drafter channel can only reach a component through a model.
 
 - the endpoint config: the execution role, and one variant with instances only (no `ModelName`):
-  `ManagedInstanceScaling` (min 0 with scale to zero, else 1; max for the most copies), `RoutingConfig`; for a
-  component that joins a host (`PlanRequest.host`: a sweep's one endpoint for many components) the config and the
-  endpoint are the host's, named and tagged as the host;
+  `ManagedInstanceScaling` (min 0 with scale to zero, else 1; max for the most copies plus room for an update's new
+  copies beside the old: `update_room`), `RoutingConfig`; for a component that joins a host (`PlanRequest.host`: a
+  sweep's one endpoint for many components, never updated) the config and the endpoint are the host's, named and
+  tagged as the host, without room;
 - the component: `ComputeResourceRequirements` from the instance's facts (templates/instances.toml): the GPUs of
-  the TP degree the plan sets, and memory (`memory_mb`), `StartupParameters` from the spec's timeouts, `CopyCount`;
-- its scaling (`scale_to_zero.ComponentScaling`): Application Auto Scaling on copies, and with scale to zero the
-  wake-up and idle policies and alarms.
+  the TP degree the plan sets, and memory (`memory_mb`), `StartupParameters` from the spec's timeouts, `CopyCount`,
+  and `DataCacheConfig.EnableCaching` (the model and image cached on each instance: a faster scale-out);
+- its scaling (`scale_to_zero.ComponentScaling`): Application Auto Scaling on copies, target tracking, and with
+  scale to zero the wake-up policy and alarm (AWS's recipe).
+
+Room for an update: SageMaker's rolling update of a component "provisions capacity on the new endpoint fleet, routes
+traffic to that fleet, and terminates capacity on the old endpoint fleet" (botocore's model,
+`InferenceComponentRollingUpdatePolicy`), so `peagle update --k` needs the new copies to fit BESIDE the old ones. A
+copy takes every GPU of its instance by default, so `MaxInstanceCount` is the instances of the most copies plus
+those of the deploy's copies again (all of them: peagle sends no `DeploymentConfig`, and how many copies SageMaker
+replaces at once without one is not documented). Managed instance scaling starts an instance only for a copy that
+fits nowhere, so the extra room bills only while an update runs; the plan prices it.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
 from .hosting import TP_ENV, VARIANT_NAME, Hosting
-from .scale_to_zero import COPY_METRICS, ComponentScaling
+from .scale_to_zero import COPY_METRICS, SCALE_IN_METRIC, ComponentScaling
 
 if TYPE_CHECKING:
     from .pricing import Price
@@ -49,6 +59,11 @@ def check_component_request(request: PlanRequest) -> None:
         raise UsageError(f"--autoscale {policy.min_capacity}:{policy.max_capacity} with --scale-to-zero: the minimum "
                          "is zero copies when idle and the deploy's copies when woken",
                          f"pass --autoscale 1:{policy.max_capacity}")
+    if request.scale_to_zero is not None and policy is not None and COPY_METRICS[policy.metric] != SCALE_IN_METRIC:
+        raise UsageError(f"--target-invocations with --scale-to-zero: AWS's recipe scales a component to zero by "
+                         f"target tracking on {SCALE_IN_METRIC} (0 when no request is in flight); invocations per "
+                         "copy publish nothing in a minute without requests",
+                         f"pass --target-concurrency {policy.target:g} instead")
 
 
 def parse_hosting(hosting: str | None, *, scale_to_zero: bool, idle: str | None,
@@ -106,9 +121,17 @@ def _sizes(p: _Params) -> dict[str, int]:
     per_instance = info.gpus // accelerators
     copies = p.request.instance_count
     most = p.request.autoscale.max_capacity if p.request.autoscale else copies
+    most_instances = math.ceil(most / per_instance)
+    with_room = most_instances if p.request.host is not None else update_room(most, copies, per_instance)
     return {"accelerators": accelerators, "memory_mb": need, "per_instance": per_instance, "copies": copies,
-            "instances": math.ceil(copies / per_instance), "max_copies": most,
-            "max_instances": math.ceil(most / per_instance)}
+            "instances": math.ceil(copies / per_instance), "max_copies": most, "max_instances": most_instances,
+            "max_instances_with_room": with_room}
+
+
+def update_room(most_copies: int, copies: int, per_instance: int) -> int:
+    """MaxInstanceCount that holds the most copies and, beside them, an update's new copies (the deploy's count):
+    SageMaker provisions the new copies before it removes the old (module docstring)."""
+    return math.ceil((most_copies + copies) / per_instance)
 
 
 def endpoint_config(p: _Params) -> Part:
@@ -119,7 +142,7 @@ def endpoint_config(p: _Params) -> Part:
         "InitialInstanceCount": sizes["instances"],
         "ManagedInstanceScaling": {"Status": "ENABLED",
                                    "MinInstanceCount": 0 if p.request.scale_to_zero is not None else 1,
-                                   "MaxInstanceCount": sizes["max_instances"]},
+                                   "MaxInstanceCount": sizes["max_instances_with_room"]},
         "RoutingConfig": dict(ROUTING),
     }
     config: dict[str, Any] = {"EndpointConfigName": choice.endpoint, "ProductionVariants": [variant]}
@@ -131,6 +154,7 @@ def endpoint_config(p: _Params) -> Part:
         config["KmsKeyId"] = choice.kms_key_id
     return {"create_endpoint_config": {**config, "Tags": p.endpoint_tag_list}, "kms_key_id": choice.kms_key_id,
             "instance_count": sizes["instances"], "max_instance_count": sizes["max_instances"],
+            "update_room_instances": sizes["max_instances_with_room"] - sizes["max_instances"],
             "startup_health_check_timeout_s": p.spec.startup_health_check_timeout_s,
             "model_data_download_timeout_s": p.spec.model_data_download_timeout_s}
 
@@ -150,7 +174,8 @@ def inference_component(p: _Params) -> Part:
                 "ModelDataDownloadTimeoutInSeconds": _bounded(spec.model_data_download_timeout_s),
                 "ContainerStartupHealthCheckTimeoutInSeconds": _bounded(spec.startup_health_check_timeout_s)},
             "ComputeResourceRequirements": {"NumberOfAcceleratorDevicesRequired": float(sizes["accelerators"]),
-                                            "MinMemoryRequiredInMb": sizes["memory_mb"]}},
+                                            "MinMemoryRequiredInMb": sizes["memory_mb"]},
+            **({"DataCacheConfig": {"EnableCaching": True}} if caching_known() else {})},
         "RuntimeConfig": {"CopyCount": sizes["copies"]},
         "Tags": p.tag_list,
     }
@@ -161,17 +186,28 @@ def inference_component(p: _Params) -> Part:
                       "(ModelName form): a component's own container cannot carry the drafter channel"]}
 
 
+def caching_known() -> bool:
+    """Whether the installed botocore's SageMaker model has `InferenceComponentSpecification.DataCacheConfig`
+    (no AWS call; botocore 1.44 has it): an older one would refuse the member."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    return "DataCacheConfig" in model.shape_for("InferenceComponentSpecification").members
+
+
 def scaling(p: _Params) -> Part:
     name, sizes, request = p.choice.name, _sizes(p), p.request
     idle = request.scale_to_zero
     policy = request.autoscale
-    plan = ComponentScaling(component=name, min_copies=0 if idle is not None else (policy.min_capacity if policy
-                                                                                      else sizes["copies"]),
-                            max_copies=sizes["max_copies"], autoscale=policy, idle=idle, wake_copies=sizes["copies"])
+    plan = ComponentScaling.planned(name, copies=sizes["copies"], idle=idle, autoscale=policy)
     notes = []
-    if policy is not None:
-        notes.append(f"copies scale {policy.min_capacity}-{policy.max_capacity} on {COPY_METRICS[policy.metric]}="
-                     f"{policy.target:g}" + (" (scale-in by the idle rule only)" if idle is not None else ""))
+    if plan.registered:
+        metric, target = plan.tracking
+        notes.append(f"copies scale {plan.min_copies}-{plan.max_copies} by target tracking on {metric}={target:g}"
+                     + (" (AWS's example target; --autoscale 1:N --target-concurrency C sets yours), scale-in on: "
+                        "to zero after about 15 minutes without a request (AWS's recipe, Application Auto Scaling's "
+                        "own scale-in alarm)" if idle is not None and policy is None else
+                        ", scale-in on: to zero when idle (AWS's recipe)" if idle is not None else ""))
     if idle is not None:
         notes.append("scale to zero: a wake-up takes minutes (an instance starts, then the model loads) and requests "
                      "fail meanwhile (docs/hosting.md)")
@@ -180,13 +216,25 @@ def scaling(p: _Params) -> Part:
 
 
 def price(resources: Part, priced: Price) -> Part:
-    """What scale to zero costs: nothing at zero instances, the instances' hourly price with the copies up."""
+    """What scale to zero costs (nothing at zero instances, the instances' hourly price with the copies up), and
+    what the room for an update costs while an update runs."""
+    notes = []
+    room = resources.get("update_room_instances") or 0
+    one = priced.for_count(1).usd_per_hour
+    if room:
+        during = "an unknown price" if one is None else f"${one * room:,.2f}/h"
+        notes.append(f"room for an update: MaxInstanceCount {resources['max_instance_count'] + room} "
+                     f"({resources['max_instance_count']} for the copies, {room} more so that an update's new copies "
+                     "start beside the old: SageMaker provisions the new before it removes the old); managed scaling "
+                     f"starts {'that instance' if room == 1 else 'those instances'} only during an update: {during} "
+                     "more while one runs")
     if resources.get("component_scaling") is None or resources["component_scaling"].idle is None:
-        return {}
+        return {"notes": notes}
     up = priced.usd_per_hour
     with_copies = "an unknown price" if up is None else f"${up:,.2f}/h"
     count = resources["instance_count"]
     return {"price_at_zero_usd_per_hour": 0.0,
             "notes": [f"at zero: $0.00/h (no instance-hours); with {resources['component_scaling'].wake_copies} "
                       f"cop{'y' if resources['component_scaling'].wake_copies == 1 else 'ies'} up: {with_copies} "
-                      f"({count} x {resources['instance_type']}); billed per instance-hour while instances run"]}
+                      f"({count} x {resources['instance_type']}); billed per instance-hour while instances run",
+                      *notes]}

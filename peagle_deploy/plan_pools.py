@@ -8,7 +8,10 @@ nothing of the builder: a type that cannot serve is kept in the plan, marked and
 reason (`judge`: the spec has no image for it, its quota has no room, its price is over an explicit
 --max-price-per-hour). The first type left is the main model's; a later pool whose container differs (another TP
 degree, another image) gets a model of its own through `ModelNameOverride`, the others share the main model
-(`keep`). The variant lists the kept types as `InstancePools`, Priority 1 first (`capacity_variant`).
+(`keep`). The variant lists the kept types as `InstancePools`, Priority 1 first (`capacity_variant`), with
+`RoutingConfig` `LEAST_OUTSTANDING_REQUESTS` (`POOL_ROUTING`): one public sample of instance pools says SageMaker
+requires it with pools; botocore's `ProductionVariant` allows it beside `InstancePools`, and it is the strategy
+peagle uses for components too (LLM requests differ in length by orders of magnitude), so it is harmless either way.
 
 Fit: peagle knows no reliable size of a model's weights (the catalog's summaries are estimates), so a type
 "fits" only where it has at least the GPU memory of the instance type JumpStart's spec deploys the model on by
@@ -27,6 +30,7 @@ from .pricing import Price
 from .spec import ResolvedSpec
 
 NAME_MAX = 63  # SageMaker's model names
+POOL_ROUTING = {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}  # on a variant with pools (module docstring)
 NO_IMAGE = "the JumpStart spec has no image for it (not among its supported instance types)"
 
 
@@ -195,6 +199,8 @@ def capacity_variant(variant: dict[str, Any], request: Any, pools: tuple[Pool, .
                                        for pool in pools]
         else:
             shaped[key] = value
+    if pools:
+        shaped["RoutingConfig"] = dict(POOL_ROUTING)
     if pools and request.provision_timeout_s is not None:
         shaped["VariantInstanceProvisionTimeoutInSeconds"] = request.provision_timeout_s
         part["provision_timeout_s"] = request.provision_timeout_s

@@ -1,24 +1,26 @@
-"""An inference component's scaling (`--hosting component`, `--scale-to-zero --idle 15m`), as pure data.
+"""An inference component's scaling (`--hosting component`, `--scale-to-zero`), as pure data.
 
 No AWS calls: the plan renders the requests, `lifecycle.components` sends them once the component is InService
 and verified, and removes them before the component.
 
-AWS's recipe ("Scale an endpoint to zero instances", SageMaker developer guide): the endpoint config's variant has
-`ManagedInstanceScaling` with `MinInstanceCount` 0; each component is registered with Application Auto Scaling on
-`sagemaker:inference-component:DesiredCopyCount` (`inference-component/NAME`) with `MinCapacity` 0; a step-scaling
-policy on a CloudWatch alarm over `NoCapacityInvocationFailures` brings a copy back when a request finds none.
+AWS's recipe, which peagle follows ("Scale an endpoint to zero instances", SageMaker developer guide; AWS Machine
+Learning Blog, "Unlock cost savings with the new scale down to zero feature in SageMaker Inference"):
+- the endpoint config's variant has `ManagedInstanceScaling` with `MinInstanceCount` 0 (plan_component.py);
+- each component is registered with Application Auto Scaling on `sagemaker:inference-component:DesiredCopyCount`
+  (`inference-component/NAME`) with `MinCapacity` 0;
+- a target tracking policy on the copies, scale-in enabled, on SageMaker's predefined per-copy metric
+  (`SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution`, the guide's): Application Auto Scaling makes
+  and owns its two alarms; its scale-in alarm (AlarmLow) fires after 90 datapoints of 10 s below the target (about
+  15 minutes; Application Auto Scaling's documentation on target tracking: the scale-in alarm waits for 15
+  one-minute datapoints), and with no request the metric is 0, so it takes the copies to 0;
+- a step-scaling policy on a CloudWatch alarm over `NoCapacityInvocationFailures` brings a copy back when a request
+  finds none (target tracking cannot: at zero copies there is no per-copy metric).
 
-The idle period (`--idle`) is peagle's own scale-in, not target tracking's: the guide scales in with target
-tracking, whose scale-in alarm Application Auto Scaling makes and owns (15 one-minute datapoints, or 90 of 10 s
-for the high-resolution concurrency metric: about 15 minutes, not settable), and `ScaleInCooldown` only spaces one
-scale-in from the next, it does not say when the first one starts. So `--idle N` is a step-scaling policy
-(`ExactCapacity` 0) on a CloudWatch alarm of peagle's that goes to ALARM after N one-minute periods, every one of
-them without a request to the component: `FILL(Invocations, 0) + FILL(NoCapacityInvocationFailures, 0) < 1`.
-Counting the refused requests too keeps a component that is being woken from being put back to zero. The alarm's
-warm-up (`WarmUpConfiguration`, N minutes) keeps it from acting in its first N minutes, when its window still
-reaches back before the component existed. CloudWatch allows EvaluationPeriods x Period up to one day: `--idle`
-is whole minutes from 1 to 1440. Target tracking (only with `--autoscale`: copies 1..MAX by load) has its scale-in
-disabled under scale to zero, so the idle rule alone decides when the component goes to zero.
+So the idle period is AWS's, about 15 minutes, and nothing in a request sets it: `--idle` accepts only that
+(`parse_idle`). An older peagle made its own idle rule instead (target tracking's scale-in disabled, a step policy
+`peagle-scale-to-zero` on a metric-math alarm `peagle-idle-NAME`); no AWS source says Application Auto Scaling acts
+on such an alarm, so those endpoints are recognised by these names (`LEGACY_IDLE_POLICY`, `legacy_idle_alarm_name`)
+and moved to AWS's rule (`lifecycle/scaling_migration.py`).
 """
 
 from __future__ import annotations
@@ -40,64 +42,65 @@ INVOCATIONS_METRIC = "Invocations"
 # --autoscale's metric -> the component's target tracking metric (per copy, as the variant's are per instance)
 COPY_METRICS = {"concurrency": "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution",
                 "invocations": "SageMakerInferenceComponentInvocationsPerCopy"}
+SCALE_IN_METRIC = COPY_METRICS["concurrency"]  # the guide's: published every 10 s, 0 when no request is in flight
+DEFAULT_TARGET = 5.0  # concurrent requests per copy: the guide's example value, when --autoscale sets none
 WAKE_POLICY = "peagle-wake-up"
-IDLE_POLICY = "peagle-scale-to-zero"
-ALARM_PREFIX = "peagle-"  # peagle's alarms: peagle-wake-up-COMPONENT, peagle-idle-COMPONENT (iam_policy scopes them)
+ALARM_PREFIX = "peagle-"  # peagle's alarms: peagle-wake-up-COMPONENT (and an older peagle's peagle-idle-COMPONENT)
 PERIOD_S = 60  # SageMaker's invocation metrics are one-minute metrics
-MIN_IDLE_MINUTES, MAX_IDLE_MINUTES = 1, 1440  # CloudWatch: EvaluationPeriods x Period <= 86,400 s
-DEFAULT_IDLE = "15m"  # as long as target tracking's own scale-in window
+AWS_IDLE_MINUTES = 15  # target tracking's scale-in alarm: 90 x 10 s (15 x 60 s for one-minute metrics)
 STEP_COOLDOWN_S = 60  # the guide's wake-up policy
+# an older peagle's own idle rule (before AWS's recipe): recognised, removed, never made again
+LEGACY_IDLE_POLICY = "peagle-scale-to-zero"
 # in a dry run the alarms name their policy by this until PutScalingPolicy answers its ARN
 ARN_PLACEHOLDER = "<PolicyARN of PutScalingPolicy {policy}>"
 _IDLE_TAG = re.compile(r"^(\d+)m$")
+IDLE_FIX = ("drop --idle (AWS's target tracking takes a component to zero after about 15 minutes without a request; "
+            "no setting changes that)")
 
-Step = Literal["scalable_target", "target_tracking", "wake_policy", "wake_alarm", "idle_policy", "idle_alarm"]
+Step = Literal["scalable_target", "target_tracking", "wake_policy", "wake_alarm"]
 
 
 class IdleRule(BaseModel):
-    """Scale to zero after `minutes` without a request."""
+    """Scale to zero by AWS's recipe: target tracking's own scale-in, about 15 minutes without a request."""
 
     model_config = ConfigDict(frozen=True)
 
-    minutes: int = Field(ge=MIN_IDLE_MINUTES, le=MAX_IDLE_MINUTES)
+    minutes: Literal[15] = Field(AWS_IDLE_MINUTES, description="about how long without a request: target "
+                                                              "tracking's scale-in alarm (AWS's, not settable)")
 
     def to_tag(self) -> str:
-        """The `peagle:scale-to-zero` tag value, e.g. '15m'."""
+        """The `peagle:scale-to-zero` tag value, '15m'."""
         return f"{self.minutes}m"
 
     @classmethod
     def from_tag(cls, value: str) -> IdleRule:
-        match = _IDLE_TAG.match(value.strip())
-        if match is None:
+        """Any 'MINUTESm' (an older peagle wrote --idle's value): scale to zero is on, by AWS's rule now."""
+        if _IDLE_TAG.match(value.strip()) is None:
             raise ValueError(f"{value!r} is not MINUTESm")
-        return cls(minutes=int(match[1]))
+        return cls()
 
     def describe(self) -> str:
-        return (f"to zero copies after {_minutes(self.minutes)} without a request (peagle's alarm and step policy); "
-                "the first request at zero wakes it (NoCapacityInvocationFailures alarm)")
-
-
-def _minutes(minutes: int) -> str:
-    hours, rest = divmod(minutes, 60)
-    if not hours:
-        return f"{minutes} min"
-    return f"{hours} h" + (f" {rest} min" if rest else "")
+        return (f"to zero copies after about {self.minutes} min without a request (target tracking's own scale-in, "
+                "AWS's recipe); the first request at zero wakes it (NoCapacityInvocationFailures alarm)")
 
 
 def parse_idle(text: str | None) -> IdleRule:
-    """`--idle` as an IdleRule: whole minutes from 1 to 1440 (what CloudWatch accepts for one alarm)."""
+    """`--idle`: only AWS's period (about 15 minutes) is true of AWS's recipe; anything else is one line naming
+    the fix (a malformed value too: its hint is the same)."""
+    from datetime import timedelta
+
     from .durations import parse_duration
 
-    value = parse_duration(text if text is not None else DEFAULT_IDLE, flag="--idle")
-    seconds = value.total_seconds()
-    if seconds % PERIOD_S:
-        raise UsageError(f"--idle {text} is not a whole number of minutes",
-                         "pass whole minutes, e.g. --idle 15m (CloudWatch's periods for SageMaker's metrics are 60 s)")
-    minutes = int(seconds // PERIOD_S)
-    if not MIN_IDLE_MINUTES <= minutes <= MAX_IDLE_MINUTES:
-        raise UsageError(f"--idle {text} is outside 1m..24h",
-                         "pass from --idle 1m to --idle 24h (a CloudWatch alarm looks back at most one day)")
-    return IdleRule(minutes=minutes)
+    if text is None:
+        return IdleRule()
+    try:
+        value = parse_duration(text, flag="--idle", minimum=None, maximum=None)
+    except UsageError as exc:
+        raise UsageError(exc.message, IDLE_FIX) from None
+    if value != timedelta(minutes=AWS_IDLE_MINUTES):
+        raise UsageError(f"--idle {text.strip()}: the idle period is AWS's target tracking scale-in, about "
+                         f"{AWS_IDLE_MINUTES} minutes", IDLE_FIX)
+    return IdleRule()
 
 
 def resource_id(component: str) -> str:
@@ -109,7 +112,8 @@ def wake_alarm_name(component: str) -> str:
     return f"{ALARM_PREFIX}wake-up-{component}"
 
 
-def idle_alarm_name(component: str) -> str:
+def legacy_idle_alarm_name(component: str) -> str:
+    """An older peagle's metric-math idle alarm of `component`."""
     return f"{ALARM_PREFIX}idle-{component}"
 
 
@@ -131,28 +135,14 @@ class ScalingRequest(BaseModel):
     @property
     def title(self) -> str:
         return {"scalable_target": "RegisterScalableTarget (once the component is InService and verified)",
-                "target_tracking": "PutScalingPolicy (target tracking on copies)",
+                "target_tracking": "PutScalingPolicy (target tracking on copies, scale-in on: to zero when idle)",
                 "wake_policy": "PutScalingPolicy (step scaling: wake up)",
-                "wake_alarm": "PutMetricAlarm (wake up: a request found no copy)",
-                "idle_policy": "PutScalingPolicy (step scaling: to zero)",
-                "idle_alarm": "PutMetricAlarm (idle: no request)"}[self.step]
-
-
-def _step_policy(step: Step, target: dict[str, str], name: str, *,
-                 bound: Literal["MetricIntervalLowerBound", "MetricIntervalUpperBound"], copies: int
-                 ) -> ScalingRequest:
-    """A step-scaling policy that sets the component's copies to `copies` when its alarm fires: the alarm's
-    metric at or above its threshold (`bound` MetricIntervalLowerBound, wake-up) or below it (Upper, idle)."""
-    return ScalingRequest(step=step, service="application-autoscaling", operation="PutScalingPolicy", body={
-        **target, "PolicyName": name, "PolicyType": "StepScaling",
-        "StepScalingPolicyConfiguration": {
-            "AdjustmentType": "ExactCapacity", "MetricAggregationType": "Maximum", "Cooldown": STEP_COOLDOWN_S,
-            "StepAdjustments": [{bound: 0.0, "ScalingAdjustment": copies}]}})
+                "wake_alarm": "PutMetricAlarm (wake up: a request found no copy)"}[self.step]
 
 
 class ComponentScaling(BaseModel):
     """What a component's copies scale on: Application Auto Scaling between `min_copies` and `max_copies`, target
-    tracking with `autoscale`, and with `idle` scale to zero and back."""
+    tracking (with `autoscale`, or with `idle`: AWS's scale-to-zero recipe), and with `idle` the wake-up."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -163,36 +153,61 @@ class ComponentScaling(BaseModel):
     idle: IdleRule | None = None
     wake_copies: int = Field(1, ge=1, description="the copies a wake-up sets: those the deploy started with")
 
+    @classmethod
+    def planned(cls, component: str, *, copies: int, idle: IdleRule | None,
+                autoscale: AutoscalePolicy | None) -> ComponentScaling:
+        """The scaling a deploy of `copies` copies asks for; a pure function of the request, so whatever knows
+        the copies, the idle rule (`peagle:scale-to-zero`) and the autoscaling can rebuild the same requests."""
+        if idle is not None:
+            low, high = 0, autoscale.max_capacity if autoscale else copies
+        elif autoscale is not None:
+            low, high = autoscale.min_capacity, autoscale.max_capacity
+        else:
+            low = high = copies
+        return cls(component=component, min_copies=low, max_copies=high, autoscale=autoscale, idle=idle,
+                   wake_copies=copies)
+
     @property
     def registered(self) -> bool:
         """Whether anything is registered with Application Auto Scaling at all."""
         return self.autoscale is not None or self.idle is not None
 
+    @property
+    def tracking(self) -> tuple[str, float]:
+        """(predefined metric, target value) of the target tracking policy."""
+        if self.autoscale is not None:
+            return COPY_METRICS[self.autoscale.metric], float(self.autoscale.target)
+        return SCALE_IN_METRIC, DEFAULT_TARGET
+
     def requests(self, tags: list[dict[str, str]]) -> list[ScalingRequest]:
-        """Every request, in order; `tags` go on the alarms. The scalable target is tagged peagle:managed=true, as
+        """Every request, in order; `tags` go on the alarm. The scalable target is tagged peagle:managed=true, as
         a variant's is: `peagle iam-policy` allows the autoscaling writes only on targets so tagged."""
         if not self.registered:
             return []
         target = {"ServiceNamespace": NAMESPACE, "ResourceId": resource_id(self.component),
                   "ScalableDimension": COPY_DIMENSION}
-        found = [ScalingRequest(step="scalable_target", service="application-autoscaling",
-                                operation="RegisterScalableTarget",
-                                body={**target, "MinCapacity": self.min_copies, "MaxCapacity": self.max_copies,
-                                      "Tags": {MANAGED: "true"}})]
-        if self.autoscale is not None:
-            tracking: dict[str, Any] = {"TargetValue": float(self.autoscale.target), "PredefinedMetricSpecification": {
-                "PredefinedMetricType": COPY_METRICS[self.autoscale.metric]}}
-            if self.idle is not None:
-                tracking["DisableScaleIn"] = True  # the idle rule scales in; target tracking only adds copies
-            found.append(ScalingRequest(step="target_tracking", service="application-autoscaling",
-                                        operation="PutScalingPolicy", body={
-                                            **target, "PolicyName": POLICY_NAME, "PolicyType": "TargetTrackingScaling",
-                                            "TargetTrackingScalingPolicyConfiguration": tracking}))
+        metric, value = self.tracking
+        found = [
+            ScalingRequest(step="scalable_target", service="application-autoscaling",
+                           operation="RegisterScalableTarget",
+                           body={**target, "MinCapacity": self.min_copies, "MaxCapacity": self.max_copies,
+                                 "Tags": {MANAGED: "true"}}),
+            ScalingRequest(step="target_tracking", service="application-autoscaling", operation="PutScalingPolicy",
+                           body={**target, "PolicyName": POLICY_NAME, "PolicyType": "TargetTrackingScaling",
+                                 "TargetTrackingScalingPolicyConfiguration": {  # scale-in on: AWS's way to zero
+                                     "TargetValue": value,
+                                     "PredefinedMetricSpecification": {"PredefinedMetricType": metric}}})]
         if self.idle is None:
             return found
         dimension = [{"Name": "InferenceComponentName", "Value": self.component}]
         found += [
-            _step_policy("wake_policy", target, WAKE_POLICY, bound="MetricIntervalLowerBound", copies=self.wake_copies),
+            ScalingRequest(step="wake_policy", service="application-autoscaling", operation="PutScalingPolicy",
+                           body={**target, "PolicyName": WAKE_POLICY, "PolicyType": "StepScaling",
+                                 "StepScalingPolicyConfiguration": {
+                                     "AdjustmentType": "ExactCapacity", "MetricAggregationType": "Maximum",
+                                     "Cooldown": STEP_COOLDOWN_S,
+                                     "StepAdjustments": [{"MetricIntervalLowerBound": 0.0,
+                                                          "ScalingAdjustment": self.wake_copies}]}}),
             ScalingRequest(step="wake_alarm", service="cloudwatch", operation="PutMetricAlarm", policy=WAKE_POLICY,
                            body={
                 "AlarmName": wake_alarm_name(self.component),
@@ -203,25 +218,6 @@ class ComponentScaling(BaseModel):
                 "Statistic": "Sum", "Period": PERIOD_S, "EvaluationPeriods": 1, "DatapointsToAlarm": 1,
                 "Threshold": 1.0, "ComparisonOperator": "GreaterThanOrEqualToThreshold",
                 "TreatMissingData": "notBreaching", "Tags": tags}),
-            _step_policy("idle_policy", target, IDLE_POLICY, bound="MetricIntervalUpperBound", copies=0),
-            ScalingRequest(step="idle_alarm", service="cloudwatch", operation="PutMetricAlarm", policy=IDLE_POLICY,
-                           body={
-                "AlarmName": idle_alarm_name(self.component),
-                "AlarmDescription": f"peagle: inference component {self.component} got no request for "
-                                    f"{_minutes(self.idle.minutes)}; sets its copies to 0 (step policy {IDLE_POLICY})",
-                "ActionsEnabled": True, "AlarmActions": [placeholder(IDLE_POLICY)],
-                "Metrics": [
-                    {"Id": "requests", "Expression": "FILL(served, 0) + FILL(refused, 0)",
-                     "Label": "requests (served, and refused for want of a copy)", "ReturnData": True},
-                    *({"Id": key, "ReturnData": False, "MetricStat": {"Metric": {
-                        "Namespace": METRICS_NAMESPACE, "MetricName": metric, "Dimensions": dimension},
-                        "Period": PERIOD_S, "Stat": "Sum"}}
-                      for key, metric in (("served", INVOCATIONS_METRIC), ("refused", NO_CAPACITY_METRIC)))],
-                "EvaluationPeriods": self.idle.minutes, "DatapointsToAlarm": self.idle.minutes,
-                "Threshold": 1.0, "ComparisonOperator": "LessThanThreshold", "TreatMissingData": "breaching",
-                "WarmUpConfiguration": {"WarmUpPeriodDurationInMinutes": self.idle.minutes,
-                                        "OnlyStartEvaluatingAfterWarmUpPeriodEnds": True},
-                "Tags": tags}),
         ]
         return found
 

@@ -109,6 +109,42 @@ def test_service_quotas_of_0_leave_the_type_out_with_one_line(emu, theirs):
     assert creates_since(emu, start) == 1  # decided before any write
 
 
+def test_a_second_pool_without_quota_is_planned_out_where_service_quotas_can_be_read(emu, theirs):
+    """Must show (issue 44): SageMaker checks the pool list's quota whole at CreateEndpoint ("quota does not fall
+    back, capacity does", Deepgram's SageMaker deployment documentation), so a short-quota type anywhere in the list
+    would refuse the whole endpoint: peagle reads Service Quotas and plans without it, one line, one CreateEndpoint."""
+    emu.set_quota(G4, 0)
+    start = len(emu.calls)
+    deployed = deploy(emu)
+    assert deployed.returncode == 0, deployed.stderr
+    assert deployed.stderr.count("ml.g7e.4xlarge: quota 0 in us-east-1; deploying with ml.g7e.2xlarge") == 1
+    config = emu.client("sagemaker").describe_endpoint_config(EndpointConfigName=NAME)["ProductionVariants"][0]
+    assert config["InstancePools"] == [{"InstanceType": G2, "Priority": 1}]
+    assert config["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}  # a pool variant carries it
+    assert emu.serving(NAME) == {"AllTraffic": {G2: {"instances": 1, "model": NAME}}}
+    assert creates_since(emu, start) == 1  # decided before any write
+
+
+def test_a_second_pool_without_quota_is_refused_once_and_planned_again_where_quotas_cannot_be_read(emu, theirs):
+    """Service Quotas cannot be read (no servicequotas permission): the plan keeps both types, SageMaker refuses the
+    whole list at CreateEndpoint naming the short one, and peagle answers that once: rolled back exactly, planned
+    again without it, deployed."""
+    emu.set_quota(G4, 0)
+    emu.fail("ListServiceQuotas", code="AccessDeniedException", message="not allowed (emulated)", times=10)
+    start = len(emu.calls)
+    deployed = deploy(emu)
+    assert deployed.returncode == 0, deployed.stderr
+    assert deployed.stderr.count("ml.g7e.4xlarge: quota 0 in us-east-1; deploying with ml.g7e.2xlarge") == 1
+    writes = [c for c in emu.calls[start:] if c.startswith(("Create", "Delete"))]
+    assert writes[:8] == ["CreateModel", "CreateEndpointConfig", "CreateEndpoint",  # refused: the list is checked whole
+                          "DeleteEndpointConfig", "DeleteModel",  # exactly what it made
+                          "CreateModel", "CreateEndpointConfig", "CreateEndpoint"], writes
+    assert creates_since(emu, start) == 2  # refused once, answered once
+    config = emu.client("sagemaker").describe_endpoint_config(EndpointConfigName=NAME)["ProductionVariants"][0]
+    assert config["InstancePools"] == [{"InstanceType": G2, "Priority": 1}]
+    assert emu.serving(NAME) == {"AllTraffic": {G2: {"instances": 1, "model": NAME}}}
+
+
 def test_a_quota_refusal_at_create_endpoint_is_answered_by_planning_again_without_that_type(emu, theirs):
     """Service Quotas said nothing (no value listed), CreateEndpoint refuses ml.g7e.2xlarge with SageMaker's own
     text: the attempt is rolled back exactly, the plan made again without that type, and deployed."""

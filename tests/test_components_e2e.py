@@ -1,9 +1,11 @@
 """Issue 35's core through the CLI (in-process) against the emulator server: `peagle deploy --scale-to-zero`
-(--hosting component) creates the model, the instances-only endpoint, the inference component and its scaling
-(target, policies, alarms), all tagged; `status` shows the component, copies and instances, the idle rule and the
-wake-up alarm; after the idle period the copies and instances go to zero and the cost stops growing; a request at
-zero wakes it; `cleanup` removes everything of peagle's in SageMaker's order and nothing of an unmanaged
-component-based stack beside it."""
+(--hosting component) creates the model, the instances-only endpoint, the inference component (caching on) and its
+scaling by AWS's recipe (target, target tracking with scale-in, the wake-up policy and alarm), all tagged; `status`
+shows the component, copies and instances, the scale-in rule and the wake-up alarm; after target tracking's idle
+window the copies and instances go to zero and the cost stops growing; a request at zero wakes it; `cleanup`
+removes everything of peagle's in SageMaker's order and nothing of an unmanaged component-based stack beside it;
+an endpoint an older peagle made (its own metric-math idle rule) is moved to AWS's recipe by `update` or `recover`
+and removed whole by `cleanup`."""
 
 from __future__ import annotations
 
@@ -13,8 +15,11 @@ import subprocess
 
 import pytest
 
-from peagle_deploy.scale_to_zero import IDLE_POLICY, WAKE_POLICY, idle_alarm_name, wake_alarm_name
+from peagle_deploy.autoscale import POLICY_NAME
+from peagle_deploy.scale_to_zero import WAKE_POLICY, wake_alarm_name
+
 from .cli_runner import run_cli_completed
+from .legacy_scale_to_zero import LEGACY_POLICY, legacy_alarm, make_legacy
 
 NAME = "stz"
 THEIRS = "theirs"
@@ -53,7 +58,7 @@ def theirs(emu, clocked):
 
 
 def test_deploy_scale_to_zero_creates_the_component_and_its_scaling_tagged_in_order(emu, clocked, theirs):
-    out = deploy(emu, "--scale-to-zero", "--idle", "20m", "--json")
+    out = deploy(emu, "--scale-to-zero", "--json")
     assert out.returncode == 0, out.stderr
     calls = list(emu.calls)
     doc = json.loads(out.stdout)
@@ -63,12 +68,14 @@ def test_deploy_scale_to_zero_creates_the_component_and_its_scaling_tagged_in_or
     config = sm.describe_endpoint_config(EndpointConfigName=NAME)
     variant = config["ProductionVariants"][0]
     assert "ModelName" not in variant and config["ExecutionRoleArn"] == emu.role_arn
-    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 1}
+    # min 0 (AWS's recipe), max 2: the copy's instance and room for an update's new copy beside it
+    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2}
     component = sm.describe_inference_component(InferenceComponentName=NAME)
     assert component["InferenceComponentStatus"] == "InService"
     assert component["Specification"]["ModelName"] == NAME  # the ModelName form: the drafter channel is the model's
     assert component["Specification"]["ComputeResourceRequirements"] == {
         "NumberOfAcceleratorDevicesRequired": 1.0, "MinMemoryRequiredInMb": 32768}  # half of 64 GiB
+    assert component["Specification"]["DataCacheConfig"] == {"EnableCaching": True}
     model = sm.describe_model(ModelName=NAME)["PrimaryContainer"]
     assert "SM_VLLM_SPECULATIVE_CONFIG" in model["Environment"]
     assert [c["ChannelName"] for c in model["AdditionalModelDataSources"]] == ["eagle"]
@@ -79,20 +86,25 @@ def test_deploy_scale_to_zero_creates_the_component_and_its_scaling_tagged_in_or
         "RegisterScalableTarget")
     assert calls.index("RegisterScalableTarget") < calls.index("PutScalingPolicy") < calls.index("PutMetricAlarm")
     target = emu.scalable_targets()[f"inference-component/{NAME}"]
-    assert target == {"min": 0, "max": 1, "policies": sorted([IDLE_POLICY, WAKE_POLICY])}
-    wake, idle = alarms(emu)[wake_alarm_name(NAME)], alarms(emu)[idle_alarm_name(NAME)]
-    policies = {p["PolicyName"]: p["PolicyARN"] for p in emu.client("application-autoscaling").describe_scaling_policies(
+    assert target == {"min": 0, "max": 1, "policies": sorted([POLICY_NAME, WAKE_POLICY])}
+    wake = alarms(emu)[wake_alarm_name(NAME)]
+    described = {p["PolicyName"]: p for p in emu.client("application-autoscaling").describe_scaling_policies(
         ServiceNamespace="sagemaker", ResourceId=f"inference-component/{NAME}")["ScalingPolicies"]}
-    assert wake["AlarmActions"] == [policies[WAKE_POLICY]] and idle["AlarmActions"] == [policies[IDLE_POLICY]]
-    assert wake["MetricName"] == "NoCapacityInvocationFailures" and idle["EvaluationPeriods"] == 20
+    assert wake["AlarmActions"] == [described[WAKE_POLICY]["PolicyARN"]]
+    assert wake["MetricName"] == "NoCapacityInvocationFailures"
+    tracking = described[POLICY_NAME]["TargetTrackingScalingPolicyConfiguration"]
+    assert "DisableScaleIn" not in tracking  # AWS's recipe: target tracking's own scale-in takes it to zero
+    # Application Auto Scaling's two alarms for it, and no alarm of peagle's but the wake-up one
+    assert sorted(a["AlarmName"].rsplit("-", 5)[0] for a in described[POLICY_NAME]["Alarms"]) == [
+        f"TargetTracking-inference-component/{NAME}-AlarmHigh", f"TargetTracking-inference-component/{NAME}-AlarmLow"]
+    assert [a for a in alarms(emu) if a.startswith("peagle-")] == [wake_alarm_name(NAME)]
     # everything carries peagle's tags: the component's ARN and both alarms too
     cw = emu.client("cloudwatch")
     for arn in (component["InferenceComponentArn"], sm.describe_endpoint(EndpointName=NAME)["EndpointArn"]):
         tags = tags_of(sm.list_tags(ResourceArn=arn)["Tags"])
         assert tags["peagle:managed"] == "true" and tags["peagle:hosting"] == "component"
-        assert tags["peagle:scale-to-zero"] == "20m" and tags["peagle:components"] == NAME
-    for alarm in (wake, idle):
-        assert tags_of(cw.list_tags_for_resource(ResourceARN=alarm["AlarmArn"])["Tags"])["peagle:managed"] == "true"
+        assert tags["peagle:scale-to-zero"] == "15m" and tags["peagle:components"] == NAME
+    assert tags_of(cw.list_tags_for_resource(ResourceARN=wake["AlarmArn"])["Tags"])["peagle:managed"] == "true"
     assert emu.components.state(theirs)["status"] == "InService"
 
 
@@ -115,16 +127,18 @@ def test_the_must_show_cycle_deploy_status_idle_to_zero_wake_and_cleanup(emu, cl
     component = row["component"]
     assert (component["name"], component["current_copies"], component["current_instances"]) == (NAME, 1, 1)
     assert component["scaling"] == "on" and (component["min_copies"], component["max_copies"]) == (0, 1)
-    assert component["idle"] == {"minutes": 15} and sorted(component["policies"]) == sorted([IDLE_POLICY, WAKE_POLICY])
-    assert component["wake_alarm"]["name"] == wake_alarm_name(NAME)
+    assert component["idle"] == {"minutes": 15} and sorted(component["policies"]) == sorted([POLICY_NAME, WAKE_POLICY])
+    assert component["wake_alarm"]["name"] == wake_alarm_name(NAME) and component["scale_in"] == "target-tracking"
+    assert component["scale_in_alarm"]["name"].startswith(f"TargetTracking-inference-component/{NAME}-AlarmLow-")
+    assert component["last_scale_in"] is None and component["warning"] is None
     human = peagle(emu, "status", NAME)
-    assert f"{NAME}: inference component {NAME} InService: 1/1 copies, 1 instance; copies 0-1, to zero after 15 min " \
-           f"idle ({IDLE_POLICY}" in human.stdout
-    assert f"wake-up {WAKE_POLICY}" in human.stdout
+    assert f"{NAME}: inference component {NAME} InService: 1/1 copies, 1 instance; copies 0-1, to zero after about " \
+           f"15 min idle (target tracking {POLICY_NAME}, alarm " in human.stdout
+    assert "not scaled in yet" in human.stdout and f"wake-up {WAKE_POLICY}" in human.stdout
 
     clocked.advance(14 * 60)  # not yet idle long enough
     assert emu.components.state(NAME)["desired"] == 1
-    clocked.advance(2 * 60 + 600 + 60)  # the idle alarm, then managed scaling releases the instance
+    clocked.advance(2 * 60 + 600 + 60)  # target tracking's scale-in, then managed scaling releases the instance
     assert emu.components.state(NAME)["desired"] == 0
     assert emu.components.instances(NAME) == {"current": 0, "desired": 0}
     first = json.loads(peagle(emu, "status", NAME, "--json").stdout)["endpoints"][0]
@@ -137,6 +151,7 @@ def test_the_must_show_cycle_deploy_status_idle_to_zero_wake_and_cleanup(emu, cl
     at_zero = peagle(emu, "status", NAME).stdout
     assert "0 x ml.g7e.2xlarge" in at_zero and "now $0.00/h for the 0 instances running" in at_zero
     assert f"inference component {NAME} InService: 0/0 copies, 0 instances" in at_zero
+    assert "last scaled in " in at_zero and "did not act" not in at_zero  # the scale-in acted, and status says so
 
     woke = wake_at_zero(emu)
     assert woke.returncode == 0, woke.stderr
@@ -198,7 +213,10 @@ def test_cleanup_refuses_to_strand_a_component_peagle_did_not_make(emu, clocked)
 
 
 def test_an_endpoint_deleted_under_its_component_leaves_a_leftover_that_recover_removes(emu, clocked):
+    """Should a real account strand components when their endpoint is deleted (the emulator refuses, *assumed*;
+    "strand" is the other answer), status and recover handle the leftover."""
     assert deploy(emu, "--scale-to-zero").returncode == 0
+    emu.components.delete_endpoint_with_components = "strand"
     emu.client("sagemaker").delete_endpoint(EndpointName=NAME)  # by hand: SageMaker strands the component
     status = json.loads(peagle(emu, "status", "--json").stdout)
     assert {(u["kind"], u["name"]) for u in status["unused"]} >= {("inference_component", NAME)}
@@ -245,3 +263,98 @@ def test_update_refuses_an_instance_change_of_a_component_based_endpoint_in_one_
     assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), out.stderr
     assert "hosts its model as an inference component" in lines[0] and f"peagle cleanup {NAME}" in lines[0]
     assert not [c for c in emu.calls if c.startswith(("Create", "Update", "Delete", "Put", "Register", "Add"))]
+
+
+def test_deleting_the_endpoint_by_hand_is_refused_while_peagles_component_is_on_it(emu, clocked):
+    """The emulator's answer (*assumed*, as the console refuses): nothing is stranded, peagle's cleanup still works."""
+    import botocore.exceptions
+
+    assert deploy(emu, "--scale-to-zero").returncode == 0
+    with pytest.raises(botocore.exceptions.ClientError) as refused:
+        emu.client("sagemaker").delete_endpoint(EndpointName=NAME)
+    assert f"while it hosts inference components ({NAME})" in str(refused.value)
+    assert peagle(emu, "cleanup", NAME, "--yes").returncode == 0
+    assert emu.components.names() == [] and emu.resource_names()["endpoints"] == []
+
+
+# an endpoint an older peagle made: its own idle rule, moved to AWS's recipe ---------------------------------------
+def legacy_endpoint(emu, *extra) -> None:
+    """peagle's scale-to-zero component as an older peagle left it (tests/legacy_scale_to_zero.py)."""
+    assert deploy(emu, "--scale-to-zero", *extra).returncode == 0
+    make_legacy(emu.client("application-autoscaling"), emu.client("cloudwatch"), NAME, minutes=20)
+    emu.calls.clear()
+
+
+def rule_of(emu) -> dict:
+    policies = {p["PolicyName"]: p for p in emu.client("application-autoscaling").describe_scaling_policies(
+        ServiceNamespace="sagemaker", ResourceId=f"inference-component/{NAME}")["ScalingPolicies"]}
+    return {"policies": sorted(policies), "peagle_alarms": sorted(a for a in alarms(emu) if a.startswith("peagle-")),
+            "scale_in": "DisableScaleIn" not in (
+                policies.get(POLICY_NAME, {}).get("TargetTrackingScalingPolicyConfiguration") or {"DisableScaleIn": 1})}
+
+
+AWS_RULE = {"policies": sorted([POLICY_NAME, WAKE_POLICY]), "peagle_alarms": [wake_alarm_name(NAME)], "scale_in": True}
+
+
+def test_update_scale_to_zero_moves_an_older_idle_rule_to_awss_recipe_leaving_nothing_of_it(emu, clocked, theirs):
+    legacy_endpoint(emu)
+    assert rule_of(emu) == {"policies": sorted([LEGACY_POLICY, WAKE_POLICY]),
+                            "peagle_alarms": sorted([legacy_alarm(NAME), wake_alarm_name(NAME)]), "scale_in": False}
+    status = peagle(emu, "status", NAME).stdout
+    assert f"to zero by an older peagle's idle rule ({LEGACY_POLICY}" in status
+    assert f"unconfirmed on AWS: 'peagle update {NAME} --scale-to-zero' moves it to AWS's rule" in status
+    dry = peagle(emu, "update", NAME, "--scale-to-zero", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    writes = json.loads(dry.stdout)["update"]["writes"]
+    assert [w.split(" (")[0] for w in writes] == [
+        f"PutScalingPolicy {POLICY_NAME} on inference-component/{NAME}",
+        f"DeleteScalingPolicy {LEGACY_POLICY} on inference-component/{NAME}", f"DeleteAlarms {legacy_alarm(NAME)}"]
+    assert not [c for c in emu.calls if c.startswith(("Put", "Delete", "Register"))]  # a dry run writes nothing
+    moved = peagle(emu, "update", NAME, "--scale-to-zero", "--yes")
+    assert moved.returncode == 0, moved.stderr
+    assert "scales to zero by AWS's recipe" in moved.stdout
+    assert rule_of(emu) == AWS_RULE  # nothing of the old rule is left
+    again = peagle(emu, "update", NAME, "--scale-to-zero", "--yes")
+    assert again.returncode == 0 and "already scales to zero by AWS's recipe; nothing was changed" in again.stdout
+    clocked.advance(16 * 60)  # and AWS's rule takes it to zero
+    assert emu.components.state(NAME)["desired"] == 0
+    assert emu.components.state(theirs)["status"] == "InService"
+
+
+def test_recover_moves_an_older_idle_rule_and_cleanup_removes_one_whole(emu, clocked, theirs):
+    before = everything(emu)
+    legacy_endpoint(emu)
+    out = peagle(emu, "recover", NAME, "--json")
+    assert out.returncode == 0, out.stderr
+    actions = json.loads(out.stdout)["recovered"]["endpoints"][0]["actions"]
+    assert any(a.startswith(f"scaling of {NAME} moved to AWS's recipe: ") for a in actions), actions
+    assert rule_of(emu) == AWS_RULE
+    assert peagle(emu, "recover", NAME).returncode == 0 and rule_of(emu) == AWS_RULE  # idempotent
+    make_legacy(emu.client("application-autoscaling"), emu.client("cloudwatch"), NAME)  # an older rule again
+    cleaned = peagle(emu, "cleanup", NAME, "--yes", "--json")
+    assert cleaned.returncode == 0, cleaned.stderr
+    deleted = {(o["kind"], o["name"]) for o in json.loads(cleaned.stdout)["outcomes"] if o["result"] == "deleted"}
+    assert ("alarm", legacy_alarm(NAME)) in deleted and ("scaling_policy", LEGACY_POLICY) in deleted
+    assert everything(emu) == before
+
+
+def test_an_update_of_k_moves_an_older_idle_rule_too(emu, clocked):
+    legacy_endpoint(emu)
+    dry = json.loads(peagle(emu, "update", NAME, "--k", "5", "--dry-run", "--json").stdout)["update"]["writes"]
+    assert dry[-1] == f"DeleteAlarms {legacy_alarm(NAME)} (its metric-math idle alarm) (after success)"
+    out = peagle(emu, "update", NAME, "--k", "5", "--yes")
+    assert out.returncode == 0, out.stderr
+    assert f"scaling of {NAME}: the older idle alarm {legacy_alarm(NAME)} deleted" in out.stderr
+    assert rule_of(emu) == AWS_RULE
+
+
+def test_an_older_idle_alarm_that_is_not_peagles_is_never_touched(emu, clocked):
+    legacy_endpoint(emu)
+    cw = emu.client("cloudwatch")
+    arn = alarms(emu)[legacy_alarm(NAME)]["AlarmArn"]
+    cw.untag_resource(ResourceARN=arn, TagKeys=["peagle:managed"])  # someone else's alarm of that name
+    out = peagle(emu, "update", NAME, "--scale-to-zero", "--yes", "--json")
+    assert out.returncode == 0, out.stderr
+    assert legacy_alarm(NAME) in alarms(emu)  # left
+    assert f"alarm {legacy_alarm(NAME)} left: not created by peagle" in " ".join(
+        json.loads(out.stdout)["updated"]["done"])

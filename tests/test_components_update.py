@@ -103,6 +103,50 @@ def test_update_k_moves_the_component_to_a_new_model_and_removes_the_old_one(emu
     assert theirs_state(emu, deployed) == before_theirs
 
 
+def test_update_k_of_a_full_instance_ends_serving_k5_from_a_copy_started_beside_the_old_one(emu, deployed, clocked):
+    """Must show (issue 44): one copy takes the only GPU of its ml.g7e.2xlarge, so the instance is full; SageMaker's
+    rolling update starts the new copy beside the old one before it removes it (botocore's model), and peagle's
+    deploy left room for it (MaxInstanceCount 2, priced in the plan). The update ends serving K=5 from a copy on a
+    second instance; the old instance is released once idle."""
+    sm = emu.client("sagemaker")
+    scaling = sm.describe_endpoint_config(EndpointConfigName=NAME)["ProductionVariants"][0]["ManagedInstanceScaling"]
+    assert scaling["MaxInstanceCount"] == 2
+    [old_instance] = emu.components.state(NAME)["instances"]
+    assert emu.components.instances(NAME) == {"current": 1, "desired": 1}
+    new_copy_logs(emu, 5)
+    dry = json.loads(peagle(emu, "update", NAME, "--k", "5", "--dry-run", "--json").stdout)["update"]
+    assert any(n.startswith("room for the update: the new copy starts beside the 1 serving (MaxInstanceCount 2 "
+                            "holds 2)") for n in dry["notes"]), dry["notes"]
+    out = peagle(emu, "update", NAME, "--k", "5", "--yes", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["updated"]["serving"]["k"] == 5
+    state = emu.components.state(NAME)
+    assert state["status"] == "InService" and state["current"] == 1
+    [new_instance] = state["instances"]
+    assert new_instance != old_instance  # provisioned beside the old copy, not in its place
+    assert emu.components.instances(NAME) == {"current": 2, "desired": 2}  # the old instance idles a while
+    speculative = served_env(emu, component_model(emu))["SM_VLLM_SPECULATIVE_CONFIG"]
+    assert json.loads(speculative)["num_speculative_tokens"] == 5
+    clocked.advance(600)
+    assert emu.components.instances(NAME) == {"current": 1, "desired": 1}
+
+
+def test_an_endpoint_without_room_for_the_new_copy_is_refused_before_any_write(emu, deployed):
+    """An older peagle's component endpoint (MaxInstanceCount = its copies) has no room beside its copy: the update
+    would stall or fail on AWS, so it is refused in one line naming the fix, and nothing is written."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    variant = sagemaker_backends["123456789012"][emu.region].endpoint_configs[NAME].production_variants[0]
+    variant["ManagedInstanceScaling"] = {**variant["ManagedInstanceScaling"], "MaxInstanceCount": 1}
+    out = peagle(emu, "update", NAME, "--k", "5", "--yes")
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"error: endpoint '{NAME}' has no room for the update: SageMaker starts the new copies "
+                               "beside the old ones, and MaxInstanceCount 1 x ml.g7e.2xlarge holds 1 copy of "), lines
+    assert lines[0].endswith(f"then peagle cleanup {NAME}; nothing was changed")
+    assert writes(emu) == []
+
+
 def test_update_mode_off_then_back(emu, deployed):
     out = peagle(emu, "update", NAME, "--mode", "off", "--yes")
     assert out.returncode == 0, out.stderr

@@ -204,14 +204,23 @@ def test_quota_refusal_names_the_type_in_sagemakers_words(emu, sm):
         lambda: sm.update_endpoint(EndpointName="a", EndpointConfigName="big"), "ResourceLimitExceeded")
 
 
-def test_a_pool_without_quota_is_passed_over_and_all_pools_without_it_are_refused(emu, sm):
+def test_a_pool_list_is_held_to_every_pools_quota_at_create_endpoint(emu, sm):
+    """Quota does not fall back, capacity does (Deepgram's SageMaker deployment documentation, measured on real
+    accounts): one pool short of quota refuses the whole CreateEndpoint, naming the first short pool by priority,
+    where capacity alone would have fallen through to the next pool."""
+    emu.set_quota(G4, 0)
+    sm.create_endpoint_config(**pooled("ep", [(G2, None), (G4, None)]))
+    assert "'ml.g7e.4xlarge for endpoint usage' is 0 Instances" in refused(
+        lambda: sm.create_endpoint(EndpointName="ep", EndpointConfigName="ep"), "ResourceLimitExceeded")
     emu.set_quota(G2, 0)
-    deploy(sm, "ep", pooled("ep", [(G2, None), (G4, None)]))
-    assert emu.serving("ep") == {"AllTraffic": {G4: {"instances": 1, "model": "m"}}}
-    emu.set_quota(G4, 1)
-    sm.create_endpoint_config(**pooled("more", [(G2, None), (G4, None)]))
     assert "'ml.g7e.2xlarge for endpoint usage' is 0 Instances" in refused(
-        lambda: sm.create_endpoint(EndpointName="more", EndpointConfigName="more"), "ResourceLimitExceeded")
+        lambda: sm.create_endpoint(EndpointName="ep", EndpointConfigName="ep"), "ResourceLimitExceeded")
+    assert emu.resource_names()["endpoints"] == []
+    emu.set_quota(G2, 1)
+    emu.set_quota(G4, 1)
+    emu.set_capacity(G2, 0)  # capacity does fall back
+    deploy(sm, "ep2", pooled("ep2", [(G2, None), (G4, None)]))
+    assert emu.serving("ep2") == {"AllTraffic": {G4: {"instances": 1, "model": "m"}}}
 
 
 # updates -----------------------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("deploy", ["deploy", "qwen3-coder", "--name", NAME + "-pools", "--instance-type",
                     "ml.g7e.2xlarge,ml.g7e.4xlarge", "--role", role, "--yes"], "reads"),
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-zero", "--role", role, "--yes", *ZERO],
-         "idle-alarm-fails"),
+         "wake-alarm-fails"),
         ("status", ["status"], "reads"),
         ("status", ["status", NAME], "reads"),
         ("invoke", ["invoke", NAME, "hello"], "reads"),
@@ -175,15 +175,16 @@ def recorded(policed_server, tmp_path_factory):
                 emu.components.script(creating_polls=SLOW_POLLS)
             if setup == "policy-fails":  # registered, then the policy refused: the rollback deregisters
                 emu.fail("PutScalingPolicy", code="ValidationException", message="injected for the IAM test")
-            if setup == "idle-alarm-fails":  # the wake-up alarm made, the idle alarm refused: the rollback reads
-                emu.fail("PutMetricAlarm", code="ValidationException", message="injected for the IAM test", skip=1)
+            if setup == "wake-alarm-fails":  # the wake-up alarm made, its answer an error: the rollback reads it,
+                # its tags and deletes it (peagle's one alarm: `after`, so that there is one to remove)
+                emu.fail("PutMetricAlarm", code="ValidationException", message="injected for the IAM test", after=True)
             if setup == "update-fails":  # SageMaker rolls back: the update removes what it created
                 emu.script_update(fail=True, reason="scripted rollback for the IAM test")
             if setup == "unmanaged":
                 emu.create_endpoint_stack("not-peagles")
             if setup == "interrupted":
                 _interrupted_update(emu)
-            if setup == "at-zero":  # what the idle rule leaves: no copy in service
+            if setup == "at-zero":  # what the scale-in leaves: no copy in service
                 emu.client("sagemaker").update_inference_component_runtime_config(
                     InferenceComponentName=NAME + "-zero", DesiredRuntimeConfig={"CopyCount": 0})
             done = list(pool.map(lambda item: run(item[0], item[1][0], item[1][1]), batch))

@@ -160,3 +160,38 @@ def test_a_bad_region_list_is_one_line_exit_2_and_no_aws_call(emu, regions, said
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.strip().count("\n") == 0 and said in refused.stderr, refused.stderr
     assert emu.calls[start:] == []
+
+
+def test_scale_to_zero_with_no_capacity_in_the_first_region_serves_idles_and_wakes_in_the_next(emu, theirs, clocked):
+    """Must show (issue 44): `--scale-to-zero --region A,B` with no capacity in A is rolled back there and serves
+    from B; the emulator's autoscaling finds the component in its own region, so AWS's recipe takes it to zero in B
+    (target tracking's scale-in, then managed scaling releases the instance) and a request there wakes it. In
+    process, on the emulator's clock (hours in no time)."""
+    from .cli_runner import run_cli_completed
+
+    env = {**emu.env, "COLUMNS": "250"}
+    emu.set_capacity(G2, 0, region=EAST)
+    out = run_cli_completed("deploy", "qwen3-coder", "--name", NAME, "--region", f"{EAST},{WEST}", "--scale-to-zero",
+                            "--role", emu.role_arn, "--yes", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    document = json.loads(out.stdout)
+    assert [(a["region"], a["outcome"]) for a in document["attempts"]] == [(EAST, "no capacity"), (WEST, "deployed")]
+    assert only_theirs(emu, EAST) and emu.components.names(EAST) == []
+    assert emu.components.state(NAME, WEST)["current"] == 1
+    clocked.advance(16 * 60 + 600)
+    assert emu.components.state(NAME, WEST)["desired"] == 0
+    assert emu.components.instances(NAME, WEST) == {"current": 0, "desired": 0}
+    status = json.loads(run_cli_completed("status", NAME, "--region", WEST, "--json", env=env).stdout)
+    [row] = status["endpoints"]
+    assert row["component"]["current_copies"] == 0 and row["component"]["last_scale_in"] is not None
+
+    emu.components.scaling(instance_start_s=100, copy_start_s=300)
+    woke = run_cli_completed("invoke", NAME, "hello", "--region", WEST, env=env, fake_clock=False)
+    assert woke.returncode == 0, woke.stderr
+    assert woke.stderr.startswith(f"waking inference component {NAME} of endpoint {NAME}"), woke.stderr
+    assert emu.components.state(NAME, WEST)["current"] == 1
+    assert [a["to"] for a in emu.components.activities if a["region"] == WEST and a["component"] == NAME] == [0, 1]
+
+    cleaned = run_cli_completed("cleanup", NAME, "--region", WEST, "--yes", env=env)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert only_theirs(emu, WEST) and emu.components.names(WEST) == []

@@ -45,11 +45,12 @@ def deploy(
         help="endpoint (the model on the variant's instances) or component (an inference component; see "
              "docs/hosting.md). Default: endpoint, component with --scale-to-zero.")] = None,
     scale_to_zero: Annotated[bool, typer.Option(
-        "--scale-to-zero", help="Host as an inference component that scales to zero instances after --idle without "
-                                "a request, and back on the next one (minutes; requests fail meanwhile).")] = False,
+        "--scale-to-zero", help="Host as an inference component that scales to zero instances after about 15 "
+                                "minutes without a request (AWS's recipe: target tracking's own scale-in), and back "
+                                "on the next one (minutes; requests fail meanwhile).")] = False,
     idle: Annotated[str | None, typer.Option(
-        help="With --scale-to-zero: how long without a request before zero, whole minutes from 1m to 24h "
-             "(default 15m).")] = None,
+        help="With --scale-to-zero: the idle period is AWS's (target tracking's scale-in alarm, about 15 minutes) "
+             "and not settable; only 15m is accepted.")] = None,
     image: Annotated[str | None, typer.Option(help="Container image URI to use instead of JumpStart's.")] = None,
     model_id: Annotated[str | None, typer.Option(help="Override the JumpStart model id.")] = None,
     model_version: Annotated[str | None, typer.Option(help="JumpStart spec version (default: latest).")] = None,

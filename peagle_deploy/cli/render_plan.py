@@ -32,8 +32,7 @@ def render_plan(console, plan: DeploymentPlan) -> None:
 
 _CARRIERS = {"CreateModel": "model", "CreateEndpointConfig": "endpoint config", "CreateEndpoint": "endpoint",
              "CreateInferenceComponent (once the endpoint is InService)": "inference component",
-             "PutMetricAlarm (wake up: a request found no copy)": "wake-up alarm",
-             "PutMetricAlarm (idle: no request)": "idle alarm"}
+             "PutMetricAlarm (wake up: a request found no copy)": "wake-up alarm"}
 
 
 def tags_once(console, requests: list[tuple[str, dict | None]]) -> list[tuple[str, dict | None]]:

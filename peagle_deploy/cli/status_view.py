@@ -95,6 +95,8 @@ def served_lines(row: Any) -> list[str]:
         from ..lifecycle.components import summary
 
         lines.append(summary(component))
+        if component.warning:
+            lines.append(component.warning)
         if component.detail:
             lines.append(f"could not read: {component.detail}")
     if getattr(row, "cost_how", None):

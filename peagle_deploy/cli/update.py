@@ -32,6 +32,10 @@ def update(
         help="Autoscaling target: concurrent requests per instance.")] = None,
     target_invocations: Annotated[float | None, typer.Option(
         help="Autoscaling target instead: invocations per instance per minute.")] = None,
+    scale_to_zero: Annotated[bool, typer.Option(
+        "--scale-to-zero", help="An inference component that scales to zero by an older peagle's own idle alarm: "
+                                "move it to AWS's recipe (target tracking's scale-in). Any update of such an "
+                                "endpoint does it too.")] = False,
     max_price_per_hour: Annotated[float | None, typer.Option(
         help="Accept a new fleet priced above this many USD/h without a prompt (default guard: 100); refused "
              "when the price is unknown.")] = None,
@@ -67,7 +71,7 @@ def update(
             instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
             instance_count=instance_count, allow_any_instance=allow_any_instance,
             accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # durations.BOUNDS: 0s to 1h
-            rollback_alarms=list(rollback_alarm or []), autoscale=policy)
+            rollback_alarms=list(rollback_alarm or []), autoscale=policy, scale_to_zero=scale_to_zero)
         check_request(request)
         price_limit = parse_max_price(max_price_per_hour)
         if timeout <= 0:
@@ -150,6 +154,11 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
     if isinstance(plan, ComponentUpdatePlan):
         _update_component(out, session, plan, dry_run=dry_run, yes=yes, timeout=timeout, lock=_writing(request))
         return
+    from ..lifecycle.component_update import MovePlan
+
+    if isinstance(plan, MovePlan):
+        _move_scaling(out, session, plan, dry_run=dry_run, yes=yes, lock=_writing(request))
+        return
     from ..redaction import register_secret_env
 
     # the live container's HF_TOKEN & co. (deploy --env): masked in every output, as deploy masks them
@@ -205,6 +214,41 @@ def _update_component(out, session, plan, *, dry_run: bool, yes: bool, timeout: 
     _print_result(out, result, f"[bold]{result.endpoint_name}[/bold]: inference component {plan.component} serves "
                                f"{result.serving.label()} (model {result.serving.model}) after "
                                f"{int(result.elapsed_s)}s; it served {result.previous.label()}")
+
+
+def _move_scaling(out, session, plan, *, dry_run: bool, yes: bool, lock) -> None:
+    """`--scale-to-zero` alone: an older peagle's idle rule moved to AWS's recipe (lifecycle/scaling_migration.py)."""
+    from ..lifecycle.component_update import run_move
+
+    def show(console, title):
+        from ..output import print_key_values
+
+        print_key_values(console, [
+            ("endpoint", plan.endpoint_name), ("region", plan.region), ("inference component", plan.component),
+            ("scale to zero now", "an older peagle's idle rule (a metric-math alarm, unconfirmed on AWS)"
+             if plan.move is not None else "AWS's recipe (target tracking's own scale-in): nothing to move"),
+            ("after", "AWS's recipe: target tracking's own scale-in, about 15 minutes without a request")],
+            title=title)
+        console.print("\n[bold]AWS writes, in order[/bold]")
+        for number, write in enumerate(plan.writes, start=1):
+            console.print(f"  {number}. {write}", soft_wrap=True, markup=False, highlight=False)
+        if not plan.writes:
+            console.print("  none", soft_wrap=True, markup=False, highlight=False)
+
+    document = {**plan.model_dump(mode="json"), "writes": plan.writes}
+    if dry_run or plan.move is None:
+        title = ("peagle update --dry-run: nothing was changed" if dry_run else
+                 f"peagle update: {plan.endpoint_name} already scales to zero by AWS's recipe; nothing was changed")
+        out.result({"dry_run": dry_run, "update": document}, lambda console: show(console, title))
+        return
+    if not out.json_mode:
+        show(out.err_console, "peagle update: about to change")
+    out.confirm(f"Move the scaling of {plan.component} to AWS's scale-to-zero recipe?", yes=yes)
+    with lock:
+        done = run_move(plan, session)
+    out.result({"updated": {**document, "done": done}}, lambda console: console.print(
+        f"{plan.endpoint_name}: inference component {plan.component} scales to zero by AWS's recipe ("
+        + "; ".join(done) + ")", markup=False, soft_wrap=True))
 
 
 def _print_result(out, result, headline: str) -> None:

@@ -1,5 +1,6 @@
 """`status` for an endpoint that hosts inference components: its component, copies and instances (0 at zero), the
-scaling (the idle rule and the wake-up policy and alarm), and the cost so far from instance-hours only.
+scaling (the scale-in rule and whether it acted, the wake-up policy and alarm), and the cost so far from
+instance-hours only.
 
 The hourly price of a component-based endpoint is the instances running now x one instance's price ($0.00/h at
 zero); the cost so far is estimated from the copy count over time (`components.estimate_cost`: Application Auto

@@ -21,7 +21,13 @@ Order, and what each failure leaves (as `update_run`, whose helpers it shares):
    waits for the component, then completes (it names the new model) or reverts (the old one), as for a classic
    update;
 6. verify the new model's speculative config and the component (as deploy does), retag the endpoint (its K and
-   mode), delete the old model only if peagle made it and nothing else uses it, clear the intent.
+   mode), delete the old model only if peagle made it and nothing else uses it, clear the intent;
+7. a component that scales to zero by an older peagle's idle rule is moved to AWS's recipe
+   (`scaling_migration`); `peagle update NAME --scale-to-zero` does only this step (`MovePlan`).
+
+Room: SageMaker's rolling update starts the new copies beside the old ones before it removes them (botocore's
+model), so an endpoint whose `MaxInstanceCount` cannot hold both is refused before any write (`check_room`): this
+peagle's deploys leave that room (plan_component.update_room), an older peagle's did not.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from .update_plan import (
     prepare,
     read_request,
 )
+from .scaling_migration import ScalingMove, apply_move, read_move
 from .update_run import EndpointChanged, UpdateResult
 from .verify import Check, require, verify
 from .wait import Progress, read_retrying
@@ -89,6 +96,8 @@ class ComponentUpdatePlan(BaseModel):
     endpoint_tags: dict[str, str] = Field(description="AddTags on the endpoint after success (status reads them)")
     delete_after_success: list[dict[str, str]] = Field(description="the old model: peagle's own, if nothing uses it")
     notes: list[str] = Field(default_factory=list)
+    scaling_move: ScalingMove | None = Field(None, description="an older peagle's idle rule, moved to AWS's recipe "
+                                                               "after success")
     verify_plan: DeploymentPlan = Field(exclude=True)
 
     @property
@@ -106,7 +115,51 @@ class ComponentUpdatePlan(BaseModel):
                 f"AddTags {self.endpoint_name} ({', '.join(f'{k}={v}' for k, v in self.endpoint_tags.items())})",
                 *(f"DeleteModel {d['name']} (after success; peagle's own, if unused)"
                   for d in self.delete_after_success),
-                f"DeleteTags {self.endpoint_name} (the update's intent, once done)"]
+                f"DeleteTags {self.endpoint_name} (the update's intent, once done)",
+                *(f"{write} (after success)" for write in (self.scaling_move.writes if self.scaling_move else []))]
+
+
+class MovePlan(BaseModel):
+    """`peagle update NAME --scale-to-zero` alone: the component's scaling moved to AWS's recipe, nothing else."""
+
+    model_config = ConfigDict(frozen=True)
+
+    endpoint_name: str
+    region: str
+    component: str
+    move: ScalingMove | None = Field(description="None: nothing of an older idle rule is there")
+
+    @property
+    def writes(self) -> list[str]:
+        return self.move.writes if self.move is not None else []
+
+
+def check_room(live: Live, component: dict[str, Any], name: str) -> str:
+    """The copies SageMaker's rolling update needs room for (the new ones beside the old): refused in one line when
+    the variant's MaxInstanceCount cannot hold both; else the plan's note saying so."""
+    from ..instances import instance_info
+
+    variant = live.config["ProductionVariants"][0]
+    most = (variant.get("ManagedInstanceScaling") or {}).get("MaxInstanceCount") or variant.get(
+        "InitialInstanceCount") or 1
+    copies = int((component.get("RuntimeConfig") or {}).get("DesiredCopyCount") or 0)
+    needs = ((component.get("Specification") or {}).get("ComputeResourceRequirements") or {})
+    info = instance_info(variant.get("InstanceType") or "")
+    gpus = float(needs.get("NumberOfAcceleratorDevicesRequired") or 0)
+    if info is None or not gpus:
+        return ("room for the update not checked: peagle has no GPU facts for the instance type; SageMaker starts "
+                "the new copies beside the old ones")
+    per_instance = max(1, int(info.gpus // gpus))
+    if 2 * copies > int(most) * per_instance:
+        raise UsageError(f"endpoint {name!r} has no room for the update: SageMaker starts the new copies beside the "
+                         f"old ones, and MaxInstanceCount {most} x {variant.get('InstanceType')} holds "
+                         f"{int(most) * per_instance} cop{'y' if int(most) * per_instance == 1 else 'ies'} of "
+                         f"{component['InferenceComponentName']}, {copies} of which serve now",
+                         "deploy it again beside with this peagle, which leaves room (peagle deploy MODEL --hosting "
+                         f"component --name NEW-NAME), then peagle cleanup {name}; nothing was changed")
+    starts = "copy starts" if copies == 1 else "copies start"
+    return (f"room for the update: the new {starts} beside the {copies} serving (MaxInstanceCount {most} holds "
+            f"{int(most) * per_instance}); while both run, the extra instance bills")
 
 
 def plan_component_update(live: Live, component: dict[str, Any], request: UpdateRequest, *,
@@ -116,6 +169,7 @@ def plan_component_update(live: Live, component: dict[str, Any], request: Update
     from ..served_config import spec_of_environment
 
     check_component_update(request, request.name)
+    room = check_room(live, component, request.name)
     now = (now or datetime.now(UTC)).replace(microsecond=0)
     facts = facts or FactSource()
     tags = live.peagle
@@ -152,7 +206,7 @@ def plan_component_update(live: Live, component: dict[str, Any], request: Update
         update_component={"InferenceComponentName": component["InferenceComponentName"],
                           "Specification": specification},
         endpoint_tags=endpoint_tags, delete_after_success=[{"kind": "model", "name": current.model}],
-        notes=notes, verify_plan=verify_plan)
+        notes=[*notes, room], verify_plan=verify_plan)
 
 
 def prepare_update(session: Any, request: UpdateRequest, *, sleep: Callable[[float], None] = time.sleep,
@@ -162,7 +216,36 @@ def prepare_update(session: Any, request: UpdateRequest, *, sleep: Callable[[flo
     live = read_request(session, request, sleep=sleep)
     if live.component is None:
         return prepare(session, request, sleep=sleep, now=now, facts=facts, live=live)
-    return plan_component_update(live, live.component, request, now=now, facts=facts)
+    component = live.component["InferenceComponentName"]
+
+    def move_read() -> ScalingMove | None:
+        return read_retrying(lambda: read_move(session.client("application-autoscaling"),
+                                               session.client("cloudwatch"), component), sleep=sleep)
+
+    if request.mode is None and request.k is None:  # --scale-to-zero alone
+        return MovePlan(endpoint_name=request.name, region=request.region, component=component, move=move_read())
+    plan = plan_component_update(live, live.component, request, now=now, facts=facts)
+    try:
+        move = move_read()
+    except Exception as exc:  # noqa: BLE001 - the update goes on; what is left of an older rule is said
+        from ..aws import translate_error
+
+        error = translate_error(exc)
+        if error is None:
+            raise
+        return plan.model_copy(update={"notes": [*plan.notes, f"could not read whether {component} scales to zero "
+                                                              f"by an older peagle's idle rule ({error.one_line()})"]})
+    return plan.model_copy(update={"scaling_move": move}) if move is not None else plan
+
+
+def run_move(plan: MovePlan, session: Any) -> list[str]:
+    """`peagle update NAME --scale-to-zero`: the move's writes, a signal held until they are done (three short
+    writes; whatever is left of the old rule after a failure is found again by the next update or recover)."""
+    if plan.move is None:
+        return []
+    with SignalGuard("stopping the move to AWS's scale-to-zero rule") as guard, \
+            guard.critical("PutScalingPolicy, DeleteScalingPolicy and DeleteAlarms"):
+        return apply_move(session.client("application-autoscaling"), session.client("cloudwatch"), plan.move)
 
 
 # the run ----------------------------------------------------------------------------------------------------------
@@ -376,6 +459,15 @@ def run_component_update(plan: ComponentUpdatePlan, session: Any, *, timeout_s: 
         run.move_component(guard)
         described = run.wait(timeout_s=timeout_s, clock=clock, on_progress=on_progress)
         checks, removed = run.finish(described, since_ms)
+        if plan.scaling_move is not None:
+            try:
+                with guard.critical("PutScalingPolicy, DeleteScalingPolicy and DeleteAlarms"):
+                    for line in apply_move(session.client("application-autoscaling"), session.client("cloudwatch"),
+                                           plan.scaling_move):
+                        note(f"scaling of {plan.component}: {line}")
+            except Exception as exc:  # noqa: BLE001 - the update itself is done
+                note(f"could not move {plan.component} to AWS's scale-to-zero rule ({_as_peagle_error(exc).one_line()})"
+                     f": '{run.recover}' finishes it")
     for outcome in removed:
         if outcome.result in ("left", "failed"):
             then = "" if outcome.reason.startswith("still used") else f"; remove it with '{run.recover}'"
@@ -386,4 +478,5 @@ def run_component_update(plan: ComponentUpdatePlan, session: Any, *, timeout_s: 
                         notes=plan.notes)
 
 
-__all__ = ["ComponentUpdatePlan", "plan_component_update", "prepare_update", "run_component_update"]
+__all__ = ["ComponentUpdatePlan", "MovePlan", "check_room", "plan_component_update", "prepare_update", "run_move",
+           "run_component_update"]

@@ -7,11 +7,11 @@ For every command that meets a component-based endpoint (`--hosting component`, 
 - `apply_scaling`: the plan's Application Auto Scaling and CloudWatch requests, in order, each alarm with its
   policy's real ARN; `on_written(step)` after each answer, so a rollback knows what exists;
 - `remove_component`: what SageMaker needs gone first, in its order: the scaling policies and the scalable target,
-  peagle's two alarms, then the component itself (waited for until it is gone). Only what carries
-  `peagle:managed=true` (the component's tags, each alarm's tags); the scalable target of a component peagle did
-  not make is never touched;
-- `read_component`: what `status` shows of one component (copies, instances, scaling, the idle rule and the wake-up
-  alarm, the cost so far from instance-hours).
+  peagle's alarms (the wake-up alarm, and an older peagle's idle alarm), then the component itself (waited for
+  until it is gone). Only what carries `peagle:managed=true` (the component's tags, each alarm's tags); the scalable
+  target of a component peagle did not make is never touched;
+- `read_component`: what `status` shows of one component (copies, instances, scaling, the scale-in rule, its alarm
+  and whether it ever acted, the wake-up alarm, the cost so far from instance-hours).
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from pydantic import BaseModel, Field
 
 from ..aws import error_code, is_lost_answer, is_not_found, translate_error
 from ..errors import EndpointFailed
+from ..autoscale import POLICY_NAME
 from ..scale_to_zero import (
     COPY_DIMENSION,
-    IDLE_POLICY,
+    LEGACY_IDLE_POLICY,
     NAMESPACE,
     WAKE_POLICY,
     IdleRule,
     ScalingRequest,
-    idle_alarm_name,
+    legacy_idle_alarm_name,
     resource_id,
     wake_alarm_name,
     with_policy_arns,
@@ -183,15 +184,17 @@ def remove_scaling(aas: Any, component: str) -> list[Outcome]:
     return outcomes
 
 
-def peagle_alarms(cloudwatch: Any, component: str) -> list[dict[str, Any]]:
-    """peagle's alarms of `component` that exist (DescribeAlarms by their names)."""
-    names = [wake_alarm_name(component), idle_alarm_name(component)]
+def peagle_alarms(cloudwatch: Any, component: str, *others: str) -> list[dict[str, Any]]:
+    """peagle's alarms of `component` that exist (DescribeAlarms by their names: the wake-up alarm and an older
+    peagle's idle alarm), and the `others` named (status: target tracking's scale-in alarm)."""
+    names = [wake_alarm_name(component), legacy_idle_alarm_name(component), *others]
     return [a for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNames=names, AlarmTypes=[
         "MetricAlarm"]) for a in page.get("MetricAlarms", [])]
 
 
 def remove_alarms(cloudwatch: Any, component: str) -> list[Outcome]:
-    """peagle's wake-up and idle alarms of `component`, each only if it carries peagle:managed=true."""
+    """peagle's wake-up alarm of `component` (and an older peagle's idle alarm), each only if it carries
+    peagle:managed=true."""
     try:
         found = peagle_alarms(cloudwatch, component)
     except Exception as exc:  # noqa: BLE001
@@ -321,10 +324,15 @@ def remove_stranded(sm: Any, aas: Any, cloudwatch: Any, endpoint: str | None = N
 
 
 # status ------------------------------------------------------------------------------------------------------------
+SCALE_IN_GRACE_S = 600.0  # an alarm in ALARM this long with no scale-in after it: Application Auto Scaling did not act
+# (it acts within a minute or two of its alarm; 600 s also covers target tracking's default ScaleInCooldown of 300 s)
+
+
 class AlarmState(BaseModel):
     name: str
     state: str | None = None
     reason: str | None = None
+    since: datetime | None = Field(None, description="StateUpdatedTimestamp: when it entered this state")
 
 
 class ComponentStatus(BaseModel):
@@ -332,6 +340,7 @@ class ComponentStatus(BaseModel):
 
     name: str
     status: str
+    endpoint: str | None = None
     failure_reason: str | None = None
     desired_copies: int | None = None
     current_copies: int | None = None
@@ -343,15 +352,25 @@ class ComponentStatus(BaseModel):
     min_copies: int | None = None
     max_copies: int | None = None
     policies: list[str] = Field(default_factory=list)
-    idle: IdleRule | None = Field(None, description="the idle rule: from the idle alarm, else peagle's tag")
+    idle: IdleRule | None = Field(None, description="scale to zero, as peagle's tag says")
+    scale_in: Literal["target-tracking", "legacy-alarm"] | None = Field(
+        None, description="what takes the copies down: target tracking's own scale-in (AWS's recipe), or an older "
+                          "peagle's idle alarm and step policy (unconfirmed on AWS: 'peagle update NAME "
+                          "--scale-to-zero' moves it)")
+    scale_in_alarm: AlarmState | None = Field(None, description="the alarm whose ALARM state scales in: target "
+                                              "tracking's AlarmLow, or the older idle alarm")
+    last_scale_in: datetime | None = Field(None, description="the newest scaling activity that lowered the copies")
     wake_alarm: AlarmState | None = None
-    idle_alarm: AlarmState | None = None
+    idle_alarm: AlarmState | None = Field(None, description="an older peagle's idle alarm, where one is left")
+    warning: str | None = Field(None, description="the scale-in rule is in ALARM and did not act, and what to do")
     detail: str | None = Field(None, description="what could not be read")
 
 
 def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endpoint: dict[str, Any],
-                   tags: PeagleTags) -> ComponentStatus:
+                   tags: PeagleTags, *, now: datetime | None = None) -> ComponentStatus:
     """A read failure is said in `detail` and leaves its fields unknown; it never fails the status."""
+    from .. import clock as peagle_clock
+
     found = describe_component(sm, name)
     if found is None:
         return ComponentStatus(name=name, status="missing", detail="DescribeInferenceComponent: no such component")
@@ -359,7 +378,8 @@ def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endp
     requirements = (found.get("Specification") or {}).get("ComputeResourceRequirements") or {}
     variant = next(iter(described_endpoint.get("ProductionVariants") or []), {})
     row = ComponentStatus(name=name, status=found.get("InferenceComponentStatus", "Unknown"),
-                          failure_reason=found.get("FailureReason"), desired_copies=runtime.get("DesiredCopyCount"),
+                          endpoint=found.get("EndpointName"), failure_reason=found.get("FailureReason"),
+                          desired_copies=runtime.get("DesiredCopyCount"),
                           current_copies=runtime.get("CurrentCopyCount"),
                           current_instances=variant.get("CurrentInstanceCount"),
                           desired_instances=variant.get("DesiredInstanceCount"),
@@ -367,14 +387,22 @@ def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endp
                           memory_mb=requirements.get("MinMemoryRequiredInMb"), idle=tags.scale_to_zero)
     problems = []
     rid = resource_id(name)
+    low_alarm: str | None = None
+    activities: list[dict[str, Any]] | None = None
     try:
         targets = aas.describe_scalable_targets(ServiceNamespace=NAMESPACE, ResourceIds=[rid],
                                                 ScalableDimension=COPY_DIMENSION).get("ScalableTargets", [])
         if targets:
             row.scaling, row.min_copies, row.max_copies = "on", targets[0].get("MinCapacity"), targets[0].get(
                 "MaxCapacity")
-            row.policies = [p["PolicyName"] for p in aas.describe_scaling_policies(
-                ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=COPY_DIMENSION).get("ScalingPolicies", [])]
+            policies = aas.describe_scaling_policies(ServiceNamespace=NAMESPACE, ResourceId=rid,
+                                                     ScalableDimension=COPY_DIMENSION).get("ScalingPolicies", [])
+            row.policies = [p["PolicyName"] for p in policies]
+            row.scale_in, low_alarm = _scale_in_rule(policies)
+            if row.scale_in is not None:
+                activities = [a for page in aas.get_paginator("describe_scaling_activities").paginate(
+                    ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=COPY_DIMENSION)
+                    for a in page.get("ScalingActivities", [])]
     except Exception as exc:  # noqa: BLE001
         error = translate_error(exc)
         if error is None:
@@ -383,35 +411,107 @@ def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endp
         problems.append(f"Application Auto Scaling: {error.one_line()}")
     if cloudwatch is not None:
         try:
-            for alarm in peagle_alarms(cloudwatch, name):
+            for alarm in peagle_alarms(cloudwatch, name, *([low_alarm] if low_alarm else [])):
                 state = AlarmState(name=alarm["AlarmName"], state=alarm.get("StateValue"),
-                                   reason=alarm.get("StateReason"))
+                                   reason=alarm.get("StateReason"), since=_utc(alarm.get("StateUpdatedTimestamp")))
                 if alarm["AlarmName"] == wake_alarm_name(name):
                     row.wake_alarm = state
-                else:
+                elif alarm["AlarmName"] == legacy_idle_alarm_name(name):
                     row.idle_alarm = state
-                    periods = alarm.get("EvaluationPeriods")
-                    if isinstance(periods, int) and periods > 0:
-                        row.idle = IdleRule(minutes=periods)  # what CloudWatch holds, over the tag
+                if alarm["AlarmName"] == low_alarm or (row.scale_in == "legacy-alarm"
+                                                       and alarm["AlarmName"] == legacy_idle_alarm_name(name)):
+                    row.scale_in_alarm = state
         except Exception as exc:  # noqa: BLE001
             error = translate_error(exc)
             if error is None:
                 raise
             problems.append(f"CloudWatch: {error.one_line()}")
+    if activities is not None:
+        row.last_scale_in = last_scale_in(activities)
+        row.warning = _did_not_act(row, row.endpoint or name, now or peagle_clock.now())
     row.detail = "; ".join(problems) or None
     return row
 
 
+def _scale_in_rule(policies: list[dict[str, Any]]) -> tuple[Literal["target-tracking", "legacy-alarm"] | None,
+                                                            str | None]:
+    """Which rule scales the copies in, and target tracking's scale-in alarm (its AlarmLow) by name."""
+    if any(p.get("PolicyName") == LEGACY_IDLE_POLICY for p in policies):
+        return "legacy-alarm", None
+    for policy in policies:
+        config = policy.get("TargetTrackingScalingPolicyConfiguration")
+        if config is not None and not config.get("DisableScaleIn"):
+            low = next((a.get("AlarmName") for a in policy.get("Alarms") or []
+                        if "-AlarmLow-" in (a.get("AlarmName") or "")), None)
+            return "target-tracking", low
+    return None, None
+
+
+def last_scale_in(activities: list[dict[str, Any]]) -> datetime | None:
+    """The newest successful scaling activity that lowered the copy count ('Setting desired copy count to N.', N
+    below the count before it, or 0)."""
+    changes = []
+    for activity in activities:
+        match = _COPIES.search(activity.get("Description") or "")
+        started = _utc(activity.get("StartTime"))
+        if match is not None and started is not None and activity.get("StatusCode") not in ("Failed", "Unfulfilled"):
+            changes.append((started, int(match[1])))
+    found, before = None, None
+    for when, count in sorted(changes):
+        if count == 0 or (before is not None and count < before):
+            found = when
+        before = count
+    return found
+
+
+def _did_not_act(row: ComponentStatus, endpoint: str, now: datetime) -> str | None:
+    """One line when the scale-in rule's alarm has been in ALARM a while, copies are above the minimum, and no
+    scaling activity lowered them since: the rule did not act, and the copies bill."""
+    alarm = row.scale_in_alarm
+    if alarm is None or alarm.state != "ALARM" or alarm.since is None or row.desired_copies is None \
+            or row.min_copies is None or row.desired_copies <= row.min_copies:
+        return None
+    if (now - alarm.since).total_seconds() < SCALE_IN_GRACE_S:
+        return None
+    if row.last_scale_in is not None and row.last_scale_in >= alarm.since:
+        return None
+    since = alarm.since.strftime("%Y-%m-%d %H:%M UTC")
+    copies = f"{row.desired_copies} cop{'y' if row.desired_copies == 1 else 'ies'}"
+    if row.scale_in == "legacy-alarm":
+        todo = (f"move it to AWS's rule (target tracking's own scale-in) with 'peagle update {endpoint} "
+                "--scale-to-zero'")
+    else:
+        todo = (f"see why with 'aws application-autoscaling describe-scaling-activities --service-namespace "
+                f"sagemaker --resource-id {resource_id(row.name)} --include-not-scaled-activities', and take it to "
+                f"zero by hand with 'aws sagemaker update-inference-component-runtime-config "
+                f"--inference-component-name {row.name} --desired-runtime-config CopyCount=0'")
+    return (f"warning: the scale-in rule of {row.name} did not act: its alarm {alarm.name} has been in ALARM since "
+            f"{since} and Application Auto Scaling made no scale-in since, so {copies} keep billing: {todo}")
+
+
+def _utc(value: Any) -> datetime | None:
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
 def summary(row: ComponentStatus) -> str:
-    """One line for `status`: copies, instances, the scaling and the wake-up."""
+    """One line for `status`: copies, instances, the scaling (the scale-in rule, its alarm, whether it ever acted)
+    and the wake-up."""
     copies = f"{_n(row.current_copies)}/{_n(row.desired_copies)} copies"
     instances = f"{_n(row.current_instances)} instance{'s' if row.current_instances != 1 else ''}"
     text = f"inference component {row.name} {row.status}: {copies}, {instances}"
     if row.scaling == "on":
         text += f"; copies {row.min_copies}-{row.max_copies}"
-        if row.idle is not None and IDLE_POLICY in row.policies:
-            text += f", to zero after {row.idle.minutes} min idle ({IDLE_POLICY}"
-            text += f", alarm {row.idle_alarm.state})" if row.idle_alarm else ", no alarm!)"
+        alarm = f"alarm {row.scale_in_alarm.state}" if row.scale_in_alarm else "no alarm!"
+        acted = (f"last scaled in {row.last_scale_in.strftime('%Y-%m-%d %H:%M UTC')}" if row.last_scale_in
+                 else "not scaled in yet")
+        if row.scale_in == "target-tracking":
+            what = "to zero after about 15 min idle" if row.min_copies == 0 else "scale-in"
+            text += f", {what} (target tracking {POLICY_NAME}, {alarm}; {acted})"
+        elif row.scale_in == "legacy-alarm":
+            text += (f", to zero by an older peagle's idle rule ({LEGACY_IDLE_POLICY}, {alarm}; {acted}; unconfirmed "
+                     f"on AWS: 'peagle update {row.endpoint or row.name} --scale-to-zero' moves it to AWS's rule)")
         if WAKE_POLICY in row.policies:
             text += f", wake-up {WAKE_POLICY}" + (f" (alarm {row.wake_alarm.state})" if row.wake_alarm
                                                  else " (no alarm!)")

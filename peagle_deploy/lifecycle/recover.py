@@ -15,7 +15,8 @@ For each peagle endpoint (NAME, or all of them with --all):
 3. an unfinished update (`peagle:update-*`, written before the update's first write): settled on the new config,
    the update is completed; on the old one, it is reverted; either way the labels (`peagle:k`, `peagle:mode`,
    instances) are rewritten from the served config and the intent is cleared;
-4. the intended autoscaling (the update's, or `peagle:autoscale`) is registered where it is not;
+4. the intended autoscaling (the update's, or `peagle:autoscale`) is registered where it is not; a component that
+   scales to zero by an older peagle's idle rule is moved to AWS's recipe (`scaling_migration`);
 5. the peagle-made configs and models of the endpoint (NAME) or of the region (--all) that nothing uses are
    deleted: the previous config of a completed update, the new one of a reverted update, what a SIGKILL left.
 """
@@ -243,6 +244,10 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
         registered = _ensure_autoscaling(session, name, described, intended)
         if registered:
             done.actions.append(f"autoscaling registered again: {intended.describe()}")
+    if component_model is not None:  # an older peagle's idle rule -> AWS's recipe
+        from .scaling_migration import move_endpoint
+
+        done.actions += move_endpoint(session, sm, described, peagle)
     if intent is not None:
         clear_update_intent(sm, described["EndpointArn"])  # with the lease
     elif lease is not None:

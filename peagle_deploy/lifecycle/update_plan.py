@@ -78,6 +78,8 @@ class UpdateRequest(BaseModel):
     bake: timedelta = BAKE_DEFAULT
     rollback_alarms: list[str] = Field(default_factory=list)
     autoscale: AutoscalePolicy | None = Field(default=None, description="--autoscale: registered after success")
+    scale_to_zero: bool = Field(default=False, description="--scale-to-zero: a component that scales to zero by an "
+                                "older peagle's idle rule moves to AWS's recipe (lifecycle/scaling_migration.py)")
 
 
 class Serving(BaseModel):
@@ -170,7 +172,7 @@ def check_request(request: UpdateRequest) -> None:
 
     validate_name(request.name)
     if (request.mode is None and request.k is None and request.instance_type is None and not request.instance_pools
-            and request.instance_count is None and request.autoscale is None):
+            and request.instance_count is None and request.autoscale is None and not request.scale_to_zero):
         raise UsageError("nothing to update", "pass --k, --mode, --instance-type, --instance-count or --autoscale")
     if request.k is not None:
         parse_k(request.k, max_k=10**6, model="")  # the form now; the drafter's depth once the model is known
@@ -263,6 +265,11 @@ def read_live(sm: Any, request: UpdateRequest, *, read: Callable[[Callable[[], A
     elif config is None or len(variants) != 1 or not variants[0].get("ModelName"):
         raise UsageError(f"endpoint {name!r} does not have the one-variant configuration peagle deploys",
                          "update it with the SageMaker console or API instead")
+    elif request.scale_to_zero:
+        raise UsageError(f"endpoint {name!r} hosts its model on its own instances, which cannot scale to zero: "
+                         "--scale-to-zero moves an inference component's scaling to AWS's recipe",
+                         f"deploy it beside as a component (peagle deploy MODEL --scale-to-zero --name NEW-NAME), "
+                         f"then peagle cleanup {name}; nothing was changed")
     else:
         model_name = variants[0]["ModelName"]
     model = read(lambda: describe(sm, "model", model_name))

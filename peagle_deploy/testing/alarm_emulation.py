@@ -4,9 +4,9 @@ copy counts in `NoCapacityInvocationFailures`, the alarm on that metric goes to 
 scaling policy's ARN) brings a copy back.
 
 Evaluated here, on the emulator's clock (`emulator.clock`), for alarms in the `AWS/SageMaker` namespace on one
-metric, or on a metric math expression that adds up such metrics, each term `id` or `FILL(id, constant)` (the form
-peagle's idle alarm takes: `FILL(served, 0) + FILL(refused, 0)`), whose data is in moto's CloudWatch backend (the
-emulator publishes SageMaker's own metrics there; `PutMetricData` adds yours):
+metric, or on a metric math expression that adds up such metrics, each term `id` or `FILL(id, constant)` (the
+form an older peagle's idle alarm takes: `FILL(served, 0) + FILL(refused, 0)`), whose data is in moto's CloudWatch
+backend (the emulator publishes SageMaker's own metrics there; `PutMetricData` adds yours):
 - datapoints per period, aligned to the period (`Sum`, `Average`, `Minimum`, `Maximum`, `SampleCount`; an
   `ExtendedStatistic` is never breaching);
 - at the end of each period (plus `lag_s`, the emulator's `alarm_lag_s`) the last `EvaluationPeriods` datapoints
@@ -19,8 +19,9 @@ emulator publishes SageMaker's own metrics there; `PutMetricData` adds yours):
   each alarm's creation time on the emulator's clock is kept too, and its first window looks back from then;
 - while an alarm is in ALARM, each evaluation with data runs its actions that are Application Auto Scaling policy
   ARNs (`run_action`), as CloudWatch re-invokes a scaling policy while the alarm stays in ALARM.
-Alarms that Application Auto Scaling creates for target tracking (`TargetTracking-...`) are left alone: the
-emulator models target tracking directly (`autoscaling_emulation`).
+Alarms that Application Auto Scaling creates for target tracking (`TargetTracking-...`) are not evaluated here: the
+emulator models target tracking directly (`autoscaling_emulation`), which sets their state (`set_state`). Every state
+change carries the emulator's time as its `StateUpdatedTimestamp` (moto stamps the real clock).
 
 Evaluations happen only at period ends whose window holds data, or the first one after data left the window, and
 (for an alarm that gives periods without data a value: `FILL`, or `TreatMissingData` breaching/notBreaching) the
@@ -59,6 +60,13 @@ def publish(cloudwatch: Any, metric: str, dimensions: dict[str, str], at: float,
         "MetricName": metric, "Value": value, "Unit": "Count",
         "Timestamp": datetime.fromtimestamp(at, tz=timezone.utc).replace(tzinfo=None),  # naive UTC, as moto keeps them
         "Dimensions": [{"Name": k, "Value": v} for k, v in dimensions.items()]}])
+
+
+def set_state(alarm: Any, state: str, reason: str, at: float, data: dict[str, Any] | None = None) -> None:
+    """An alarm to `state` through moto's own path (DescribeAlarms and its history show it), stamped `at` (the
+    emulator's clock) rather than the real time moto writes."""
+    alarm.update_state(reason, json.dumps(data or {"version": "1.0", "evaluatedAt": at}), state)
+    alarm.state_updated_timestamp = datetime.fromtimestamp(at, tz=timezone.utc).replace(tzinfo=None)
 
 
 def record_warm_up(alarm: Any, body: dict[str, Any], now: float) -> None:
@@ -233,7 +241,7 @@ def _evaluator(alarm: Any, end: float, samples: Series,
         if state is not None and state != alarm.state_value:
             reason = (f"Threshold Crossed: datapoint [{value}] was {alarm.comparison_operator} the threshold "
                       f"({alarm.threshold}) (emulated)" if state == "ALARM" else f"{state} (emulated)")
-            alarm.update_state(reason, json.dumps({"version": "1.0", "evaluatedAt": end}), state)
+            set_state(alarm, state, reason, end)
         if state == "ALARM" and value is not None and alarm.actions_enabled:
             for arn in alarm.alarm_actions or []:
                 run_action(arn, alarm, value, when)

@@ -12,13 +12,22 @@ name, so AWS_ENDPOINT_URL alone is enough) and accepts the `sagemaker` namespace
   forgets to deregister is caught by looking at the order of `emulator.calls`, not by leftovers);
 - UpdateEndpoint (where the emulator serves it) is refused when it would change the instance type of a variant
   registered for autoscaling, as SageMaker refuses it ("Update endpoints that use auto scaling" in its guide);
-- inference components (`component_emulation`): the `sagemaker:inference-component:DesiredCopyCount` dimension
-  on `inference-component/NAME` (moto refuses it), min 0 allowed, the component must exist, its desired copy count
-  moved into MIN..MAX at registration; target-tracking policies only on the component metrics, with the two
-  CloudWatch alarms AWS creates for them (`TargetTracking-...-AlarmHigh/-AlarmLow`, deleted with the policy); the
-  policy scales the component in to its minimum after `IDLE_WINDOW_S` without invocations (`target_tracking_events`;
-  scale-out by load is not modelled: the emulator has no load); step-scaling policies run when an alarm whose action
-  is their ARN goes to (or stays in) ALARM (`run_policy`, called by `alarm_emulation`), within their cooldown;
+- inference components (`component_emulation`), each found in its own region: the
+  `sagemaker:inference-component:DesiredCopyCount` dimension on `inference-component/NAME` (moto refuses it), min 0
+  allowed, the component must exist, its desired copy count moved into MIN..MAX at registration; target-tracking
+  policies only on the component metrics, with the two CloudWatch alarms Application Auto Scaling creates for them
+  (`TargetTracking-...-AlarmHigh/-AlarmLow`, deleted with the policy; its documentation on target tracking: the
+  policy makes and owns them); scale-in (`target_tracking_events`): with no request the per-copy metric is 0 (or
+  missing: *assumed* to count as low), so the AlarmLow alarm goes to ALARM after its datapoints (90 of 10 s for the
+  high-resolution metric, AWS's blog "Unlock cost savings with the new scale down to zero feature in SageMaker
+  Inference"; 15 of 60 s for the other, target tracking's documented scale-in alarm), counted from the last request
+  (served or refused), scale-out or copy in service, and Application Auto Scaling sets the copies to the target's
+  minimum (0 with MinCapacity 0: AWS's scale-to-zero recipe; that it reaches 0 from a metric of 0 is the recipe's,
+  the timing the sources' above), no sooner than ScaleInCooldown (default 300 s) after the previous scale-in; a
+  request (or a scale-out) puts the alarm back to OK; `components.scale_in_acts = False` leaves the alarm in ALARM
+  and the copies as they are (for `peagle status`'s warning); scale-out by load is not modelled (the emulator has no
+  load); step-scaling policies run when an alarm whose action is their ARN goes to (or stays in) ALARM
+  (`run_policy`, called by `alarm_emulation`), within their cooldown;
 - RegisterScalableTarget keeps the `Tags` of a registration that creates the target (moto drops them; botocore's
   model: "Use this parameter to tag the scalable target when it is created. To tag an existing scalable target, use
   the TagResource operation"), on `target.tags`: what a policy's `aws:ResourceTag` reads (`iam_enforcement`);
@@ -43,13 +52,14 @@ IC_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
 IC_PREFIX = "inference-component/"
 # predefined metric -> (CloudWatch metric, AlarmHigh (period s, periods), AlarmLow (period s, periods)) of the alarms
 # AWS creates; the low alarm of the high-resolution metric is 90 periods of 10 s (AWS's blog "Unlock cost savings with
-# the new scale down to zero feature"), the other follows target tracking's usual 15 minutes (assumed)
+# the new scale down to zero feature"), the other target tracking's documented 15 one-minute datapoints
 IC_METRICS = {
     "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution": ("ConcurrentRequestsPerCopy", (60, 1),
                                                                            (10, 90)),
     "SageMakerInferenceComponentInvocationsPerCopy": ("InvocationsPerCopy", (60, 3), (60, 15)),
 }
 IDLE_WINDOW_S = 900.0  # both low alarms above: 15 minutes without invocations before target tracking scales in
+SCALE_IN_COOLDOWN_S = 300.0  # target tracking's ScaleInCooldown when the policy names none (SageMaker's default)
 STEP_COOLDOWN_S = 300.0  # a step policy's Cooldown when it names none
 
 
@@ -95,7 +105,7 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
             if namespace == "sagemaker" and dimension == DIMENSION:
                 variant = _variant(backend.account_id, backend.region_name, r_id)
             if namespace == "sagemaker" and dimension == IC_DIMENSION:
-                component = emulator.components.peek(r_id.removeprefix(IC_PREFIX))
+                component = emulator.components.peek(r_id.removeprefix(IC_PREFIX), backend.region_name)
                 if component is None or component["status"] == "Deleting":
                     raise _error("ValidationException", f"SageMaker has no inference component {r_id} (emulated)")
             target = original(backend, namespace, r_id, dimension, min_capacity, max_capacity, *args, **kwargs)
@@ -109,7 +119,7 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
                 high = desired if target.max_capacity is None else target.max_capacity
                 if not low <= desired <= high:
                     emulator.components.set_desired(r_id.removeprefix(IC_PREFIX), max(low, min(high, desired)),
-                                                    "RegisterScalableTarget")
+                                                    "RegisterScalableTarget", region=backend.region_name)
             return target
         return wrapped
 
@@ -178,7 +188,7 @@ def autoscaling_patches(emulator: Any, call_action: Callable[[Any], Any]) -> lis
         import json
 
         body = json.loads(response_self.body or "{}")
-        return json.dumps({"ScalingActivities": scaling_activities(emulator.components, body)})
+        return json.dumps({"ScalingActivities": scaling_activities(emulator.components, body, response_self.region)})
 
     return [
         mock.patch.object(ApplicationAutoScalingResponse, "call_action", settled_call),
@@ -253,13 +263,16 @@ def _with_component_alarms(original: Any) -> Any:
     return wrapped
 
 
-def scaling_activities(components: Any, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """DescribeScalingActivities' answer for inference components (newest first), from `components.activities`;
-    a change made with SageMaker's own API (UpdateInferenceComponent*) is not Application Auto Scaling's."""
+def scaling_activities(components: Any, body: dict[str, Any], region: str | None = None) -> list[dict[str, Any]]:
+    """DescribeScalingActivities' answer for inference components of `region` (newest first), from
+    `components.activities`; a change made with SageMaker's own API (UpdateInferenceComponent*) is not Application
+    Auto Scaling's."""
     wanted = body.get("ResourceId")
     found = []
     for number, activity in enumerate(components.activities):
         resource = IC_PREFIX + activity["component"]
+        if region is not None and activity.get("region", region) != region:
+            continue
         if (wanted and resource != wanted) or str(activity["cause"]).startswith("UpdateInferenceComponent") \
                 or body.get("ServiceNamespace", "sagemaker") != "sagemaker" \
                 or body.get("ScalableDimension", IC_DIMENSION) != IC_DIMENSION:
@@ -278,49 +291,84 @@ def _component_policies(aas: Any, resource_id: str, policy_type: str) -> list[An
             == (resource_id, IC_DIMENSION, policy_type)]
 
 
-def target_tracking_events(components: Any, aas: Any, store: Any) -> list[tuple[float, Callable[[float], None]]]:
-    """(when, act): a component with a target-tracking policy scales in to its target's minimum once it has been
-    idle for the low alarm's window (`components.times.scale_in_idle_s` overrides it), measured from its last
-    invocation, its last scale-out or its newest copy coming into service, whichever is latest, and no sooner than
-    the policy's ScaleInCooldown after its previous scale-in."""
+def target_tracking_events(components: Any, aas: Any, store: Any,
+                           region: str | None = None) -> list[tuple[float, Callable[[float], None]]]:
+    """(when, act) of target tracking's scale-in on each component (module docstring): its AlarmLow alarm goes to
+    ALARM once the component has been idle for the alarm's window (`components.times.scale_in_idle_s` overrides
+    it), measured from its last request, its last scale-out or its newest copy coming into service, whichever is
+    latest; Application Auto Scaling then sets the copies to the target's minimum, no sooner than the policy's
+    ScaleInCooldown after its previous scale-in (never while `components.scale_in_acts` is False); a request or a
+    scale-out after the alarm fired puts it back to OK."""
     due = []
     for resource_id, target in list(aas.targets.get(IC_DIMENSION, {}).items()):
         name = resource_id.removeprefix(IC_PREFIX)
         component = store.components.get(name)
-        floor = int(target.min_capacity or 0)
-        if component is None or component.desired <= floor or component.status != "InService":
+        if component is None:
             continue
+        floor = int(target.min_capacity or 0)
+        busy = max(t for t in (component.created, component.last_invocation, component.last_scale_out,
+                               *(c.ready_at for c in component.copies)) if t is not None)
         for policy in _component_policies(aas, resource_id, "TargetTrackingScaling"):
             config = policy.target_tracking_scaling_policy_configuration or {}
             if config.get("DisableScaleIn"):
                 continue
-            window = components.times.scale_in_idle_s or IDLE_WINDOW_S
-            busy = max(t for t in (component.created, component.last_invocation, component.last_scale_out,
-                                   *(c.ready_at for c in component.copies)) if t is not None)
-            when = busy + window
+            fired = getattr(policy, "_peagle_low_at", None)
+            if fired is not None and busy > fired:  # in use again since the alarm fired: back to OK
+
+                def clear(at: float, policy: Any = policy) -> None:
+                    policy._peagle_low_at = None
+                    _low_alarm_state(policy, "OK", at)
+
+                due.append((busy, clear))
+                break
+            if component.desired <= floor or component.status != "InService":
+                break
+            if fired is None:
+
+                def fire(at: float, policy: Any = policy) -> None:
+                    policy._peagle_low_at = at
+                    _low_alarm_state(policy, "ALARM", at)
+
+                due.append((busy + (components.times.scale_in_idle_s or IDLE_WINDOW_S), fire))
+                break
+            if not components.scale_in_acts:
+                break
             previous = getattr(policy, "_peagle_scaled_in_at", None)
-            if previous is not None:
-                when = max(when, previous + float(config.get("ScaleInCooldown", 300)))
+            when = fired if previous is None else max(
+                fired, previous + float(config.get("ScaleInCooldown", SCALE_IN_COOLDOWN_S)))
 
             def scale_in(at: float, name: str = name, floor: int = floor, policy: Any = policy) -> None:
                 policy._peagle_scaled_in_at = at
-                components.set_desired(name, floor, f"TargetTracking {policy.policy_name}", at)
+                components.set_desired(name, floor, f"TargetTracking {policy.policy_name}", at, region=region)
 
             due.append((when, scale_in))
             break
     return due
 
 
-def run_policy(components: Any, aas: Any, arn: str, value: float, threshold: float, when: float) -> None:
+def _low_alarm_state(policy: Any, state: str, at: float) -> None:
+    """Target tracking's AlarmLow alarm (made with the policy) to `state`, stamped with the emulator's time."""
+    from .alarm_emulation import set_state
+
+    for alarm in policy.alarms:
+        if "-AlarmLow-" in alarm.name and alarm.state_value != state:
+            reason = ("Threshold Crossed: the per-copy metric was below the scale-in threshold for the whole window "
+                      "(emulated)" if state == "ALARM" else "Threshold Crossed: in use again (emulated)")
+            set_state(alarm, state, reason, at)
+
+
+def run_policy(components: Any, aas: Any, arn: str, value: float, threshold: float, when: float,
+               region: str | None = None) -> None:
     """An alarm action: the step-scaling policy with this ARN adjusts its component's DesiredCopyCount by the step
     that holds `value - threshold`, within the target's MIN..MAX, unless its Cooldown since its last run is not
-    over. Other ARNs (SNS topics, target tracking's own alarms, variant policies) are not modelled."""
+    over (a step that lowers the copies does nothing while `components.scale_in_acts` is False). Other ARNs (SNS
+    topics, target tracking's own alarms, variant policies) are not modelled."""
     policy = next((p for p in aas.policies.values() if p.policy_arn == arn), None)
     if policy is None or policy.policy_type != "StepScaling" or policy.scalable_dimension != IC_DIMENSION:
         return
     target = aas.targets.get(IC_DIMENSION, {}).get(policy.resource_id)
     name = policy.resource_id.removeprefix(IC_PREFIX)
-    state = components.peek(name)
+    state = components.peek(name, region)
     if target is None or state is None:
         return
     config = policy.step_scaling_policy_configuration or {}
@@ -346,6 +394,8 @@ def run_policy(components: Any, aas: Any, arn: str, value: float, threshold: flo
     low = 0 if target.min_capacity is None else int(target.min_capacity)
     high = wanted if target.max_capacity is None else int(target.max_capacity)
     wanted = max(low, min(high, wanted))
+    if wanted < current and not components.scale_in_acts:
+        return
     policy._peagle_ran_at = when
     if wanted != current:
-        components.set_desired(name, wanted, f"StepScaling {policy.policy_name}", when)
+        components.set_desired(name, wanted, f"StepScaling {policy.policy_name}", when, region=region)

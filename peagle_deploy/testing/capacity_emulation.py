@@ -4,7 +4,8 @@ Modelled (docs/ci.md, "Capacity, quotas and regions", says which texts are SageM
 - capacity per instance type and region (`set_capacity`; unlimited unless a test sets it), taken by an endpoint's
   instances when SageMaker provisions them and free again once the endpoint is deleted or Failed;
 - Service Quotas per region (`set_quota`): CreateEndpoint and UpdateEndpoint are refused with ResourceLimitExceeded
-  and SageMaker's own text when the instances would pass the quota; ListServiceQuotas answers the caller's region;
+  and SageMaker's own text when the instances would pass the quota (with instance pools: of any pool's type, the
+  list checked whole); ListServiceQuotas answers the caller's region;
 - a production variant's InstancePools (1-5, Priority 1 first, optional ModelNameOverride) and
   VariantInstanceProvisionTimeoutInSeconds: instances come from the highest-priority pool with capacity, then the
   next; without all of them within the timeout the endpoint turns Failed with SageMaker's capacity FailureReason;
@@ -237,7 +238,9 @@ class CapacityEmulation:
 
     def _capacity_check_quota(self, backend: Any, config: Any) -> None:
         """CreateEndpoint and UpdateEndpoint: ResourceLimitExceeded, SageMaker's text, when a variant's instances
-        would pass the quota of its type (with pools: of every pool's type; the first pool's is named)."""
+        would pass the quota of its type; with pools, the list is checked whole: every pool's type must have the
+        quota for the variant's instances, and the first (in priority order) that has not is named ("quota does not
+        fall back, capacity does": Deepgram's SageMaker deployment documentation, measured on real accounts)."""
         from moto.core.exceptions import JsonRESTError
 
         if config is None:
@@ -245,16 +248,12 @@ class CapacityEmulation:
         region = backend.region_name
         with self._capacity_lock:
             for variant in _fleet_of(config).variants:
-                short = []
                 for pool in variant.pools:
                     limit = self._quotas.get((region, pool.instance_type))
                     used = self.instances_in_use(pool.instance_type, region=region)
-                    if limit is None or used + variant.wanted <= limit:
-                        break
-                    short.append(quota_message(pool.instance_type, limit, used, variant.wanted))
-                else:
-                    if short:
-                        raise JsonRESTError("ResourceLimitExceeded", short[0])
+                    if limit is not None and used + variant.wanted > limit:
+                        raise JsonRESTError("ResourceLimitExceeded",
+                                            quota_message(pool.instance_type, limit, used, variant.wanted))
 
     def _capacity_provision(self, backend: Any, endpoint: Any, config: Any) -> bool:
         """CreateEndpoint: try to provision every variant's instances now; True when they all are (the endpoint

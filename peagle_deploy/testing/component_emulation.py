@@ -7,7 +7,12 @@ source of each refusal text):
   without a model and drops the role); DescribeEndpoint reports each such variant's instances
   (`CurrentInstanceCount`, `DesiredInstanceCount`), `ManagedInstanceScaling` and `RoutingConfig`;
 - Create/Describe/List/Update/UpdateRuntimeConfig/DeleteInferenceComponent, tags on the component's ARN, statuses
-  Creating -> InService or Failed with a reason (`script`), Updating, Deleting; SageMaker's refusals;
+  Creating -> InService or Failed with a reason (`script`), Updating, Deleting; SageMaker's refusals; an update of
+  the specification is rolling: its new copies are placed BESIDE the old ones, which serve until the new ones do
+  (botocore's model: SageMaker "provisions capacity on the new endpoint fleet, routes traffic to that fleet, and
+  terminates capacity on the old endpoint fleet"), so it needs room for both;
+- DeleteEndpoint of an endpoint that still hosts components is refused (`delete_endpoint_with_components`:
+  "refuse", *assumed*, as the console does; "strand" leaves them behind, for tests of peagle's leftovers);
 - copies placed on the variant's instances by what each copy needs (`ComputeResourceRequirements`: accelerators,
   memory, CPU cores) against the instance type's hardware (AWS's own figures: the EC2 instance-type data moto
   ships); managed instance scaling adds instances up to `MaxInstanceCount` for copies that do not fit and releases
@@ -16,8 +21,10 @@ source of each refusal text):
   (SageMaker's no-capacity ValidationError) when it has none, which counts in `NoCapacityInvocationFailures`
   (published to CloudWatch, where `alarm_emulation` evaluates the alarms on it);
 - time: everything that takes time (an instance starting, a copy loading, idle scale-in, an alarm's period) runs on
-  `emulator.clock`; every AWS call first brings the emulated world up to `clock()` (`settle`). `ManualClock` is a
-  clock a test advances, so nothing sleeps.
+  `emulator.clock`; every AWS call first brings the emulated world of every region up to `clock()` (`settle`).
+  `ManualClock` is a clock a test advances, so nothing sleeps.
+- regions: each region's components, fleets and scaling are its own (moto's per-region backends); every read and
+  write takes the region of the call (`region=`, default the emulator's).
 
 Resources live on moto's SageMaker backend (a moto reset or the end of `mock_aws` forgets them); the settings (scripts,
 timings, the activity log) on this object.
@@ -186,9 +193,12 @@ class Component:
     last_invocation: float | None = None
     last_scale_out: float | None = None
     orphaned: bool = False  # its endpoint was deleted under it
+    retiring: list[Copy] = field(default_factory=list)  # a rolling update's old copies: they serve until it ends
+    retiring_need: Need = field(default_factory=lambda: Need())
 
     def current(self, now: float) -> int:
-        return sum(1 for c in self.copies if c.ready_at <= now)
+        ready = sum(1 for c in self.copies if c.ready_at <= now)
+        return min(self.desired, ready + len(self.retiring)) if self.retiring else ready
 
     def status_at(self, now: float) -> str:
         if self.status == "InService" and any(c.ready_at > now for c in self.copies):
@@ -243,7 +253,13 @@ class InferenceComponents:
         self.account = account
         self.scripted = ComponentScript()
         self.times = ScalingTimes()
-        self.activities: list[dict[str, Any]] = []  # every copy-count change: time, component, from, to, cause
+        self.activities: list[dict[str, Any]] = []  # every copy-count change: time, region, component, from, to, cause
+        # DeleteEndpoint of an endpoint that still hosts components: "refuse" (assumed, as the console does) or
+        # "strand" (SageMaker leaves them behind, InService): peagle handles both
+        self.delete_endpoint_with_components = "refuse"
+        # False: a scale-in alarm goes to ALARM and Application Auto Scaling does not act on it (what a contract
+        # test of the real service would catch; `peagle status` must say so)
+        self.scale_in_acts = True
         self._lock = threading.RLock()
 
     # configuration (tests and users' CI) ----------------------------------------------------------------------
@@ -262,6 +278,7 @@ class InferenceComponents:
         """Default scripts and times, no activities (the resources themselves go with moto's reset)."""
         self.scripted, self.times = ComponentScript(), ScalingTimes()
         self.activities.clear()
+        self.delete_endpoint_with_components, self.scale_in_acts = "refuse", True
 
     def scaling(self, **times: float | None) -> None:
         """Set `ScalingTimes` fields, e.g. `scaling(instance_start_s=100, copy_start_s=300)`."""
@@ -271,16 +288,16 @@ class InferenceComponents:
             setattr(self.times, name, value)
 
     # reads (no describe polls counted) ------------------------------------------------------------------------
-    def state(self, name: str) -> dict[str, Any] | None:
+    def state(self, name: str, region: str | None = None) -> dict[str, Any] | None:
         """A component as SageMaker holds it now: status, desired and current copies, endpoint, instances used."""
         with self._lock:
-            self.settle()
-            return self.peek(name)
+            self.settle_all()
+            return self.peek(name, region)
 
-    def peek(self, name: str) -> dict[str, Any] | None:
+    def peek(self, name: str, region: str | None = None) -> dict[str, Any] | None:
         """`state` without bringing the world up to the clock first (for code that runs inside `settle`)."""
         with self._lock:
-            component = self._components().get(name)
+            component = self._components(region).get(name)
             if component is None:
                 return None
             now = self.emulator.clock()
@@ -289,16 +306,16 @@ class InferenceComponents:
                     "instances": sorted({c.instance.id for c in component.copies}),
                     "failure_reason": component.failure_reason, "orphaned": component.orphaned}
 
-    def names(self) -> list[str]:
+    def names(self, region: str | None = None) -> list[str]:
         """Every inference component in the emulated region (orphaned ones included)."""
         with self._lock:
-            return sorted(self._components())
+            return sorted(self._components(region))
 
-    def instances(self, endpoint_name: str) -> dict[str, int] | None:
+    def instances(self, endpoint_name: str, region: str | None = None) -> dict[str, int] | None:
         """A component-based endpoint's instances now: {"current": in service, "desired": all}; None otherwise."""
         with self._lock:
-            self.settle()
-            fleet = _store(self._backend()).fleets.get(endpoint_name)
+            self.settle_all()
+            fleet = _store(self._backend(region=region)).fleets.get(endpoint_name)
             if fleet is None:
                 return None
             now = self.emulator.clock()
@@ -363,15 +380,26 @@ class InferenceComponents:
 
         return sagemaker_backends[account or self.account][region or self.emulator.region]
 
-    def _components(self) -> dict[str, Component]:
-        return _store(self._backend()).components
+    def _components(self, region: str | None = None) -> dict[str, Component]:
+        return _store(self._backend(region=region)).components
 
     def on_call(self) -> None:
-        """An AWS call arrived: the clock's `on_call` (ManualClock's per-call step), then `settle`."""
+        """An AWS call arrived: the clock's `on_call` (ManualClock's per-call step), then `settle_all`."""
         tick = getattr(self.emulator.clock, "on_call", None)
         if callable(tick):
             tick()
-        self.settle()
+        self.settle_all()
+
+    def settle_all(self) -> None:
+        """`settle` every region that has components or component-based endpoints (and the emulator's own)."""
+        from moto.sagemaker.models import sagemaker_backends
+
+        with self._lock:
+            regions = {self.emulator.region} | {
+                region for region, backend in dict.items(sagemaker_backends[self.account])
+                if backend.__dict__.get("_peagle_components") is not None}
+            for region in sorted(regions):
+                self.settle(region=region)
 
     def settle(self, account: str | None = None, region: str | None = None) -> None:
         """Bring the emulated world up to `emulator.clock()`: every event due (an instance released, target tracking's
@@ -389,13 +417,13 @@ class InferenceComponents:
             cloudwatch = cloudwatch_backends[account][region]
 
             def run_action(arn: str, alarm: Any, value: float, when: float) -> None:
-                autoscaling_emulation.run_policy(self, aas, arn, value, float(alarm.threshold), when)
+                autoscaling_emulation.run_policy(self, aas, arn, value, float(alarm.threshold), when, region)
 
             for _ in range(MAX_STEPS):
                 for component in list(store.components.values()):  # scripted transitions due by `cursor`
                     self._poll(backend, component, counted=False, at=cursor)
                 due = [*self._release_events(store), *self._transition_events(backend, store),
-                       *autoscaling_emulation.target_tracking_events(self, aas, store),
+                       *autoscaling_emulation.target_tracking_events(self, aas, store, region),
                        *alarm_emulation.evaluations(cloudwatch, cursor, self.times.alarm_lag_s, run_action)]
                 due = [(min(max(when, cursor), now), act) for when, act in due if when <= now + CLOCK_SLACK_S]
                 if not due:
@@ -410,15 +438,15 @@ class InferenceComponents:
 
     def _transition_events(self, backend: Any, store: _Store) -> Iterator[tuple[float, Callable[[float], None]]]:
         """A Creating or Updating component whose describes are done turns InService (or Failed) when its last copy
-        is in service."""
+        is in service (an update of a component at zero copies: at once)."""
         for component in store.components.values():
-            if component.status in ("Creating", "Updating") and component.copies \
-                    and component.polls >= component.polls_needed:
+            if component.status in ("Creating", "Updating") and component.polls >= component.polls_needed and (
+                    component.copies or (component.status == "Updating" and component.desired == 0)):
 
                 def finish(when: float, component: Component = component) -> None:
                     self._poll(backend, component, counted=False, at=when)
 
-                yield max(c.ready_at for c in component.copies), finish
+                yield max((c.ready_at for c in component.copies), default=component.modified), finish
 
     def _release_events(self, store: _Store) -> Iterator[tuple[float, Callable[[float], None]]]:
         for fleet in store.fleets.values():
@@ -431,17 +459,18 @@ class InferenceComponents:
 
                 yield (instance.idle_since or 0.0) + self.times.instance_release_s, release
 
-    def set_desired(self, name: str, copies: int, cause: str, when: float | None = None) -> None:
+    def set_desired(self, name: str, copies: int, cause: str, when: float | None = None,
+                    region: str | None = None) -> None:
         """DesiredCopyCount := `copies` (Application Auto Scaling and UpdateInferenceComponentRuntimeConfig):
         copies are placed (or removed) at once, each in service after the scaling times."""
         with self._lock:
-            store = _store(self._backend())
+            store = _store(self._backend(region=region))
             component = store.components.get(name)
             if component is None or component.status in ("Failed", "Deleting") or component.orphaned:
                 return
             now = self.emulator.clock() if when is None else when
-            self.activities.append({"time": now, "component": name, "from": component.desired, "to": copies,
-                                    "cause": cause})
+            self.activities.append({"time": now, "region": region or self.emulator.region, "component": name,
+                                    "from": component.desired, "to": copies, "cause": cause})
             if copies > component.desired:
                 component.last_scale_out = now
             component.desired = copies
@@ -456,7 +485,7 @@ class InferenceComponents:
         self._place_waiting(store, now)
 
     def _mark_idle(self, store: _Store, now: float) -> None:
-        used = {c.instance for comp in store.components.values() for c in comp.copies}
+        used = {c.instance for comp in store.components.values() for c in (*comp.copies, *comp.retiring)}
         for fleet in store.fleets.values():
             for instance in list(fleet.instances):
                 if instance in used:
@@ -479,9 +508,10 @@ class InferenceComponents:
     def _place_one(self, store: _Store, fleet: Fleet, component: Component, now: float) -> bool:
         load: dict[Instance, Need] = {i: Need() for i in fleet.instances}
         for other in store.components.values():
-            for copy in other.copies:
-                if copy.instance in load:
-                    load[copy.instance] = load[copy.instance] + other.need
+            for copies, need in ((other.copies, other.need), (other.retiring, other.retiring_need)):
+                for copy in copies:
+                    if copy.instance in load:
+                        load[copy.instance] = load[copy.instance] + need
         for instance in sorted(fleet.instances, key=lambda i: i.ready_at):
             if (load[instance] + component.need).fits(fleet.box):
                 break
@@ -495,14 +525,18 @@ class InferenceComponents:
         component.copies.append(Copy(instance, max(now, instance.ready_at) + self.times.copy_start_s))
         return True
 
-    def _would_fit(self, store: _Store, fleet: Fleet, component: Component, copies: int, need: Need) -> bool:
+    def _would_fit(self, store: _Store, fleet: Fleet, component: Component, copies: int, need: Need, *,
+                   beside: bool = False) -> bool:
         """Whether `copies` copies of `component`, each needing `need`, fit beside every other component's copies
-        (within MaxInstanceCount). Its own copies make room: they are what the new ones replace."""
+        (within MaxInstanceCount). Its own copies make room (a copy-count change), or with `beside` (a rolling update
+        of its specification) they stay where they are until the new ones serve."""
         saved = ([list(f.instances) for f in store.fleets.values()], list(component.copies), component.desired,
-                 component.need)
+                 component.need, list(component.retiring), component.retiring_need)
         idle = {i: i.idle_since for f in store.fleets.values() for i in f.instances}
         serial = store.serial
         try:
+            if beside:
+                component.retiring, component.retiring_need = [*component.retiring, *component.copies], component.need
             component.copies, component.desired, component.need = [], copies, need
             for _ in range(copies):
                 if not self._place_one(store, fleet, component, self.emulator.clock()):
@@ -514,10 +548,12 @@ class InferenceComponents:
             for instance, since in idle.items():
                 instance.idle_since = since
             component.copies, component.desired, component.need = saved[1], saved[2], saved[3]
+            component.retiring, component.retiring_need = saved[4], saved[5]
             store.serial = serial
 
     # invocations -------------------------------------------------------------------------------------------------
-    def invocation(self, endpoint_name: str, component_name: str | None) -> tuple[int, str, str] | None:
+    def invocation(self, endpoint_name: str, component_name: str | None,
+                   region: str | None = None) -> tuple[int, str, str] | None:
         """SageMaker's answer to an invocation of an InService endpoint: None when a copy serves it (recorded: the
         idle clock restarts and `Invocations` counts it), else (HTTP status, error code, message). An endpoint
         that does not exist or is not in service is the caller's to answer (its own texts)."""
@@ -525,7 +561,7 @@ class InferenceComponents:
 
         with self._lock:
             self.on_call()
-            backend = self._backend()
+            backend = self._backend(region=region)
             endpoint = backend.endpoints.get(endpoint_name)
             if endpoint is None:
                 return None
@@ -540,7 +576,7 @@ class InferenceComponents:
                 return (400, "ValidationError",  # assumed text (docs/ci.md)
                         f"Inference component {component_name} of account {self.account} not found.")
             now = self.emulator.clock()
-            cloudwatch = cloudwatch_backends[self.account][self.emulator.region]
+            cloudwatch = cloudwatch_backends[self.account][backend.region_name]
             dimensions = {"InferenceComponentName": component_name}
             component.last_invocation = now
             if component.current(now) == 0:
@@ -608,9 +644,9 @@ class InferenceComponents:
                           "adapter (BaseInferenceComponentName).")  # assumed text
 
     def _check_fits(self, store: _Store, fleet: Fleet, component: Component, copies: int,
-                    need: Need | None = None) -> None:
+                    need: Need | None = None, *, beside: bool = False) -> None:
         need = component.need if need is None else need
-        if not need.fits(fleet.box) or not self._would_fit(store, fleet, component, copies, need):
+        if not need.fits(fleet.box) or not self._would_fit(store, fleet, component, copies, need, beside=beside):
             raise _refuse(NOT_ENOUGH_HARDWARE)
 
     def describe(self, backend: Any, name: str) -> dict[str, Any]:
@@ -664,8 +700,14 @@ class InferenceComponents:
         elif component.status == "Updating" and component.rollback is not None:
             component.specification, component.need, component.failure_reason = component.rollback
             component.rollback, component.status = None, "InService"  # the previous copies serve again
+            if component.retiring:  # the new copies go, the old ones (still serving) stay
+                component.copies, component.retiring = component.retiring, []
+                self._mark_idle(_store(backend), now)
         else:
             component.status = "InService"
+            if component.retiring:  # a rolling update's new copies serve: the old ones are terminated
+                component.retiring = []
+                self._mark_idle(_store(backend), now)
         component.polls = component.polls_needed = 0
         component.modified = now
 
@@ -727,19 +769,22 @@ class InferenceComponents:
         copies = (body.get("RuntimeConfig") or {}).get("CopyCount")
         if specification:
             self._check_specification(backend, specification)
-        if fleet is not None:
+        if fleet is not None:  # a new specification's copies start beside the old ones (a rolling update)
             self._check_fits(store, fleet, component, component.desired if copies is None else copies, Need.of(
-                (specification or component.specification).get("ComputeResourceRequirements")))
+                (specification or component.specification).get("ComputeResourceRequirements")),
+                beside=bool(specification))
         now = self.emulator.clock()
         if specification:
             component.rollback = ((component.specification, component.need, self.scripted.update_fails)
                                   if self.scripted.update_fails else None)
+            component.retiring, component.retiring_need = [*component.retiring, *component.copies], component.need
             component.specification = dict(specification)
             component.need = Need.of(specification.get("ComputeResourceRequirements"))
             component.status, component.polls, component.polls_needed = "Updating", 0, self.scripted.updating_polls
-            component.copies.clear()  # the new specification's copies replace the old ones
+            component.copies = []  # the new specification's copies, placed beside the old (retiring) ones
         component.modified = now
-        self.set_desired(component.name, component.desired if copies is None else copies, "UpdateInferenceComponent")
+        self.set_desired(component.name, component.desired if copies is None else copies, "UpdateInferenceComponent",
+                         region=backend.region_name)
         if specification:
             self._place_waiting(store, now)
         return {"InferenceComponentArn": component.arn}
@@ -751,7 +796,7 @@ class InferenceComponents:
         fleet = _store(backend).fleets.get(component.endpoint_name)
         if fleet is not None and copies > 0:
             self._check_fits(_store(backend), fleet, component, copies)
-        self.set_desired(component.name, copies, "UpdateInferenceComponentRuntimeConfig")
+        self.set_desired(component.name, copies, "UpdateInferenceComponentRuntimeConfig", region=backend.region_name)
         return {"InferenceComponentArn": component.arn}
 
     def delete(self, backend: Any, name: str) -> dict[str, Any]:
@@ -893,10 +938,15 @@ class InferenceComponents:
 
     def _orphaning(self, current: Any) -> Any:
         def wrapped(backend: Any, endpoint_name: str) -> Any:
+            hosted = sorted(c.name for c in _store(backend).components.values()
+                            if c.endpoint_name == endpoint_name and not c.orphaned)
+            if hosted and self.delete_endpoint_with_components == "refuse":  # assumed, wording too (docs/ci.md)
+                raise _refuse(f"Cannot delete endpoint {endpoint_name} while it hosts inference components "
+                              f"({', '.join(hosted)}): delete them first.")
             result = current(backend, endpoint_name)
             store = _store(backend)
             store.fleets.pop(endpoint_name, None)
-            for component in store.components.values():  # SageMaker leaves them (docs/ci.md): still InService
+            for component in store.components.values():  # "strand": left behind, still InService (docs/ci.md)
                 if component.endpoint_name == endpoint_name:
                     component.orphaned = True
                     component.copies.clear()
@@ -923,7 +973,7 @@ class InferenceComponents:
     def _refusal_in_process(self, response_self: Any) -> tuple[int, dict[str, str], str] | None:
         name = unquote(response_self.path.split("/")[2])
         headers = {k.lower(): v for k, v in (response_self.headers or {}).items()}
-        refusal = self.invocation(name, headers.get(COMPONENT_HEADER.lower()))
+        refusal = self.invocation(name, headers.get(COMPONENT_HEADER.lower()), region=response_self.region)
         if refusal is None:
             return None
         status, code, message = refusal

@@ -477,6 +477,7 @@ class SageMakerEmulator(CapacityEmulation):
             *self._logs_patches(),
             mock.patch.object(SageMakerResponse, "call_action", call_action),
             mock.patch.object(LogsResponse, "call_action", call_action),  # faults and gates for CloudWatch Logs too
+            mock.patch.object(ServiceQuotasResponse, "call_action", call_action),  # and for Service Quotas
             mock.patch.object(sm_models.FakeEndpointConfig, "validate_instance_type", validate_instance_type),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_endpoint", create_endpoint),
             mock.patch.object(sm_models.SageMakerModelBackend, "create_model", create_model),

@@ -150,7 +150,7 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             reply = _json_error("400 Bad Request", "ValidationError",
                                 {"message": f"Endpoint {name} is not in service."})
         elif (refusal := emulator.components.invocation(
-                name, environ.get("HTTP_X_AMZN_SAGEMAKER_INFERENCE_COMPONENT"))) is not None:
+                name, environ.get("HTTP_X_AMZN_SAGEMAKER_INFERENCE_COMPONENT"), region)) is not None:
             reply = _json_error(f"{refusal[0]} Bad Request", refusal[1], {"message": refusal[2]})
         elif script.model_error:
             code, text = script.model_error

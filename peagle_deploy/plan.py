@@ -13,11 +13,13 @@ functions, not a second builder (docs/architecture.md). `--dry-run` renders the 
 executes the same object, and an update's bodies are the new target's plan (lifecycle/update_plan.py).
 
 The speculative config is written into the environment AFTER the spec's defaults so a spec default can never
-silently override the user's mode and K (the SDK's override trap).
+silently override the user's mode and K (the SDK's override trap). The user may add vLLM keys to it (not mode or
+K: user_speculative.py); a lossy rejection method is refused unless --allow-lossy.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -59,6 +61,9 @@ from .spec import ResolvedSpec
 from .tags import INTENT_KEYS, PeagleTags
 from .speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, SpeculativeSettings, parse_k, settings_for
 from .vllm_runner import p_eagle_runner_note
+from .per_request_acceptance import per_request_env, per_request_note
+from . import user_speculative
+from .container import lossless
 from . import plan_component
 from .hosting import TP_ENV, VARIANT_NAME, Hosting
 
@@ -88,6 +93,8 @@ class PlanRequest(BaseModel):
     ttl: timedelta | None = None
     image: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    allow_lossy: bool = Field(False, description="--allow-lossy: a lossy rejection_sample_method (fly, synthetic) in "
+                                                 "the user's speculative keys is deployed, not refused")
     offline: bool = False
     autoscale: AutoscalePolicy | None = None
     # private networking and encryption
@@ -274,6 +281,12 @@ class _Choice:
     created_at: datetime
     expires_at: datetime | None
     endpoint: str  # the endpoint that serves: the plan's name, or the host its component joins
+    speculative: dict[str, Any] | None = None  # peagle's speculative config with the user's keys (None: off)
+
+    @property
+    def speculative_config(self) -> str | None:
+        """The SM_VLLM_SPECULATIVE_CONFIG value (None: the variable must be absent)."""
+        return None if self.speculative is None else json.dumps(self.speculative)
 
     @property
     def model_id(self) -> str:
@@ -306,10 +319,13 @@ def _choose(request: PlanRequest, now: datetime) -> _Choice:
         from .plan_component import check_component_request
 
         check_component_request(request)
+    speculative = user_speculative.merged(settings.config(), user_speculative.additions(request.env),
+                                          allow_lossy=request.allow_lossy, mode=settings.mode.value)
     return _Choice(request=request, entry=entry, settings=settings, name=name, role=role, image=image,
                    vpc_config=vpc_config, kms_key_id=kms_key_id, created_at=now,
                    expires_at=now + request.ttl if request.ttl else None,
-                   endpoint=validate_name(request.host, flag="host") if request.host is not None else name)
+                   endpoint=validate_name(request.host, flag="host") if request.host is not None else name,
+                   speculative=speculative)
 
 
 # the request against the spec -------------------------------------------------------------------
@@ -365,20 +381,18 @@ def _tp_degree(spec: ResolvedSpec, user_env: dict[str, str], gpus: int | None) -
     return None
 
 
-def _environment(spec: ResolvedSpec, settings: SpeculativeSettings, user_env: dict[str, str],
+def _environment(spec: ResolvedSpec, rendered: str | None, user_env: dict[str, str],
                  gpus: int | None) -> dict[str, str]:
-    if ENV_VAR in user_env:
-        raise UsageError(f"--env {ENV_VAR} would bypass peagle's speculative settings", "use --mode and --k instead")
+    """`rendered`: the speculative config (peagle's, with the user's keys already in it)."""
     env = dict(spec.environment)
     tp = _tp_degree(spec, user_env, gpus)
     if tp is not None:
         env[TP_ENV] = tp
-    rendered = settings.render()
     if rendered is None:
         env.pop(ENV_VAR, None)
     else:
         env[ENV_VAR] = rendered  # after the spec defaults: the user's mode and K always win
-    env.update(user_env)
+    env.update({key: value for key, value in user_env.items() if key != ENV_VAR})
     check_env_count(env)
     return env
 
@@ -388,7 +402,10 @@ def _params(choice: _Choice, spec: ResolvedSpec) -> _Params:
     instance_type = request.instance_type or spec.default_instance_type or choice.entry.default_instance_type
     _check_spec(choice, spec, instance_type)
     instance = instance_info(instance_type)
-    env = _environment(spec, settings, request.env, instance.gpus if instance else None)
+    env = _environment(spec, choice.speculative_config, request.env, instance.gpus if instance else None)
+    if lossless.lossy_method(choice.speculative or {}):  # --allow-lossy: the bundled container runs it too
+        env[lossless.ALLOW_LOSSY_ENV] = "true"
+    env.update(per_request_env(choice.image or spec.image_uri, settings.enabled, request.env))
     component = request.hosting is Hosting.COMPONENT
     labels = PeagleTags(managed=True, model=choice.entry.alias, model_id=choice.model_id, mode=settings.mode.value,
                         k=settings.k, instance_type=instance_type, instance_count=request.instance_count,
@@ -459,6 +476,9 @@ def _plan_model(p: _Params) -> Part:
         notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
     if choice.settings.mode is Mode.P_EAGLE and (runner_note := p_eagle_runner_note(container["Image"])):
         notes.append(runner_note)
+    if choice.settings.enabled:
+        notes.append(per_request_note(container["Image"], container["Environment"]))
+    notes += user_speculative.notes(choice.speculative)
     if choice.vpc_config is not None and p.request.instance_count > 1 and len(choice.vpc_config["Subnets"]) < 2:
         notes.append("one --subnet for several instances: give subnets in two Availability Zones so SageMaker "
                      "can spread them")
@@ -552,7 +572,7 @@ def _plan_resources(p: _Params) -> Part:
         "display_name": entry.display_name, "model_id": choice.model_id, "model_version": spec.version,
         "mode": choice.settings.mode, "k": choice.settings.k, "instance_type": p.instance_type,
         "instance_count": p.request.instance_count, "gpus_per_instance": p.instance.gpus if p.instance else None,
-        "speculative_config": choice.settings.render(), "tags": p.tags, "created_at": choice.created_at,
+        "speculative_config": choice.speculative_config, "tags": p.tags, "created_at": choice.created_at,
         "expires_at": choice.expires_at, "resolution_source": spec.source, "resolution_detail": spec.source_detail,
         "hosting": p.request.hosting,
         "unverified": {**{f"catalog.{k}": v for k, v in entry.unverified.items()},

@@ -7,6 +7,10 @@ parallel drafting for EAGLE (its `_get_v2_model_runner_unsupported_features` lis
 wheels of 0.18-0.32 (config/vllm.py; the GPU code path, which the CPU build skips for want of Triton).
 docs/vllm-versions.md has the table and the measurements.
 
+vLLM 0.33 (late 2026) still runs P-EAGLE on V1, which its own code now calls deprecated; P-EAGLE on V2 is an open
+pull request (vllm 44816) with no drafter CUDA graphs yet that reads the mask token from `pard_token` or
+`ptd_token_id` only (BRIEF 16): the note says so from 0.33 on.
+
 Plan time knows the version from the image's tag only (`vllm:0.26.0-gpu-...`); the start-up log says what ran
 (`lifecycle.startup_log`), and both warnings say the same thing.
 """
@@ -26,6 +30,10 @@ V2_DEFAULT_SINCE = (
               "or gpt-oss)"),
     ((0, 29), "every model"),
 )
+V1_DEPRECATED_SINCE = (0, 33)
+V1_DEPRECATED = ("vLLM calls that V1 runner deprecated from 0.33, and P-EAGLE on V2 is still in review (vLLM pull "
+                 "request 44816: no drafter CUDA graphs yet; it reads the mask token from pard_token or ptd_token_id "
+                 "only, so give the drafter's config.json a pard_token)")
 MEASURED = ("on an H100 with vLLM 0.25.1 and an H200 with vLLM 0.26.0, EAGLE-3 on V2 outran P-EAGLE on V1 at "
             "the same acceptance (0.26.0, K=3: 939 vs 712 tok/s at c=1, 5,927 vs 4,326 at c=8)")
 _IMAGE_TAG = re.compile(r"(?:^|/)(?:vllm|vllm-openai):v?(\d+\.\d+(?:\.\d+)?)(?:[-+.]|$)")
@@ -45,6 +53,7 @@ def p_eagle_runner_note(image_uri: str) -> str | None:
     models = [what for since, what in V2_DEFAULT_SINCE if key is not None and key >= since]
     if not models:
         return None
+    deprecated = f"; {V1_DEPRECATED}" if key >= V1_DEPRECATED_SINCE else ""
     return (f"the image's vLLM {version} makes Model Runner V2 the default for {models[-1]} and runs P-EAGLE on "
-            f"its older V1 runner there, EAGLE-3 on V2; {MEASURED}: benchmark both modes before choosing (deploy "
-            "reads the runner from vLLM's start-up log; docs/vllm-versions.md)")
+            f"its older V1 runner there, EAGLE-3 on V2{deprecated}; {MEASURED}: benchmark both modes before choosing "
+            "(deploy reads the runner from vLLM's start-up log; docs/vllm-versions.md)")

@@ -246,3 +246,61 @@ def test_greedy_divergence_rate_and_its_bound():
     assert result.compared == 4 + 3 + 3 and result.divergence_per_token == pytest.approx(2 / 10)
     assert poisson_lower(1, 1.0) == pytest.approx(0.0253, abs=1e-4)  # the exact Poisson bound
     assert poisson_lower(10, 1.0) == pytest.approx(4.795, abs=1e-3)
+
+
+# structured output (issue 46): the checks again with a JSON schema as response_format -----------------------------
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}},
+          "required": ["n", "ok"]}
+
+
+def _structured(broken: bool = False):
+    """Answers that follow the request: a JSON document when it asks for a schema (wrong from token 1 if `broken`),
+    plain tokens otherwise."""
+    def answer(body):
+        if body.get("response_format"):
+            return ["{", '"n"', ":", "7" if not broken else "8", ",", '"ok"', ":", "true", "}"]
+        return TOKENS
+    return answer
+
+
+def test_a_json_schema_runs_every_check_again_with_it_as_response_format(prompts, tmp_path):
+    schema = tmp_path / "answer-schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    with FakeVllm(answer=_structured(), **OFF) as off, FakeVllm(answer=_structured()) as spec:
+        res = agree(off, spec, prompts, "--json-schema", str(schema))
+        sent = [r["body"].get("response_format") for r in spec.requests]
+    assert res.code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["greedy"]["verdict"] == "identical" and doc["greedy"]["mean_common_prefix"] == 20.0
+    structured = doc["structured"]
+    assert structured["schema_name"] == "answer-schema" and structured["greedy"]["verdict"] == "identical"
+    assert (structured["answers"], structured["baseline_json"], structured["candidate_json"]) == (8, 8, 8)
+    assert sent == [None] * 8 + [{"type": "json_schema", "json_schema": {"name": "answer-schema", "schema": SCHEMA}}] * 8
+    assert "agreement: 8 prompts" in res.stderr and "each also with --json-schema" in res.stderr
+
+
+def test_outputs_that_change_only_under_the_schema_fail_the_check(prompts, tmp_path):
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps(SCHEMA))
+    with FakeVllm(answer=_structured(), **OFF) as off, FakeVllm(answer=_structured(broken=True)) as spec:
+        res = run_cli("bench", "agree", off.url, spec.url, "--dataset", prompts, "-n", "8", "--json-schema",
+                      str(schema))
+    assert res.code == 6, res.stderr
+    assert "temperature 0: 100% identical (8/8)" in res.stdout  # without the schema: the same
+    assert "with the schema, temperature 0: 0% identical (0/8)" in res.stdout and "agreement: FAILED" in res.stdout
+    [warning] = [line for line in res.stderr.splitlines() if "OUTPUT CHANGED" in line]
+    assert "with JSON-schema output (s) at temperature 0" in warning
+
+
+@pytest.mark.parametrize("content,message", [(None, "--json-schema {path} not found"),
+                                             ("{", "is not a JSON file"), ("[1]", "is not a JSON Schema object"),
+                                             ("{}", "is not a JSON Schema object")])
+def test_a_bad_schema_file_is_one_line_before_any_request(prompts, tmp_path, content, message):
+    path = tmp_path / "schema.json"
+    if content is not None:
+        path.write_text(content)
+    with FakeVllm(TOKENS, **OFF) as off, FakeVllm(TOKENS) as spec:
+        res = run_cli("bench", "agree", off.url, spec.url, "--dataset", prompts, "--json-schema", str(path))
+        assert off.requests == [] and spec.requests == []
+    assert res.code == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert message.format(path=path) in res.stderr

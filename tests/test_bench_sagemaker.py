@@ -14,6 +14,7 @@ import time
 import pytest
 
 from tests.forked_peagle import forked_peagle
+from peagle_deploy.testing.streaming import spec_decoding_metrics
 from tests.test_metrics_acceptance import vllm_line
 
 TAGS = [{"Key": "peagle:managed", "Value": "true"}, {"Key": "peagle:mode", "Value": "p-eagle"},
@@ -51,6 +52,9 @@ def endpoint(emu_server):
 
 
 def test_bench_endpoint_uses_served_config_api_price_event_stream_and_cloudwatch(endpoint, tmp_path):
+    # each answer as vLLM 0.29+ sends it: the same 100 drafts its log line reports, per request (issue 46)
+    bounds = [100, *PER_POSITION, 0]
+    endpoint.runtime.spec_decoding = spec_decoding_metrics([bounds[j] - bounds[j + 1] for j in range(8)])
     res = peagle(endpoint, "bench", "pe-ep", "--concurrency", "1,4", "--num-prompts", "8", "--warmup", "1",
                  "--logs-wait", "0", "--out", str(tmp_path), "--no-chart", "--json")
     assert res.returncode == 0, res.stderr
@@ -73,6 +77,11 @@ def test_bench_endpoint_uses_served_config_api_price_event_stream_and_cloudwatch
     assert acc["source"] == f"cloudwatch:{GROUP}" and acc["k"] == 7 and acc["intervals"] >= 1
     assert acc["per_position"] == pytest.approx([a / 100 for a in PER_POSITION])
     assert acc["mean_acceptance_length"] == pytest.approx(1 + sum(PER_POSITION) / 100)
+    per_request = result["request_acceptance"]  # from the usage chunk of each InvokeEndpointWithResponseStream answer
+    assert per_request["requests"] == 16 and per_request["steps"] == 1600 and per_request["k"] == 7
+    assert per_request["mean_acceptance_length"] == pytest.approx(acc["mean_acceptance_length"])
+    assert per_request["aggregate_source"] == f"cloudwatch:{GROUP}" and per_request["difference"] == pytest.approx(0)
+    assert per_request["histogram"] == [16 * n for n in (10, 10, 10, 10, 10, 10, 10, 30)]
     names = sorted(p.rsplit("/", 1)[-1] for p in doc["files"])
     assert names[0].startswith("bench-p-eagle-K7-") and names[0].endswith(".json") and names[1].endswith(".md")
 

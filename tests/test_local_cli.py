@@ -100,8 +100,11 @@ def test_refused_before_anything_starts(tmp_path, dirs):
         (["local", "start", str(target), "--drafter", str(drafter), "--docker", "--image", "x"],
          "--docker needs the docker or podman command"),
         (["local", "start", str(target), "--drafter", str(drafter), "--name", "a b"], "not a valid server name"),
-        (["local", "start", str(target), "--drafter", str(drafter), "--env", "SM_VLLM_SPECULATIVE_CONFIG={}"],
-         "would bypass peagle's speculative settings"),
+        (["local", "start", str(target), "--drafter", str(drafter), "--env",
+          'SM_VLLM_SPECULATIVE_CONFIG={"num_speculative_tokens": 5}'],
+         "sets num_speculative_tokens, which peagle sets from --mode and --k"),
+        (["local", "start", str(target), "--drafter", str(drafter), "--env",
+          'SM_VLLM_SPECULATIVE_CONFIG={"rejection_sample_method": "fly"}'], "rejection_sample_method 'fly' is lossy"),
     ]
     env_no_docker = {**env, "PATH": env["PATH"].split(":", 1)[0] + ":" + str(tmp_path / "nowhere")}
     for argv, message in cases:

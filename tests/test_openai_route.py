@@ -257,6 +257,18 @@ def test_invoke_over_the_route_by_option_and_by_url(route):
     assert (doc["target"], doc["target_kind"], doc["transport"], doc["text"]) == (
         NAME, "sagemaker", "openai-route", "Hello, wörld ✓!")
     assert "model" not in route.runtime.requests[-1]  # no model name: vLLM then serves its own
+    assert doc["acceptance"] is None  # a vLLM that was not asked for per-request acceptance sends none
+
+
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_the_route_passes_per_request_acceptance_through(route, stream):
+    """Issue 46: vLLM 0.29+'s metrics.speculative_decoding reaches `invoke --json` over the OpenAI route too."""
+    from peagle_deploy.testing.streaming import spec_decoding_metrics
+
+    route.runtime.spec_decoding = spec_decoding_metrics([1, 2, 3, 4])
+    result = run_cli("invoke", NAME, "hi", "--transport", "openai-route", stream, "--json")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["acceptance"] == spec_decoding_metrics([1, 2, 3, 4])
 
 
 @pytest.mark.parametrize("setup, code, text", [

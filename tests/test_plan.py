@@ -93,9 +93,63 @@ def test_user_k_survives_spec_default_and_user_env_passes_through():
     assert env["HF_MODEL_ID"] == "/opt/ml/model"
 
 
-def test_env_cannot_smuggle_speculative_config():
-    with pytest.raises(UsageError, match="--mode and --k"):
-        plan_for(env={"SM_VLLM_SPECULATIVE_CONFIG": "{}"})
+@pytest.mark.parametrize("added,flag", [({"num_speculative_tokens": 5}, "--k"), ({"parallel_drafting": False},
+                                                                                    "--mode"),
+                                        ({"method": "eagle"}, "--mode"), ({"model": "/x"}, "--mode")])
+def test_env_cannot_set_mode_or_k_through_the_speculative_config(added, flag):
+    """The keys that carry mode and K stay peagle's: each is refused, naming the flag that sets it."""
+    with pytest.raises(UsageError, match=f"sets {next(iter(added))}, which peagle sets from --mode and --k") as err:
+        plan_for(env={"SM_VLLM_SPECULATIVE_CONFIG": json.dumps(added)})
+    assert err.value.hint == f"use {flag} instead" or err.value.hint.startswith(f"use {flag} ")
+
+
+def test_env_adds_vllm_keys_after_peagles_speculative_config():
+    """Any other SpeculativeConfig key is added after peagle's (mode and K kept); the verification compares the
+    merged config (plan.speculative_config is what the environment carries)."""
+    added = {"draft_sample_method": "probabilistic", "num_speculative_tokens_per_batch_size": [[1, 8, 3], [9, 64, 1]]}
+    plan = plan_for(k=5, env={"SM_VLLM_SPECULATIVE_CONFIG": json.dumps(added)})
+    sent = container(plan)["Environment"]["SM_VLLM_SPECULATIVE_CONFIG"]
+    assert sent == plan.speculative_config
+    assert json.loads(sent) == {"model": "/opt/ml/additional-model-data-sources/eagle", "method": "eagle3",
+                                "num_speculative_tokens": 5, "parallel_drafting": True, **added}
+    assert "PEAGLE_ALLOW_LOSSY" not in container(plan)["Environment"]
+
+
+@pytest.mark.parametrize("method", ["fly", "synthetic"])
+def test_a_lossy_rejection_method_is_refused_unless_allowed(method):
+    added = {"rejection_sample_method": method, **({"synthetic_acceptance_length": 2.5} if method == "synthetic"
+                                                   else {})}
+    env = {"SM_VLLM_SPECULATIVE_CONFIG": json.dumps(added)}
+    with pytest.raises(UsageError, match=f"rejection_sample_method '{method}' is lossy") as err:
+        plan_for(env=env)
+    assert "--allow-lossy" in err.value.hint
+    plan = plan_for(env=env, allow_lossy=True)
+    environment = container(plan)["Environment"]
+    assert json.loads(environment["SM_VLLM_SPECULATIVE_CONFIG"])["rejection_sample_method"] == method
+    assert environment["PEAGLE_ALLOW_LOSSY"] == "true"  # the bundled container runs it too
+    assert any(note.startswith("LOSSY: ") for note in plan.notes)
+    assert any(note.startswith("synthetic acceptance") for note in plan.notes) is (method == "synthetic")
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"SM_VLLM_speculative_config": "{}"}, "--env SM_VLLM_speculative_config reaches vLLM as --speculative-config"),
+    ({"SM_VLLM_SPECULATIVE_CONF": "{}"}, "--env SM_VLLM_SPECULATIVE_CONF reaches vLLM as --speculative-config"),
+    ({"SM_VLLM_SPECULATIVE_CONFIG": "[]"}, "must be one JSON object"),
+    ({"SM_VLLM_SPECULATIVE_CONFIG": "{"}, "is not valid JSON"),
+    ({"SM_VLLM_SPECULATIVE_CONFIG": '{"rejection_sample_method": "blok"}'},
+     "rejection_sample_method 'blok' is not one vLLM accepts"),
+    ({"SM_VLLM_SPECULATIVE_CONFIG": '{"num_speculative_tokens_per_batch_size": [[2, 8, 3]]}'},
+     "the first range must start at batch size 1"),
+    ({"SM_VLLM_SPECULATIVE_CONFIG": '{"draft_tensor_parallel": 1}'}, "does not accept: draft_tensor_parallel"),
+])
+def test_speculative_additions_vllm_would_refuse_are_refused_at_plan_time(env, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        plan_for(env=env)
+
+
+def test_speculative_additions_need_speculation():
+    with pytest.raises(UsageError, match="--mode off has none"):
+        plan_for(mode=Mode.OFF, env={"SM_VLLM_SPECULATIVE_CONFIG": '{"draft_sample_method": "greedy"}'})
 
 
 def test_env_count_limit_counts_spec_defaults():

@@ -52,6 +52,16 @@ def test_0251_parallel_drafting_fallback_warns_to_benchmark_both_modes():
     assert "vLLM 0.25.1 runs P-EAGLE on its older V1 model runner" in warning
     assert FALLBACK_0251.split("] ", 1)[1] in warning  # vLLM's own words
     assert "EAGLE-3" in warning and "peagle bench compare" in warning
+    assert "deprecated" not in warning
+
+
+def test_from_0_33_the_fallback_warning_says_v1_is_deprecated_and_v2_p_eagle_is_in_review():
+    """BRIEF 16: vLLM 0.33 logs the same fallback line and calls V1 deprecated (the 0.25.1 lines, version 0.33.0)."""
+    info = advise(parse_startup([ENGINE_0251.replace("(v0.25.1)", "(v0.33.0)"), FALLBACK_0251], "cw"), P_EAGLE)
+    [warning] = info.warnings
+    assert warning.startswith("vLLM 0.33.0 runs P-EAGLE on its older V1 model runner")
+    assert "vLLM calls that V1 runner deprecated from 0.33, and P-EAGLE on V2 is still in review (vLLM pull request " \
+           "44816" in warning
 
 
 def test_real_032_eagle3_start_says_it_drafts_sequentially():

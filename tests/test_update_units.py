@@ -106,6 +106,26 @@ def test_the_new_model_keeps_the_live_container_and_the_drafter(emu_in_process):
     assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == deployed.startup_health_check_timeout_s
 
 
+def test_the_users_speculative_keys_are_carried_and_a_lossy_one_needs_allow_lossy_again(emu_in_process):
+    """Issue 46: keys added at deploy (--env SM_VLLM_SPECULATIVE_CONFIG) stay in the new config; a lossy rejection
+    method among them is refused by the update plan (nothing written) until --allow-lossy is given again."""
+    emu = emu_in_process
+    added = {"draft_sample_method": "probabilistic", "rejection_sample_method": "fly"}
+    deploy(emu, env={ENV_VAR: json.dumps(added)}, allow_lossy=True)
+    before = emu.resource_names()
+    with pytest.raises(UsageError, match="rejection_sample_method 'fly' is lossy") as err:
+        update(emu, k="5")
+    assert "--allow-lossy" in err.value.hint and emu.resource_names() == before
+    plan, _ = update(emu, k="5", allow_lossy=True)
+    env = plan.create_model["PrimaryContainer"]["Environment"]
+    assert json.loads(env[ENV_VAR]) == {"model": "/opt/ml/additional-model-data-sources/eagle", "method": "eagle3",
+                                        "num_speculative_tokens": 5, "parallel_drafting": True, **added}
+    assert env["PEAGLE_ALLOW_LOSSY"] == "true"
+    off, _ = update(emu, mode=Mode.OFF)  # no speculative config: nothing of it, nor the allowance, is kept
+    assert ENV_VAR not in off.create_model["PrimaryContainer"]["Environment"]
+    assert "PEAGLE_ALLOW_LOSSY" not in off.create_model["PrimaryContainer"]["Environment"]
+
+
 def test_mode_off_drops_the_drafter_and_turning_it_back_on_restores_it(emu_in_process):
     emu = emu_in_process
     deployed = deploy(emu)

@@ -20,12 +20,17 @@ output DISTRIBUTION (sampling). Two checks, on the same prompts sent to a baseli
   shuffled within each prompt `permutations` times). When both targets sample from the same distribution the
   test flags a difference with probability at most `alpha` (default 1%): that is its false-alarm rate. It
   looks at which tokens are produced, not their order.
+- Structured output (`--json-schema FILE`): the same checks again with the schema as the requests'
+  `response_format` (vLLM's guided decoding), where the grammar masks the target's tokens AND invalidates drafts
+  (vLLM counts them apart), a path of its own through speculation; each answer is also parsed as JSON.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -136,14 +141,17 @@ def answer_of(response: dict[str, Any]) -> tuple[Answer, Unit]:
 def collect(target: str | TargetRef, prompts: Sequence[list[dict[str, str]]], *, max_tokens: int, temperature: float,
             samples: int = 1, concurrency: int = 4, region: str | None = None, profile: str | None = None,
             model: str | None = None, timeout: float = 600.0,
-            on_answer: Callable[[], None] | None = None) -> OutputSample:
-    """Send every prompt `samples` times (non-streaming, with logprobs) and keep the answers."""
+            on_answer: Callable[[], None] | None = None, response_format: dict[str, Any] | None = None) -> OutputSample:
+    """Send every prompt `samples` times (non-streaming, with logprobs; `response_format`: structured output) and
+    keep the answers."""
     from ..runtime.client import PeagleClient
     from ..runtime.payload import ChatRequest
 
     extra: dict[str, Any] = {"logprobs": True}
     if model:
         extra["model"] = model
+    if response_format is not None:
+        extra["response_format"] = response_format
     local = threading.local()  # one client per worker thread (a client keeps per-call state)
 
     def one(index: int) -> tuple[int, Answer, Unit]:
@@ -311,6 +319,54 @@ def sampled_agreement(baseline: OutputSample, candidate: OutputSample, *, alpha:
         candidate_top_share=(cand_counts.get(top, 0) / max(1, sum(cand_counts.values()))) if top else 0.0)
 
 
+# structured output ------------------------------------------------------------------------------------
+
+def json_schema_format(path: Any) -> dict[str, Any]:
+    """The `response_format` of a JSON-schema file (OpenAI's json_schema form, which vLLM's guided decoding takes);
+    a file that is not one JSON object is refused in one line."""
+    from pathlib import Path
+
+    from ..errors import UsageError
+    from ..safe_write import regular_file
+
+    path = Path(path)
+    hint = "pass a file holding one JSON Schema object, e.g. {\"type\": \"object\", \"properties\": {...}}"
+    regular_file(path, what="--json-schema", hint=hint)
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--json-schema {path} not found", hint) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"--json-schema {path} is not a JSON file ({type(exc).__name__})", hint) from None
+    if not isinstance(schema, dict) or not schema:
+        raise UsageError(f"--json-schema {path} is not a JSON Schema object", hint)
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "schema"
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+
+
+class StructuredAgreement(BaseModel):
+    """The checks again with a JSON schema as `response_format` (vLLM's structured output under speculation)."""
+
+    schema_name: str
+    greedy: GreedyAgreement | None = None
+    sampled: list[SampledAgreement] = Field(default_factory=list)
+    answers: int = Field(0, description="greedy answers per target")
+    baseline_json: int = Field(0, description="greedy answers of the baseline that parse as JSON")
+    candidate_json: int = Field(0, description="of the candidate")
+
+    def summary(self) -> str:
+        return (f"JSON schema {self.schema_name!r}: {self.baseline_json}/{self.answers} baseline and "
+                f"{self.candidate_json}/{self.answers} candidate answers parse as JSON")
+
+
+def _parses(answer: Answer) -> bool:
+    try:
+        json.loads(answer.text)
+    except ValueError:
+        return False
+    return True
+
+
 # the two targets, before any request -----------------------------------------------------------------
 
 class BaselineCheck(BaseModel):
@@ -381,6 +437,7 @@ class AgreementReport(BaseModel):
     baseline_server: ServerFacts | None = Field(None, description="what the baseline runs, and where it was read")
     candidate_server: ServerFacts | None = None
     baseline_check: BaselineCheck | None = None
+    structured: StructuredAgreement | None = Field(None, description="the checks with --json-schema's response_format")
 
 
 def loud_warnings(greedy: GreedyAgreement | None, sampled: Sequence[SampledAgreement], what: str) -> list[str]:
@@ -403,23 +460,40 @@ def check_agreement(baseline: str, candidate: str, prompts: Sequence[list[dict[s
                     alpha: float = ALPHA, noise_per_token: float = NOISE_PER_TOKEN, region: str | None = None,
                     profile: str | None = None, model: str | None = None, timeout: float = 600.0,
                     on_answer: Callable[[], None] | None = None,
-                    refs: tuple[TargetRef, TargetRef] | None = None) -> AgreementReport:
+                    refs: tuple[TargetRef, TargetRef] | None = None,
+                    response_format: dict[str, Any] | None = None) -> AgreementReport:
     """`refs`: the two targets as the command addressed them (an endpoint's inference component named), else parsed
-    from `baseline` and `candidate`."""
+    from `baseline` and `candidate`. `response_format` (a JSON schema's, `json_schema_format`): every check again
+    with it."""
     base_target, cand_target = refs or (baseline, candidate)
-    greedy = None
-    sampled: list[SampledAgreement] = []
     common = {"max_tokens": max_tokens, "concurrency": concurrency, "region": region, "profile": profile,
               "model": model, "timeout": timeout, "on_answer": on_answer}
-    for temperature in temperatures:
-        n = 1 if temperature == 0 else samples
-        base = collect(base_target, prompts, temperature=temperature, samples=n, **common)
-        cand = collect(cand_target, prompts, temperature=temperature, samples=n, **common)
-        if temperature == 0:
-            greedy = greedy_agreement(base, cand, noise_per_token=noise_per_token)
-        else:
-            sampled.append(sampled_agreement(base, cand, alpha=alpha))
+
+    def checks(fmt: dict[str, Any] | None) -> tuple[GreedyAgreement | None, list[SampledAgreement], list[Answer],
+                                                     list[Answer]]:
+        greedy, sampled, firsts = None, [], ([], [])
+        for temperature in temperatures:
+            n = 1 if temperature == 0 else samples
+            base = collect(base_target, prompts, temperature=temperature, samples=n, response_format=fmt, **common)
+            cand = collect(cand_target, prompts, temperature=temperature, samples=n, response_format=fmt, **common)
+            if temperature == 0:
+                greedy = greedy_agreement(base, cand, noise_per_token=noise_per_token)
+                firsts = ([a[0] for a in base.answers if a], [a[0] for a in cand.answers if a])
+            else:
+                sampled.append(sampled_agreement(base, cand, alpha=alpha))
+        return greedy, sampled, *firsts
+
+    greedy, sampled, _, _ = checks(None)
     warnings = loud_warnings(greedy, sampled, f"{candidate} against {baseline}")
+    structured = None
+    if response_format is not None:
+        s_greedy, s_sampled, base_answers, cand_answers = checks(response_format)
+        structured = StructuredAgreement(
+            schema_name=response_format["json_schema"]["name"], greedy=s_greedy, sampled=s_sampled,
+            answers=len(base_answers), baseline_json=sum(map(_parses, base_answers)),
+            candidate_json=sum(map(_parses, cand_answers)))
+        warnings += loud_warnings(s_greedy, s_sampled, f"{candidate} against {baseline} with JSON-schema output "
+                                                       f"({structured.schema_name})")
     return AgreementReport(baseline=baseline, candidate=candidate, dataset=dataset, prompts=len(prompts),
                            max_tokens=max_tokens, greedy=greedy, sampled=sampled, agrees=not warnings,
-                           warnings=warnings)
+                           warnings=warnings, structured=structured)

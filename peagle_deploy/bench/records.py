@@ -17,7 +17,7 @@ Messages = list[dict[str, str]]
 
 class RequestRecord:
     __slots__ = ("index", "warmup", "start", "end", "chunks", "first", "first_content", "last", "gaps",
-                 "usage_tokens", "error", "error_text", "cut", "at_open", "at_close")
+                 "usage_tokens", "spec_decoding", "error", "error_text", "cut", "at_open", "at_close")
 
     def __init__(self, index: int, warmup: bool, start: float = 0.0, end: float = 0.0):
         self.index, self.warmup, self.start, self.end = index, warmup, start, end
@@ -27,6 +27,7 @@ class RequestRecord:
         self.last = 0.0
         self.gaps: array | None = array("f")  # one gap per read; chunks of the same read are 0 apart
         self.usage_tokens: int | None = None
+        self.spec_decoding: dict[str, Any] | None = None  # vLLM's per-request acceptance, as the usage chunk sent it
         self.error: str | None = None
         self.error_text: str | None = None
         self.cut = False

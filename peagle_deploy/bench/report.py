@@ -153,6 +153,8 @@ def markdown_summary(result: BenchResult) -> str:
     out += ["", *_md_table(LEVEL_HEADERS, [level_rows(lv) for lv in result.levels]), ""]
     if result.acceptance is not None:
         out += acceptance_lines(result.acceptance) + [""]
+    if result.request_acceptance is not None:
+        out += result.request_acceptance.lines() + [""]
     out.append(
         "Latencies in milliseconds. TTFT: time to the first output token (content, reasoning or tool call);"
         " TTFC: to the first content token; ITL: gap between streamed chunks (per chunk, as vllm bench serve);"
@@ -200,6 +202,9 @@ def render_result(console: Console, result: BenchResult, files: list[str]) -> No
     if result.acceptance is not None:
         for line in acceptance_lines(result.acceptance):
             console.print(line, markup=False)
+    if result.request_acceptance is not None:
+        for line in result.request_acceptance.lines():
+            console.print(line, markup=False, soft_wrap=True, highlight=False)
     for f in files:
         console.print(f"wrote {f}", markup=False)
 

@@ -67,4 +67,4 @@ def request_line(r: RequestRecord, level_start: float, concurrency: int) -> dict
             "end_s": rel(r.end), "ttft_s": None if r.first is None else round(r.first - r.start, 6),
             "ttfc_s": None if r.first_content is None else round(r.first_content - r.start, 6),
             "chunks": r.chunks, "usage_tokens": r.usage_tokens, "cut": r.cut, "error": r.error,
-            "error_text": r.error_text}
+            "error_text": r.error_text, "spec_decoding": r.spec_decoding}

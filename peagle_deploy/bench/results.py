@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import UsageError
 from .acceptance import Acceptance
+from .request_acceptance import RequestAcceptanceSummary
 from ..pricing import Price
 from .server_facts import ServerFacts
 from ..runtime.waking import ColdStart
@@ -113,6 +114,8 @@ class BenchResult(BaseModel):
     price: Price | None = None
     levels: list[LevelResult]
     acceptance: Acceptance | None = None
+    request_acceptance: RequestAcceptanceSummary | None = Field(
+        None, description="per request, where the answers carried vLLM's metrics.speculative_decoding (0.29+)")
     cold_start: ColdStart | None = Field(None, description="an inference component's: what reaching a copy took "
                                                            "before anything was measured (in no level's figures)")
     complete: bool = True

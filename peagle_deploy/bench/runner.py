@@ -25,6 +25,7 @@ from ..pricing import Price, instance_price, usd_per_million_tokens
 from .datasets import Dataset
 from .loadgen import LAG_SAMPLE_S, LevelProgress, LevelStopped, run_level
 from .records import LevelMeasurement
+from .request_acceptance import RequestAcceptanceTally
 from .results import BenchResult, LevelResult, Settings, TargetInfo, write_result
 
 VLLM_LOG_INTERVAL_S = 10.0  # vLLM logs its SpecDecoding line about every 10 s
@@ -420,6 +421,7 @@ class _Measured:
     counters: SpecCounters | None = None
     acceptance_note: str | None = None
     request_log: Any = None
+    request_acceptance: RequestAcceptanceTally = field(default_factory=RequestAcceptanceTally)
 
 
 async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session: Any, price: Price | None,
@@ -441,7 +443,13 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
     prom_url = ref.metrics_url
     sender = make_sender(ref, info, plan, session)
     idle_limit = min(plan.timeout, max(30.0, plan.duration or 0.0))
-    log = measured.request_log
+    log, per_request = measured.request_log, measured.request_acceptance
+
+    def on_request(rec: Any) -> None:
+        if log is not None:
+            log(rec)
+        if not rec.warmup and not rec.cut and rec.error is None:  # the requests every other figure counts
+            per_request.add(rec.spec_decoding)
     async with sender:
         with _Progress(out) as progress:
             for conc in plan.concurrency:
@@ -462,7 +470,7 @@ async def _run_levels(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session
                 m = await run_level(sender, plan.dataset.prompts, conc, follow_ups=plan.dataset.follow_ups,
                                     warmup=warmup, duration=plan.duration,
                                     num_prompts=plan.num_prompts, on_progress=lambda p: progress.update(p, plan.duration),
-                                    on_window=on_window, idle_limit=idle_limit, on_request=log)
+                                    on_window=on_window, idle_limit=idle_limit, on_request=on_request)
                 lag_mean = m.loop_lag_ms.mean if m.loop_lag_ms is not None else None
                 level = _level_result(m, price, judge_client(m.client_cpu, lag_mean, edges.get("open"),
                                                              edges.get("close"), m.window_s))
@@ -554,6 +562,7 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
     if acceptance is not None:
         _warn_if_nothing_accepted(acceptance, plan.temperature, ref.name, out)
     result = build_result(plan, info, price, measured, acceptance, failure, started, cold_start)
+    result.request_acceptance = _request_acceptance(measured, acceptance, out)
     files = write_outputs(result, plan.out_dir, chart=plan.chart) if plan.out_dir is not None else []
     if measured.request_log is not None:
         files.append(str(measured.request_log.path))
@@ -586,6 +595,18 @@ def build_result(plan: BenchPlan, info: TargetInfo, price: Price | None, measure
         complete=failure is None,
         stopped=failure.one_line() if failure is not None else None,
     )
+
+
+def _request_acceptance(measured: _Measured, acceptance: Acceptance | None, out: Output) -> Any:
+    """The per-request figures beside the aggregate; where speculation ran and no answer carried them, one note."""
+    summary = measured.request_acceptance.summary()
+    if summary is None:
+        if acceptance is not None and acceptance.drafts > 0 and measured.request_acceptance.without:
+            out.note("per-request acceptance: no answer carried metrics.speculative_decoding (vLLM 0.29+ started "
+                     "with --per-request-spec-decode-metrics returns it; peagle's container turns it on): the "
+                     "aggregate acceptance alone is reported")
+        return None
+    return summary.beside(acceptance)
 
 
 def _warn_if_nothing_accepted(acceptance: Acceptance, temperature: float, target: str, out: Output) -> None:

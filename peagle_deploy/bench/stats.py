@@ -157,6 +157,21 @@ class LatencySamples:
             record(max(1, int(value * 1e9 + 0.5)))
         self._exact = None
 
+    def percentiles(self, percents: Sequence[int], scale: float = 1.0) -> dict[int, float]:
+        """Any whole-number percentiles (p10 as well as p90), with `summary`'s conventions: exact (numpy's linear
+        rule) up to the bound, from the HDR histogram past it. {} without samples."""
+        if not self._count:
+            return {}
+        if self._exact is not None:
+            if len(self._exact) == 1:
+                return {p: self._exact[0] * scale for p in percents}
+            cuts = statistics.quantiles(self._exact, n=100, method="inclusive")
+            return {p: (cuts[p - 1] if 0 < p < 100 else (self._min if p <= 0 else self._max)) * scale
+                    for p in percents}
+        lo, hi = self._min * scale, self._max * scale
+        return {p: min(hi, max(lo, v / 1e9 * scale))
+                for p, v in self._hist.get_percentile_to_value_dict(list(percents)).items()}
+
     def summary(self, scale: float = 1.0) -> Summary:
         if self._exact is not None:
             return summarize(self._exact, scale)

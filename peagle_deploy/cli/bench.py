@@ -409,6 +409,9 @@ def bench_agree(
     model: Annotated[
         str | None, typer.Option("--model", help="Model name sent to OpenAI URLs (default: none).")
     ] = None,
+    json_schema: Annotated[Path | None, typer.Option(
+        "--json-schema", help="A JSON Schema file: every check runs again with it as the requests' response_format "
+                              "(structured output, where drafts are also checked against the grammar).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds per request.")] = 600.0,
     baseline_component: Annotated[str | None, typer.Option(
         "--baseline-component", help="The inference component of BASELINE to address, when it hosts several "
@@ -425,7 +428,7 @@ def bench_agree(
     def body(out):
         import threading
 
-        from ..bench.agreement import check_agreement, check_baseline
+        from ..bench.agreement import check_agreement, check_baseline, json_schema_format
         from ..bench.datasets import load_dataset
         from ..bench.target_info import target_facts, target_identity
         from ..errors import EndpointFailed, UsageError
@@ -438,6 +441,7 @@ def bench_agree(
                 from None
         if not temperatures or any(not 0 <= t <= 2 for t in temperatures):
             raise UsageError(f"--temperature {temperature!r} needs values from 0 to 2", "e.g. --temperature 0,1")
+        response_format = json_schema_format(json_schema) if json_schema is not None else None
         base_ref, cand_ref = parse_target(baseline), parse_target(candidate)
         same = target_identity(base_ref, region) == target_identity(cand_ref, region)
         if same and not allow_same_target:
@@ -459,8 +463,11 @@ def bench_agree(
         for line in checked.notes:
             out.note(line)
         requests = 2 * len(prompts) * sum(1 if t == 0 else samples for t in temperatures)
+        requests *= 2 if response_format is not None else 1
+        also = (f", each also with --json-schema {json_schema} as response_format" if response_format is not None
+                else "")
         out.info(f"agreement: {len(prompts)} prompts from {data.source}, temperatures "
-                 f"{', '.join(f'{t:g}' for t in temperatures)}: {requests} requests")
+                 f"{', '.join(f'{t:g}' for t in temperatures)}{also}: {requests} requests")
         answered, lock = [0], threading.Lock()
         with out.status(f"agreement: 0/{requests} requests answered") as show:
             def one_more() -> None:  # from the request threads
@@ -472,7 +479,8 @@ def bench_agree(
                                      refs=(base_ref, cand_ref),
                                      temperatures=temperatures, samples=samples, concurrency=concurrency,
                                      alpha=alpha, noise_per_token=noise_per_token, region=region, profile=profile,
-                                     model=model, timeout=timeout, on_answer=one_more)
+                                     model=model, timeout=timeout, on_answer=one_more,
+                                     response_format=response_format)
         report = report.model_copy(update={"baseline_server": base_facts, "candidate_server": cand_facts,
                                            "baseline_check": checked})
         for line in report.warnings:
@@ -486,6 +494,13 @@ def bench_agree(
                               soft_wrap=True, highlight=False)
             for s in report.sampled:
                 console.print(f"  {s.summary()}", markup=False, soft_wrap=True, highlight=False)
+            if (st := report.structured) is not None:
+                console.print(f"  {st.summary()}", markup=False, soft_wrap=True, highlight=False)
+                if st.greedy is not None:
+                    console.print(f"  with the schema, temperature 0: {st.greedy.summary()}: {st.greedy.verdict}",
+                                  markup=False, soft_wrap=True, highlight=False)
+                for s in st.sampled:
+                    console.print(f"  with the schema, {s.summary()}", markup=False, soft_wrap=True, highlight=False)
             console.print("agreement: " + ("ok" + checked.qualifier() if report.agrees else "FAILED"), markup=False,
                           soft_wrap=True, highlight=False)
 

@@ -30,6 +30,9 @@ def args(
         import shlex
 
         from ..container import ContainerConfigError, build_argv, validate
+        from ..container.args import with_defaults
+        from ..container.lossless import warnings
+        from ..container.vllm_version import installed_vllm_version
         from ..errors import UsageError
         from ..inputs import parse_env
 
@@ -39,7 +42,7 @@ def args(
         environment = dict(os.environ) if from_shell else values
         try:
             speculative = validate(environment)
-            argv = build_argv(environment)
+            argv = build_argv(with_defaults(environment, installed_vllm_version()))
         except ContainerConfigError as exc:
             hint = ("this shell has no container environment: pass --env HF_MODEL_ID=<model> (and "
                     "--env SM_VLLM_...=...) or --env-file FILE" if from_shell and not _container_env(environment)
@@ -51,6 +54,9 @@ def args(
             verdict = (f"speculative config: valid (method {speculative.get('method')}, "
                        f"K={speculative['num_speculative_tokens']}, "
                        f"parallel_drafting={bool(speculative.get('parallel_drafting'))})")
+
+        for line in warnings(speculative):
+            out.warn(line)
 
         def human(console) -> None:
             console.print(shlex.join(argv), markup=False, highlight=False, soft_wrap=True)

@@ -33,7 +33,11 @@ def deploy(
     role: Annotated[str | None, typer.Option(help="SageMaker execution role ARN (required to deploy).")] = None,
     accept_eula: Annotated[bool, typer.Option(help="Accept the model licence (required for gated models).")] = False,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Extra tag KEY=VALUE (repeatable).")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable).")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable). "
+        "SM_VLLM_SPECULATIVE_CONFIG='{...}' adds vLLM keys to peagle's speculative config (not mode or K).")] = None,
+    allow_lossy: Annotated[bool, typer.Option(
+        "--allow-lossy", help="Deploy a lossy rejection_sample_method (fly, synthetic) given in "
+                              "SM_VLLM_SPECULATIVE_CONFIG instead of refusing it: outputs then differ from the target's.")] = False,
     ttl: Annotated[str | None, typer.Option(help="Expiry, e.g. 90s, 15m, 4h, 1h30m, 2d (cleanup --expired removes it).")] = None,
     autoscale: Annotated[str | None, typer.Option(
         help="MIN:MAX instances for Application Auto Scaling (registered once InService; needs a target).")] = None,
@@ -122,7 +126,7 @@ def deploy(
             instance_count=count, allow_any_instance=allow_any_instance,
             region=where, role=role, accept_eula=accept_eula, tags=parse_tags(tag or []),
             ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image,
-            env=user_env, autoscale=policy, subnets=subnet or [], security_groups=security_group or [],
+            env=user_env, allow_lossy=allow_lossy, autoscale=policy, subnets=subnet or [], security_groups=security_group or [],
             kms_key=kms_key, hosting=shape, scale_to_zero=idle_rule,
             offline=offline or dry_run and _no_credentials(profile),
         )

@@ -126,6 +126,9 @@ def invoke(
                      f"{tokens} tokens ({stats.output_tokens_source}), {rate}, finish: {stats.finish_reason}")
             if cold is not None:
                 out.info(f"cold start: {cold.describe()}; not in the TTFT and latency above")
+            if result.acceptance is not None:
+                out.info(f"acceptance of this request (the server's metrics.speculative_decoding): "
+                         f"{result.acceptance.describe()}")
 
         out.result(result, human)
 

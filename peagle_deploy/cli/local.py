@@ -28,7 +28,11 @@ def start(
                                               "(see `peagle models`).")] = None,
     mode: Annotated[str, typer.Option(help="p-eagle (parallel drafting), eagle3 (sequential) or off.")] = "p-eagle",
     k: Annotated[str | None, typer.Option("--k", help="Speculative tokens per step (default: the model's, else 3).")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable).")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable); "
+        "SM_VLLM_SPECULATIVE_CONFIG='{...}' adds vLLM keys to the speculative config.")] = None,
+    allow_lossy: Annotated[bool, typer.Option(
+        "--allow-lossy", help="Run a lossy rejection_sample_method (fly, synthetic) given in "
+                              "SM_VLLM_SPECULATIVE_CONFIG instead of refusing it.")] = False,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (SageMaker uses 8080).", min=1, max=65535)] = 8080,
     name: NameOpt = "default",
     timeout: Annotated[int, typer.Option(help="Seconds to wait for /ping.", min=1)] = 1800,
@@ -54,7 +58,7 @@ def start(
         from ..speculative import parse_mode
 
         container = env_mod.build_environment(model_dir, drafter, alias=model, mode=parse_mode(mode), k=k,
-                                              env=parse_env(env or []))
+                                              env=parse_env(env or []), allow_lossy=allow_lossy)
         from ..local import engine as engine_mod
 
         image_uri = image or container.image

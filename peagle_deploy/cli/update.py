@@ -22,6 +22,9 @@ def update(
     instance_count: Annotated[int | None, typer.Option(help="New number of instances.")] = None,
     allow_any_instance: Annotated[bool, typer.Option(help="Allow instance types outside ml.g7e.")] = False,
     accept_eula: Annotated[bool, typer.Option(help="Accept the licence of a gated drafter newly turned on.")] = False,
+    allow_lossy: Annotated[bool, typer.Option(
+        "--allow-lossy", help="Keep a lossy rejection_sample_method (fly, synthetic) the endpoint's speculative "
+                              "config carries (added at deploy with --allow-lossy) instead of refusing.")] = False,
     bake: Annotated[str, typer.Option(
         help="Baking period: the new fleet takes all traffic, the old one stays until it ends (0s to 1h).")] = "5m",
     rollback_alarm: Annotated[list[str] | None, typer.Option(
@@ -71,7 +74,8 @@ def update(
             instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
             instance_count=instance_count, allow_any_instance=allow_any_instance,
             accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # durations.BOUNDS: 0s to 1h
-            rollback_alarms=list(rollback_alarm or []), autoscale=policy, scale_to_zero=scale_to_zero)
+            rollback_alarms=list(rollback_alarm or []), autoscale=policy, scale_to_zero=scale_to_zero,
+            allow_lossy=allow_lossy)
         check_request(request)
         price_limit = parse_max_price(max_price_per_hour)
         if timeout <= 0:

@@ -11,8 +11,10 @@ import os
 import shlex
 import sys
 
-from .args import ContainerConfigError, build_argv
+from .args import ContainerConfigError, build_argv, with_defaults
+from .lossless import warnings
 from .validate import validate
+from .vllm_version import installed_vllm_version
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,11 +26,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"peagle-container: error: unknown argument {unknown[0]!r} (only serve, --print-args)\n")
         return 2
     try:
-        validate(os.environ)
-        command = build_argv(os.environ)
+        speculative = validate(os.environ)
+        command = build_argv(with_defaults(os.environ, installed_vllm_version()))
     except ContainerConfigError as exc:
         sys.stderr.write(f"peagle-container: error: {exc}\n")
         return 2
+    for line in warnings(speculative):
+        sys.stderr.write(f"peagle-container: warning: {line}\n")
     if "--print-args" in args:
         sys.stdout.write(shlex.join(command) + "\n")
         return 0

@@ -4,7 +4,8 @@ vLLM types SpeculativeConfig.method as `SpeculativeMethod`, a `Literal[...]` bui
 vllm/config/speculative.py. A value outside it (`"eagle-3"`) makes vLLM die with a pydantic error seconds into
 start-up; the entrypoint refuses it first. Importing vLLM would load torch (seconds); parsing that one file with
 `ast` takes milliseconds. Without vLLM beside the entrypoint (e.g. `peagle container args` on a laptop) the list
-recorded from vLLM 0.32.0's source is used.
+recorded from vLLM 0.32.0's source is used. The same reading gives the other Literals of that file
+(`RejectionSampleMethod`, `DraftSampleMethod`: container/lossless.py).
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ def literal_values(source: str, name: str = LITERAL_NAME) -> frozenset[str] | No
 
 
 @lru_cache(maxsize=1)
-def installed_methods() -> frozenset[str] | None:
-    """The installed vLLM's method names; None without vLLM or when its source does not say."""
+def installed_source() -> str | None:
+    """The installed vLLM's vllm/config/speculative.py, read without importing vLLM; None without vLLM."""
     try:
         spec = importlib.util.find_spec("vllm")  # locates the package without importing it
     except (ImportError, ValueError):
@@ -64,12 +65,29 @@ def installed_methods() -> frozenset[str] | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        source = Path(location) / "config" / "speculative.py"
         try:
-            return literal_values(source.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
+            return (Path(location) / "config" / "speculative.py").read_text(encoding="utf-8")
+        except OSError:
             continue
     return None
+
+
+@lru_cache(maxsize=8)
+def installed_literal(name: str) -> frozenset[str] | None:
+    """The strings of the installed vLLM's `NAME = Literal[...]` in config/speculative.py (SpeculativeMethod,
+    RejectionSampleMethod, DraftSampleMethod); None without vLLM or when its source has no such Literal."""
+    source = installed_source()
+    if source is None:
+        return None
+    try:
+        return literal_values(source, name)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def installed_methods() -> frozenset[str] | None:
+    """The installed vLLM's method names; None without vLLM or when its source does not say."""
+    return installed_literal(LITERAL_NAME)
 
 
 def known_methods(vllm_version: str | None) -> tuple[frozenset[str], str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from .args import ContainerConfigError
 from .drafter import check_mask_hidden, check_mask_token, read_config
+from . import lossless
 from .methods import known_methods
 from .vllm_version import installed_vllm_version
 
@@ -37,6 +38,7 @@ def validate(env: Mapping[str, str], vllm_version: str | None = None) -> dict[st
 
     The drafter checks follow `vllm_version`, by default the vLLM installed beside this code."""
     raw = env.get(ENV_VAR)
+    lossless.check_environment(env, speculative=bool(raw and raw.strip()))
     if raw is None or not raw.strip():
         return None
     try:
@@ -58,6 +60,7 @@ def validate(env: Mapping[str, str], vllm_version: str | None = None) -> dict[st
     if k <= 0:
         raise ContainerConfigError(f"{ENV_VAR} num_speculative_tokens must be > 0, got {k}")
     _check_method(config.get("method"), vllm_version)
+    lossless.check_config(config, env, vllm_version if vllm_version is not None else installed_vllm_version())
     parallel = config.get("parallel_drafting") is True
     if parallel and config.get("method") != "eagle3":
         raise ContainerConfigError(f"{ENV_VAR} sets parallel_drafting but method is {config.get('method')!r}; "

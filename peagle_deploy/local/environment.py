@@ -7,6 +7,7 @@ it, only what P-EAGLE needs: HF_MODEL_ID=/opt/ml/model, the speculative config a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -40,7 +41,7 @@ def _directory(path: Path, option: str, what: str) -> Path:
 
 
 def build_environment(model_dir: Path, drafter_dir: Path | None, *, alias: str | None, mode: Mode,
-                      k: int | str | None, env: dict[str, str]) -> ContainerEnvironment:
+                      k: int | str | None, env: dict[str, str], allow_lossy: bool = False) -> ContainerEnvironment:
     model = _directory(model_dir, "MODEL_DIR", "model")
     if mode is Mode.OFF and drafter_dir is not None:
         raise UsageError("--drafter has no effect with --mode off", "drop --drafter, or pick --mode p-eagle or eagle3")
@@ -50,20 +51,27 @@ def build_environment(model_dir: Path, drafter_dir: Path | None, *, alias: str |
     if alias:
         from ..plan import PlanRequest, build_plan
 
-        plan = build_plan(PlanRequest(model=alias, mode=mode, k=k, env=env, offline=True, accept_eula=True))
+        plan = build_plan(PlanRequest(model=alias, mode=mode, k=k, env=env, allow_lossy=allow_lossy, offline=True,
+                                      accept_eula=True))
         return ContainerEnvironment(environment=dict(plan.create_model["PrimaryContainer"]["Environment"]),
                                     mounts=mounts, mode=plan.mode, k=plan.k,
                                     speculative_config=plan.speculative_config,
                                     source=f"the {plan.model} deployment plan (JumpStart spec {plan.model_id} {plan.model_version}, {plan.resolution_source})",
                                     image=plan.image_uri)
-    if ENV_VAR in env:
-        raise UsageError(f"--env {ENV_VAR} would bypass peagle's speculative settings", "use --mode and --k instead")
     # no --model: peagle's generic limit, not a named drafter's depth
     settings = settings_for(mode, parse_k(k, max_k=GENERIC_MAX_K, model=""), default_k=3)
+    from .. import user_speculative
+    from ..container.lossless import ALLOW_LOSSY_ENV, lossy_method
+
+    speculative = user_speculative.merged(settings.config(), user_speculative.additions(env), allow_lossy=allow_lossy,
+                                          mode=settings.mode.value)
+    rendered = json.dumps(speculative) if speculative is not None else None
     environment = {"HF_MODEL_ID": "/opt/ml/model"}
-    if settings.render() is not None:
-        environment[ENV_VAR] = settings.render() or ""
-    environment.update(env)
+    if rendered is not None:
+        environment[ENV_VAR] = rendered
+    if lossy_method(speculative or {}):
+        environment[ALLOW_LOSSY_ENV] = "true"
+    environment.update({key: value for key, value in env.items() if key != ENV_VAR})
     return ContainerEnvironment(environment=environment, mounts=mounts, mode=settings.mode, k=settings.k,
-                                speculative_config=settings.render(),
+                                speculative_config=rendered,
                                 source="no --model: HF_MODEL_ID, the speculative config and --env only")

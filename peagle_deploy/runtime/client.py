@@ -7,7 +7,8 @@
     client.last.stats                                       # TTFT, latency, tokens, tokens/s
 
 TTFT follows the chunk rule of runtime.sse (the first content, reasoning or tool-call chunk);
-time to first content is reported beside it.
+time to first content is reported beside it. `acceptance` is the answer's own speculative-decoding acceptance where
+the server returns it (vLLM 0.29+ with --per-request-spec-decode-metrics: runtime.spec_metrics), streamed or not.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 
 from ..errors import EndpointFailed
 from .payload import MAX_BODY_BYTES, ChatRequest
+from .spec_metrics import RequestAcceptance, parse_spec_metrics, raw_spec_metrics
 from .sse import DONE, SseDataError, SseDecoder, delta_kind, delta_text, stream_error
 from .target_ref import TargetRef, parse_target
 from .targets import Deadline, HttpTarget, SageMakerTarget, open_target
@@ -45,6 +47,7 @@ class ChatResult(BaseModel):
     text: str
     response: dict[str, Any]
     stats: CallStats
+    acceptance: RequestAcceptance | None = None  # the answer's metrics.speculative_decoding (vLLM 0.29+, when on)
     cold_start: ColdStart | None = None  # an inference component's: what reaching a copy took (not in `stats`)
 
 
@@ -92,7 +95,8 @@ class PeagleClient:
             stats=CallStats(ttft_s=None, latency_s=latency, output_tokens=tokens,
                             output_tokens_source="usage" if tokens is not None else "unknown",
                             tokens_per_s=tokens / latency if tokens and latency > 0 else None,
-                            finish_reason=choice.get("finish_reason")))
+                            finish_reason=choice.get("finish_reason")),
+            acceptance=parse_spec_metrics(raw_spec_metrics(response)))
         return self.last
 
     def stream(self, request: ChatRequest) -> Iterator[str]:
@@ -104,6 +108,7 @@ class PeagleClient:
         first_content: float | None = None
         finish: str | None = None
         usage: dict[str, Any] | None = None
+        spec: dict[str, Any] | None = None  # the usage chunk's metrics.speculative_decoding
         chunks = 0
         last_chunk: dict[str, Any] = {}
 
@@ -122,6 +127,7 @@ class PeagleClient:
                     raise self._failed(f"stream failed: {error}")
                 last_chunk = event
                 usage = event.get("usage") or usage
+                spec = raw_spec_metrics(event) or spec
                 for choice in event.get("choices") or []:
                     delta = choice.get("delta") or {}
                     kind = delta_kind(delta)
@@ -142,6 +148,7 @@ class PeagleClient:
                 if error is not None:
                     raise self._failed(f"stream failed: {error}")
                 usage = event.get("usage") or usage
+                spec = raw_spec_metrics(event) or spec
         if not decoder.done and finish is None:
             raise self._failed("stream ended early (no [DONE], no finish_reason)")
         latency = self.clock() - start
@@ -154,8 +161,10 @@ class PeagleClient:
             inference_component=self.target.ref.inference_component, text=text,
             response={"id": last_chunk.get("id"), "model": last_chunk.get("model"), "object": "chat.completion",
                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                   "finish_reason": finish}], "usage": usage},
+                                   "finish_reason": finish}], "usage": usage,
+                      **({"metrics": {"speculative_decoding": spec}} if spec is not None else {})},
             stats=CallStats(ttft_s=(first - start) if first is not None else None,
                             ttfc_s=(first_content - start) if first_content is not None else None,
                             latency_s=latency, output_tokens=tokens, output_tokens_source=source,
-                            tokens_per_s=tokens / latency if latency > 0 else None, finish_reason=finish))
+                            tokens_per_s=tokens / latency if latency > 0 else None, finish_reason=finish),
+            acceptance=parse_spec_metrics(spec))

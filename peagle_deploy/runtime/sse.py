@@ -18,6 +18,8 @@ import json
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from .spec_metrics import raw_spec_metrics
+
 DONE = object()  # yielded once for `data: [DONE]`
 
 
@@ -126,6 +128,7 @@ class SseDecoder:
 
 class ChunkSink(Protocol):
     usage_tokens: int | None
+    spec_decoding: dict[str, Any] | None  # the usage chunk's metrics.speculative_decoding (vLLM 0.29+, when asked)
 
     def add(self, n: int, now: float, content: bool) -> None: ...
 
@@ -140,7 +143,8 @@ class ChunkTally:
     partial event behind; the next read completes it (a copy of one event) and is counted in place from
     there. Inside a content string quotes are escaped, so the pattern cannot match there. Anything else
     (role, finish, usage, [DONE], errors, reasoning or tool-call deltas, comments, multi-line events) goes
-    through SseDecoder and the chunk rule, event by event: the same decoder and rule `peagle invoke` uses.
+    through SseDecoder and the chunk rule, event by event: the same decoder and rule `peagle invoke` uses. The
+    usage event's `metrics.speculative_decoding` (vLLM's per-request acceptance) goes to `sink.spec_decoding`.
     """
 
     __slots__ = ("sink", "buf", "decoder", "_n", "_content", "_crlf", "_started")
@@ -268,6 +272,9 @@ class ChunkTally:
             usage = event.get("usage")
             if usage and usage.get("completion_tokens") is not None:
                 self.sink.usage_tokens = int(usage["completion_tokens"])
+            spec = raw_spec_metrics(event)
+            if spec is not None:
+                self.sink.spec_decoding = spec
 
     @property
     def done(self) -> bool:

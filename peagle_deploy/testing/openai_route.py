@@ -208,10 +208,10 @@ def _stand_in(start_response: Any, emulator: Any, name: str, raw: bytes) -> Iter
                                                        "param": None, "code": code}})
     if not request.get("stream"):
         start_response("200 OK", [("Content-Type", "application/json")])
-        return [chat_json(script.tokens, model=SERVED_MODEL)]
+        return [chat_json(script.tokens, model=SERVED_MODEL, spec_decoding=script.spec_decoding)]
     usage = bool((request.get("stream_options") or {}).get("include_usage")) and not script.truncate
     sse = chat_sse(script.tokens, model=SERVED_MODEL, usage=usage, done=not script.truncate,
-                   finish_reason=None if script.truncate else "stop")
+                   finish_reason=None if script.truncate else "stop", spec_decoding=script.spec_decoding)
     events = [event + b"\n\n" for event in sse.split(b"\n\n") if event]
     start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8")])
     return (event for _, event in paced(script, events))

@@ -60,9 +60,11 @@ def split_at(data: bytes, offsets: Iterable[int]) -> list[bytes]:
 
 
 def chat_sse(tokens: Sequence[str | dict], *, model: str = "peagle-emulated", usage: bool = True,
-             finish_reason: str | None = "stop", done: bool = True) -> bytes:
+             finish_reason: str | None = "stop", done: bool = True,
+             spec_decoding: dict[str, Any] | None = None) -> bytes:
     """vLLM's streaming format: role chunk, one chunk per token, finish chunk, usage chunk, [DONE].
-    A token may be a whole delta (`{"reasoning": "..."}`, `{"tool_calls": [...]}`) instead of content text."""
+    A token may be a whole delta (`{"reasoning": "..."}`, `{"tool_calls": [...]}`) instead of content text.
+    `spec_decoding`: per-request acceptance, which vLLM 0.29+ puts in the usage chunk's `metrics` (with usage only)."""
     def chunk(delta: dict, finish: str | None = None, extra: dict | None = None) -> bytes:
         body = {"id": "chatcmpl-emulated", "object": "chat.completion.chunk", "created": 0, "model": model,
                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
@@ -77,25 +79,45 @@ def chat_sse(tokens: Sequence[str | dict], *, model: str = "peagle-emulated", us
         usage_body = {"id": "chatcmpl-emulated", "object": "chat.completion.chunk", "created": 0, "model": model,
                       "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": len(tokens),
                                                "total_tokens": 7 + len(tokens)}}
+        if spec_decoding is not None:
+            usage_body["metrics"] = {"speculative_decoding": spec_decoding}
         out.append(b"data: " + json.dumps(usage_body).encode() + b"\n\n")
     if done:
         out.append(b"data: [DONE]\n\n")
     return b"".join(out)
 
 
-def chat_json(tokens: Sequence[str], *, model: str = "peagle-emulated", logprobs: bool = False) -> bytes:
+def chat_json(tokens: Sequence[str], *, model: str = "peagle-emulated", logprobs: bool = False,
+              spec_decoding: dict[str, Any] | None = None) -> bytes:
     """A chat completion; `logprobs`: with vLLM's per-token logprobs (the tokens, logprob 0), as a request
-    with `"logprobs": true` gets them."""
+    with `"logprobs": true` gets them; `spec_decoding`: vLLM 0.29+'s per-request acceptance, in `metrics`."""
     choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": "".join(tokens)},
                               "finish_reason": "stop"}
     if logprobs:
         choice["logprobs"] = {"content": [{"token": t, "logprob": 0.0, "bytes": list(t.encode()),
                                            "top_logprobs": []} for t in tokens]}
-    return json.dumps({
+    body: dict[str, Any] = {
         "id": "chatcmpl-emulated", "object": "chat.completion", "created": 0, "model": model,
         "choices": [choice],
         "usage": {"prompt_tokens": 7, "completion_tokens": len(tokens), "total_tokens": 7 + len(tokens)},
-    }, ensure_ascii=False).encode()
+    }
+    if spec_decoding is not None:  # vLLM's non-streamed answer: its timing fields null, as it sends them
+        body["metrics"] = {"time_to_first_token_ms": None, "generation_time_ms": None, "queue_time_ms": None,
+                           "mean_itl_ms": None, "tokens_per_second": None, "speculative_decoding": spec_decoding}
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+def spec_decoding_metrics(histogram: Sequence[int], drafted: int | None = None) -> dict[str, Any]:
+    """vLLM's `metrics.speculative_decoding` for one answer from its histogram of accepted drafts per step
+    (RequestSpecDecodeMetrics.to_dict, vllm/v1/metrics/stats.py, 0.32.0; `drafted`: K x steps by default)."""
+    k = len(histogram) - 1
+    steps = sum(histogram)
+    accepted = sum(j * n for j, n in enumerate(histogram))
+    drafted = k * steps if drafted is None else drafted
+    return {"mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
+            "draft_acceptance_rate": accepted / drafted if drafted else 0.0, "acceptance_histogram": list(histogram),
+            "num_spec_steps": steps, "num_accepted_draft_tokens": accepted, "num_draft_tokens": drafted,
+            "num_spec_tokens": k}
 
 
 @dataclass
@@ -110,6 +132,8 @@ class RuntimeScript:
     truncate: bool = False  # end the stream with no finish_reason and no [DONE]
     stall_s: float = 0.0  # sleep before the last part
     stream_error: tuple[str, str] | None = None  # (ModelStreamError or InternalStreamFailure, message) mid-stream
+    # vLLM 0.29+ with --per-request-spec-decode-metrics: each answer's metrics.speculative_decoding (None: absent)
+    spec_decoding: dict[str, Any] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     # (name, body), as it arrives: the inference component's name when the request names one, else the endpoint's
     on_request: Callable[[str, dict[str, Any]], None] | None = None
@@ -165,9 +189,10 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             return [reply[2]]
         if match["op"] == "invocations":
             start_response("200 OK", [("Content-Type", "application/json")])
-            return [chat_json(script.tokens, logprobs=bool(script.requests[-1].get("logprobs")))]
+            return [chat_json(script.tokens, logprobs=bool(script.requests[-1].get("logprobs")),
+                              spec_decoding=script.spec_decoding)]
         sse = chat_sse(script.tokens, finish_reason=None if script.truncate else "stop",
-                       done=not script.truncate, usage=not script.truncate)
+                       done=not script.truncate, usage=not script.truncate, spec_decoding=script.spec_decoding)
         parts = (split_at(sse, range(script.part_size, len(sse), script.part_size)) if script.part_size else
                  [event + b"\n\n" for event in sse.split(b"\n\n") if event])
         start_response("200 OK", [("Content-Type", "application/vnd.amazon.eventstream"),

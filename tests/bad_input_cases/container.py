@@ -91,4 +91,8 @@ CASES = [
          stderr=r"--base '' is not an image reference"),
     dict(id="dockerfile-unknown-option", argv=["container", "dockerfile", "--out", "x"], exit=2,
          stderr=r"No such option: --out.*see 'peagle container dockerfile --help'$"),
+    dict(id="args-lossy-fly", argv=[*ARGS, "--env", _spec(rejection_sample_method="fly")], exit=2,
+         stderr=r"rejection_sample_method 'fly' is lossy .*set PEAGLE_ALLOW_LOSSY=true to run it anyway" + FIX),
+    dict(id="args-speculative-other-spelling", argv=[*ARGS, "--env", "SM_VLLM_Speculative_Config={}"], exit=2,
+         stderr=r"SM_VLLM_Speculative_Config reaches vLLM as --speculative-config and skips every check.*" + FIX),
 ]

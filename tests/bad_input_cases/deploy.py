@@ -75,4 +75,26 @@ CASES = [
                           r"about 15 minutes without a request; no setting changes that\)$")
       for case, value in (("0m", "0m"), ("30s", "30s"), ("minus-5m", "-5m"), ("empty", ""), ("30m", "30m"),
                           ("24h", "24h"))),
+    # the speculative config: the user may add vLLM keys, never mode or K, never a lossy rejection unasked (issue 46)
+    dict(id="env-lossy-fly", argv=["deploy", "qwen3-coder", "--role", ROLE, "--yes", "--env",
+                                   'SM_VLLM_SPECULATIVE_CONFIG={"rejection_sample_method": "fly"}'], exit=2,
+         stderr=r"^error: --env SM_VLLM_SPECULATIVE_CONFIG rejection_sample_method 'fly' is lossy \(.*\): the output "
+                r"is no longer the target's: pass --allow-lossy to deploy it anyway"),
+    dict(id="env-lossy-synthetic", argv=["deploy", "qwen3-coder", "--dry-run", "--json", "--env",
+                                         'SM_VLLM_SPECULATIVE_CONFIG={"rejection_sample_method": "synthetic", '
+                                         '"synthetic_acceptance_length": 2.5}'], exit=2,
+         stderr=r"rejection_sample_method 'synthetic' is lossy"),
+    dict(id="env-speculative-sets-k", argv=["deploy", "qwen3-coder", "--dry-run", "--env",
+                                            'SM_VLLM_SPECULATIVE_CONFIG={"num_speculative_tokens": 5}'], exit=2,
+         stderr=r"sets num_speculative_tokens, which peagle sets from --mode and --k: use --k instead$"),
+    dict(id="env-speculative-other-spelling", argv=["deploy", "qwen3-coder", "--role", ROLE, "--yes", "--env",
+                                                    'SM_VLLM_speculative_config={"rejection_sample_method": "fly"}'],
+         exit=2, stderr=r"--env SM_VLLM_speculative_config reaches vLLM as --speculative-config and skips peagle's "
+                        r"checks: spell it SM_VLLM_SPECULATIVE_CONFIG$"),
+    dict(id="env-per-request-mode-off", argv=["deploy", "qwen3-coder", "--dry-run", "--mode", "off", "--env",
+                                              "SM_VLLM_PER_REQUEST_SPEC_DECODE_METRICS=summary"], exit=2,
+         stderr=r"--env SM_VLLM_PER_REQUEST_SPEC_DECODE_METRICS needs speculative decoding"),
+    dict(id="env-per-request-old-vllm", argv=["deploy", "qwen3-coder", "--dry-run", "--env",
+                                              "SM_VLLM_PER_REQUEST_SPEC_DECODE_METRICS=summary"], exit=2,
+         stderr=r"needs vLLM 0\.29 or later, and the image runs vLLM 0\.18\.0 \(it would refuse the flag and not start\)"),
 ]

@@ -61,8 +61,11 @@ CASES += [
          files={"m": "<dir>", "d/config.json": "{}"}, exit=2, stderr=r"MODEL_DIR .*m is empty"),
     # flags that agree: the one mode parser; env rules as deploy's
     dict(id="local-mode-typo", argv=[*START, "--mode", "p-eagel"], files=DIRS, exit=2, stderr=r"unknown mode 'p-eagel'"),
-    dict(id="local-env-bypasses-mode", argv=[*START, "--env", "SM_VLLM_SPECULATIVE_CONFIG=x"], files=DIRS, exit=2,
-         stderr=r"--env SM_VLLM_SPECULATIVE_CONFIG would bypass peagle's speculative settings"),
+    dict(id="local-env-sets-k", argv=[*START, "--env", 'SM_VLLM_SPECULATIVE_CONFIG={"num_speculative_tokens": 5}'],
+         files=DIRS, exit=2, stderr=r"--env SM_VLLM_SPECULATIVE_CONFIG sets num_speculative_tokens, which peagle sets "
+                                    r"from --mode and --k: use --k instead"),
+    dict(id="local-env-lossy", argv=[*START, "--env", 'SM_VLLM_SPECULATIVE_CONFIG={"rejection_sample_method": "fly"}'],
+         files=DIRS, exit=2, stderr=r"rejection_sample_method 'fly' is lossy .*: pass --allow-lossy"),
     dict(id="local-env-twice", argv=[*START, "--env", "A=1", "--env", "A=2"], files=DIRS, exit=2,
          stderr=r"--env A is given twice"),
     dict(id="local-unknown-model", argv=[*START, "--model", "nope"], files=DIRS, exit=2, stderr=r"unknown model 'nope'"),

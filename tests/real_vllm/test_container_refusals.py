@@ -70,3 +70,33 @@ def test_bad_argument_container_exits_with_vllms_error_line(tiny, vllm_bin, tmp_
     lines = [line for line in container.log().splitlines() if line.strip()]
     assert lines[0].startswith("peagle-container: exec vllm serve")  # the entrypoint did hand over
     assert lines[-1] == "vllm: error: unrecognized arguments: --bogus-flag 1", lines[-5:]
+
+
+def test_the_newer_speculative_keys_are_checked_against_this_vllms_own_source():
+    """Issue 46, in-process against the installed vLLM (nothing started): its RejectionSampleMethod Literal decides
+    which values exist (0.32.0: standard, synthetic, block; fly arrives in 0.33), a lossy one is refused unless
+    PEAGLE_ALLOW_LOSSY, and the entrypoint adds --per-request-spec-decode-metrics."""
+    import json
+
+    from peagle_deploy.container.args import ContainerConfigError, build_argv, with_defaults
+    from peagle_deploy.container.methods import installed_literal
+    from peagle_deploy.container.validate import validate
+
+    version = installed_vllm_version()
+    assert installed_literal("RejectionSampleMethod") == {"standard", "synthetic", "block"}
+    assert installed_literal("DraftSampleMethod") == {"greedy", "probabilistic"}
+
+    def env(**added):
+        config = {"method": "eagle3", "num_speculative_tokens": 3, "model": "hub/drafter", **added}
+        return {"HF_MODEL_ID": "m", "SM_VLLM_SPECULATIVE_CONFIG": json.dumps(config)}
+
+    with pytest.raises(ContainerConfigError, match="rejection_sample_method 'fly' is lossy"):
+        validate(env(rejection_sample_method="fly"))
+    with pytest.raises(ContainerConfigError, match=r"'fly' is not one vLLM 0\.32\.0\+cpu accepts \(block, standard, "
+                                                   r"synthetic\)"):
+        validate({**env(rejection_sample_method="fly"), "PEAGLE_ALLOW_LOSSY": "true"})
+    with pytest.raises(ContainerConfigError, match="rejection_sample_method 'synthetic' is lossy"):
+        validate(env(rejection_sample_method="synthetic", synthetic_acceptance_length=2.0))
+    assert validate(env(rejection_sample_method="block"))["rejection_sample_method"] == "block"
+    argv = build_argv(with_defaults(env(), version))  # the pooled servers start with it (test_speculative.py)
+    assert argv[argv.index("--per-request-spec-decode-metrics") + 1] == "summary"

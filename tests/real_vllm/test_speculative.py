@@ -7,6 +7,14 @@ environment through peagle's entrypoint: if `parallel_drafting` were dropped any
 vLLM, it would draft sequentially and accept every position, and the P-EAGLE assertions here would fail. The
 output is the target's either way ("!" every token). K=3 here (one pooled server per mode); K=7 in
 test_speculative_k7.py.
+
+Per-request acceptance (issue 46): peagle's entrypoint turns on vLLM's --per-request-spec-decode-metrics (0.29+), so
+each answer carries its own metrics.speculative_decoding: `invoke --json` shows it over /invocations and /v1, streamed
+or not, and `bench` reports its distribution beside /metrics' aggregate. The two agree EXACTLY (tolerance 0 drafts, 0
+accepted tokens; 1e-9 on the mean acceptance length): vLLM counts both in one scheduler loop, on the same steps
+(Scheduler.update_from_output: make_spec_decoding_stats and RequestSpecDecodeMetrics.observe, vllm 0.32.0), bench
+reads /metrics only at the edges of a measured window with nothing else in flight (settled), and with --num-prompts no
+measured request is cut. Any difference would mean peagle dropped or double-counted an answer.
 """
 
 import json
@@ -62,6 +70,14 @@ def assert_designed_acceptance(acceptance: dict, mode: str, k: int = K) -> None:
     assert acceptance["accepted_tokens"] == sum(designed) * acceptance["drafts"]
 
 
+def assert_designed_request_acceptance(spec: dict, mode: str, k: int = K) -> None:
+    """One answer's metrics.speculative_decoding: every step accepted the designed number of drafts."""
+    accepted = sum(mode_sensitive_acceptance(mode, k))
+    assert spec["num_spec_tokens"] == k and spec["num_spec_steps"] > 0, spec
+    assert spec["acceptance_histogram"] == [spec["num_spec_steps"] if j == accepted else 0 for j in range(k + 1)]
+    assert spec["mean_acceptance_length"] == 1 + accepted and spec["num_draft_tokens"] == k * spec["num_spec_steps"]
+
+
 def assert_designed_counters(server, k: int = K) -> None:
     """vLLM's own /metrics counters over one greedy request: accepted per position = designed rate x drafts."""
     before = counters(server.metrics_text())
@@ -85,6 +101,7 @@ def test_invoke_returns_the_shaped_text(spec_server, tiny, url_suffix, kind, str
     assert doc["target_kind"] == kind
     assert doc["text"] == tiny.output_text * MAX_TOKENS
     assert doc["stats"]["output_tokens"] == MAX_TOKENS and doc["stats"]["finish_reason"] == "length"
+    assert_designed_request_acceptance(doc["acceptance"], spec_server.mode)  # the answer's own, streamed or not
 
 
 def test_invoke_human_output_is_one_line_per_fact_when_piped(spec_server):
@@ -168,6 +185,21 @@ def test_bench_reports_exact_acceptance_at_two_concurrency_levels(spec_server, t
         assert level["output_tokens_per_s"] > 0 and level["ttft_ms"]["count"] == 4
     assert result["target"]["mode"] == spec_server.mode and result["target"]["k"] == K
     assert_designed_acceptance(result["acceptance"], spec_server.mode)
+    # per request, from each answer's metrics.speculative_decoding, and its agreement with /metrics (tolerance: above)
+    per_request, aggregate = result["request_acceptance"], result["acceptance"]
+    designed = 1 + round(sum(mode_sensitive_acceptance(spec_server.mode, K)))
+    print(f"\n{spec_server.mode}: per request {json.dumps(per_request)}")
+    assert per_request["requests"] == 8 and per_request["requests_without"] == 0
+    assert per_request["steps"] == aggregate["drafts"] and per_request["accepted_tokens"] == aggregate["accepted_tokens"]
+    assert per_request["draft_tokens"] == aggregate["draft_tokens"]
+    assert per_request["mean_acceptance_length"] == pytest.approx(aggregate["mean_acceptance_length"], abs=1e-9)
+    assert per_request["difference"] == pytest.approx(0, abs=1e-9)
+    assert per_request["aggregate_source"] == f"prometheus:{spec_server.url}/metrics"
+    distribution = per_request["distribution"]  # the shaped drafter accepts the same share in every request
+    assert distribution["count"] == 8 and distribution["p10"] == distribution["p50"] == distribution["p90"] == designed
+    assert per_request["histogram"][designed - 1] == per_request["steps"] == sum(per_request["histogram"])
+    human = (tmp_path / next(p.name for p in tmp_path.glob("bench-*.md"))).read_text()
+    assert f"per request: p10 {designed:.2f}, p50 {designed:.2f}, p90 {designed:.2f}" in human
 
 
 def test_bench_acceptance_excludes_warmup_requests(spec_server, tmp_path):

@@ -60,6 +60,10 @@ REAL_CLOCK = "FORKED_PEAGLE_REAL_CLOCK"
 # in the environment a test gives the shim: run the command that many seconds later by the wall clock that leases
 # are judged by (`peagle_deploy.clock.now`: a lease that has expired, without waiting for it). Taken out too.
 CLOCK_OFFSET = "FORKED_PEAGLE_CLOCK_OFFSET_S"
+# in the environment a test gives the shim: the host name the command's leases record and judge by
+# (`peagle_deploy.lifecycle.lease_owner.host_name`): another machine's peagle, which cannot see this machine's
+# processes, so a lease of this machine counts by its expiry alone. Taken out too.
+HOST = "FORKED_PEAGLE_HOST"
 _SERVER_STDIO: list = []
 
 
@@ -94,6 +98,7 @@ def _become(request: dict, fds: list[int]) -> None:
     os.environ.update(request["env"])
     real_clock = os.environ.pop(REAL_CLOCK, None) == "1"
     offset = float(os.environ.pop(CLOCK_OFFSET, None) or 0)
+    host = os.environ.pop(HOST, None)
     for signum in request["ignored"]:
         signal.signal(signum, signal.SIG_IGN)
     tempfile.tempdir = None  # computed from TMPDIR on first use, as in a new process
@@ -120,6 +125,10 @@ def _become(request: dict, fds: list[int]) -> None:
         now = [1000.0]
         clock.sleep = lambda seconds: now.__setitem__(0, now[0] + max(0.0, seconds))
         clock.monotonic = lambda: now[0]
+    if host:
+        from peagle_deploy.lifecycle import lease_owner
+
+        lease_owner.host_name = lambda: host
     if offset:
         from datetime import timedelta
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
@@ -138,17 +139,21 @@ def by_hand_component(component: str, region: str | None = None) -> str:
 
 # scaling: apply ---------------------------------------------------------------------------------------------------
 def apply_scaling(aas: Any, cloudwatch: Any, requests: list[ScalingRequest],
-                  on_written: Callable[[ScalingRequest], None] = lambda _r: None) -> dict[str, str]:
-    """Send `requests` in order; each alarm gets its policy's ARN. Returns policy name -> ARN."""
+                  on_written: Callable[[ScalingRequest], None] = lambda _r: None,
+                  critical: Callable[[str], Any] = lambda _call: nullcontext()) -> dict[str, str]:
+    """Send `requests` in order; each alarm gets its policy's ARN. Returns policy name -> ARN. `critical(call)`:
+    the context each write runs in (a deploy's `SignalGuard.critical`: a signal lets the write in flight finish,
+    then stops before the next, so a rollback undoes, and names, only what was made)."""
     arns: dict[str, str] = {}
     for request in requests:
         body = with_policy_arns(request, arns)
-        if request.operation == "RegisterScalableTarget":
-            aas.register_scalable_target(**body)
-        elif request.operation == "PutScalingPolicy":
-            arns[body["PolicyName"]] = aas.put_scaling_policy(**body)["PolicyARN"]
-        else:
-            cloudwatch.put_metric_alarm(**body)
+        with critical(request.operation):
+            if request.operation == "RegisterScalableTarget":
+                aas.register_scalable_target(**body)
+            elif request.operation == "PutScalingPolicy":
+                arns[body["PolicyName"]] = aas.put_scaling_policy(**body)["PolicyARN"]
+            else:
+                cloudwatch.put_metric_alarm(**body)
         on_written(request)
     return arns
 

@@ -204,3 +204,22 @@ def test_a_sweep_killed_mid_way_is_abandoned_at_once_and_one_recover_all_removes
         in done.stdout, done.stdout
     assert {k: [n for n in v if n != UNMANAGED] for k, v in emu.resource_names().items()} == {
         "endpoints": [], "configs": [], "models": []}
+
+
+def test_a_scale_to_zero_deploy_killed_at_its_component_is_abandoned_at_once_not_in_progress(world):
+    """The lease rule holds for a component deploy too (what recover then completes is issue 45 items 1-2)."""
+    emu = world
+    gate = emu.gate("CreateInferenceComponent", when="after", caller="dep")  # the component exists; answer held
+    run = peagle.start(["deploy", "qwen3-coder", "--name", NAME, "--role", emu.role_arn, "--yes", "--scale-to-zero"],
+                       env(emu, "dep"))
+    gate.wait_entered()
+    pid = sigkill_owner(emu, run, "endpoint", NAME, gate)
+
+    shown = peagle.run(["status", NAME], env(emu))
+    assert shown.code == 0, shown.stderr
+    assert abandoned_line(shown.stdout, pid).startswith("ep1: deploy on "), shown.stdout
+    elsewhere = peagle.run(["status", NAME], env(emu, **ELSEWHERE))
+    assert "ep1: deploy in progress on " in elsewhere.stdout, elsewhere.stdout
+    cleaned = peagle.run(["cleanup", NAME, "--yes"], env(emu))  # nothing of it is left behind either way
+    assert cleaned.code == 0, cleaned.stderr
+    assert emu.components.names() == []

@@ -36,7 +36,12 @@ class MockLacksOperation(CredentialsError):
     "The ... action has not been implemented"). Real AWS never answers a web page, so this is never AWS's failure."""
 
     def __init__(self, operation: str, endpoint_url: str, status: int | str | None):
-        super().__init__(f"the mock AWS at {endpoint_url} does not implement {operation} (it answered HTTP "
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(endpoint_url)  # scheme, host and port only: never a user or password the URL may hold
+        where = f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}" if parts.hostname \
+            else "AWS_ENDPOINT_URL"
+        super().__init__(f"the mock AWS at {where} does not implement {operation} (it answered HTTP "
                          f"{status or 500} with an error page, as moto does for an operation it lacks)", EMULATOR_HINT)
         self.operation = operation
 

@@ -314,9 +314,8 @@ def remove_stranded(sm: Any, aas: Any, cloudwatch: Any, endpoint: str | None = N
     leaves them behind), with their scaling and alarms. Someone else's are not mentioned. On a mock that cannot list
     components (plain moto) there is none to remove where peagle made no model for a component-hosted endpoint;
     where it did, the mock's one line (`aws.MockLacksOperation`) stops the command."""
-    from ..describe import describe
-
     from ..aws import MockLacksOperation
+    from ..describe import describe
 
     try:
         listed = list_components(sm, endpoint)

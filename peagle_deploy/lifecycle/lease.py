@@ -6,8 +6,9 @@ Each operation that writes (deploy, update, cleanup, sweep) puts one tag on what
                     until=2025-06-01T10:10:00Z"
 
 the operation; its owner (host name, process id, and a random id of this run: nothing secret; on Linux also when
-the process started and which process table its pid belongs to, `lifecycle.lease_owner`); when it started; and until
-when it counts as alive (at most about 190 characters: AWS takes 256 in a tag value). Tags are the only store every peagle shares (`lifecycle.intent`):
+the process started and which process table its pid belongs to, `lifecycle.lease_owner`); when it started; and
+until when it counts as alive (at most about 190 characters: AWS takes 256 in a tag value). Tags are the only
+store every peagle shares (`lifecycle.intent`):
 
 - deploy: the model, endpoint config and endpoint it creates carry the lease from their create request on (a
   deploy has no endpoint before CreateEndpoint, and its config and model must not look unused meanwhile);

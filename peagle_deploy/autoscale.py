@@ -123,10 +123,9 @@ def parse_autoscale(autoscale: str | None, *, target_concurrency: float | None =
         raise UsageError(f"--autoscale {autoscale!r} is not MIN:MAX", "pass e.g. --autoscale 1:4")
     low, high = int(match[1]), int(match[2])
     if low < 1 and component:
-        raise UsageError(f"--autoscale minimum must be at least 1, got {low}",
-                         f"an inference component scales to zero with --scale-to-zero: pass --scale-to-zero "
-                         f"--autoscale 1:{max(high, 1)} (zero copies when idle, up to {max(high, 1)} when woken), or "
-                         f"--autoscale 1:{max(high, 1)}")
+        raise UsageError(f"--autoscale minimum must be at least 1, got {low} (an inference component scales to zero "
+                         "with --scale-to-zero)", f"pass --autoscale 1:{max(high, 1)}, and add --scale-to-zero for "
+                         "zero copies when idle")
     if low < 1:
         raise UsageError(f"--autoscale minimum must be at least 1, got {low}",
                          "pass e.g. --autoscale 1:4 (an instance-based endpoint cannot scale to zero; --scale-to-zero "

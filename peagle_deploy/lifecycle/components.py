@@ -337,7 +337,6 @@ def remove_stranded(sm: Any, aas: Any, cloudwatch: Any, endpoint: str | None = N
 def _component_models(sm: Any, endpoint: str | None) -> list[str]:
     """The models peagle made for a component-hosted endpoint (`endpoint`'s, or any): every component peagle makes
     names one, so where there is none, no component of peagle's can be stranded."""
-    from .leftovers import endpoint_of
     from .tags import list_tags_if_present
 
     found = []
@@ -346,7 +345,7 @@ def _component_models(sm: Any, endpoint: str | None) -> list[str]:
             raw = list_tags_if_present(sm, model["ModelArn"])
             tags = PeagleTags.from_aws(raw) if raw is not None else None
             if tags is not None and tags.managed and tags.hosting == COMPONENT and (
-                    endpoint is None or endpoint_of(model["ModelName"], tags) == endpoint):
+                    endpoint is None or (tags.endpoint or model["ModelName"]) == endpoint):
                 found.append(model["ModelName"])
     return found
 

@@ -248,10 +248,11 @@ def _no_component_named(session: Any, name: str) -> PeagleError:
     """SageMaker wants a component for endpoint `name` and the request named none: the endpoint hosts none now (the
     listing worked and was empty: a deploy or cleanup that did not finish), or peagle could not list them (why)."""
     from ..aws import translate_error
-    from ..lifecycle.components import list_components
 
     try:
-        hosted = [c["InferenceComponentName"] for c in list_components(session.client("sagemaker"), name)]
+        pages = session.client("sagemaker").get_paginator("list_inference_components").paginate(
+            EndpointNameEquals=name)
+        hosted = [c["InferenceComponentName"] for page in pages for c in page.get("InferenceComponents", [])]
     except Exception as exc:  # noqa: BLE001 - a read failure: say which, and how to name one by hand
         error = translate_error(exc)
         if error is None:

@@ -21,9 +21,8 @@ CASES = [
                 r"does\)$"),
     dict(id="zero-min-component", argv=[*REAL, "--hosting", "component", "--autoscale", "0:2", "--target-concurrency",
                                         "8"], exit=2,
-         stderr=r"^error: --autoscale minimum must be at least 1, got 0: an inference component scales to zero with "
-                r"--scale-to-zero: pass --scale-to-zero --autoscale 1:2 \(zero copies when idle, up to 2 when woken\), "
-                r"or --autoscale 1:2$"),
+         stderr=r"^error: --autoscale minimum must be at least 1, got 0 \(an inference component scales to zero "
+                r"with --scale-to-zero\): pass --autoscale 1:2, and add --scale-to-zero for zero copies when idle$"),
     dict(id="min-above-max", argv=[*REAL, "--autoscale", "5:2", "--target-concurrency", "8"], exit=2,
          stderr=r"--autoscale 5:2 has its minimum above its maximum: pass MIN:MAX with MIN <= MAX, e\.g\. "
                 r"--autoscale 2:5$"),

@@ -105,8 +105,10 @@ def metric_known(metric_type: str) -> bool:
 
 def parse_autoscale(autoscale: str | None, *, target_concurrency: float | None = None,
                     target_invocations: float | None = None, instance_count: int | None = None,
-                    wait: bool = True) -> tuple[AutoscalePolicy | None, int]:
-    """The flags as (policy or None, the instance count to start with); one UsageError per mistake.
+                    wait: bool = True, component: bool = False) -> tuple[AutoscalePolicy | None, int]:
+    """The flags as (policy or None, the instance count to start with); one UsageError per mistake. `component`:
+    the model is hosted as an inference component (`--hosting component`), which scales to zero only with
+    `--scale-to-zero`.
 
     The endpoint starts with --instance-count instances, which must lie within MIN..MAX (SageMaker would move
     it into the range at registration anyway); without --instance-count it starts at MIN."""
@@ -120,9 +122,14 @@ def parse_autoscale(autoscale: str | None, *, target_concurrency: float | None =
     if match is None:
         raise UsageError(f"--autoscale {autoscale!r} is not MIN:MAX", "pass e.g. --autoscale 1:4")
     low, high = int(match[1]), int(match[2])
+    if low < 1 and component:
+        raise UsageError(f"--autoscale minimum must be at least 1, got {low} (an inference component scales to zero "
+                         "with --scale-to-zero)", f"pass --autoscale 1:{max(high, 1)}, and add --scale-to-zero for "
+                         "zero copies when idle")
     if low < 1:
         raise UsageError(f"--autoscale minimum must be at least 1, got {low}",
-                         "pass e.g. --autoscale 1:4 (an instance-based endpoint cannot scale to zero)")
+                         "pass e.g. --autoscale 1:4 (an instance-based endpoint cannot scale to zero; --scale-to-zero "
+                         "hosts the model as an inference component that does)")
     if low > high:
         raise UsageError(f"--autoscale {autoscale.strip()} has its minimum above its maximum",
                          f"pass MIN:MAX with MIN <= MAX, e.g. --autoscale {high}:{low}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +24,26 @@ from .errors import CredentialsError, PeagleError, QuotaError, UsageError, WaitT
 DEFAULT_REGION = "us-east-1"
 USER_AGENT = f"peagle/{__version__}"
 NO_CREDENTIALS_FIX = "configure them (aws configure, AWS_PROFILE, or environment variables)"
+
+
+EMULATOR_HINT = ("peagle's emulator implements it: run peagle against peagle_deploy.testing.SageMakerEmulator "
+                 "(docs/ci.md) rather than a plain moto server")
+
+
+class MockLacksOperation(CredentialsError):
+    """A mock of AWS at AWS_ENDPOINT_URL (a plain moto server) that does not implement an operation peagle calls:
+    moto answers one it lacks with HTTP 500 and its web server's error page ("Internal Server Error"; its log says
+    "The ... action has not been implemented"). Real AWS never answers a web page, so this is never AWS's failure."""
+
+    def __init__(self, operation: str, endpoint_url: str, status: int | str | None):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(endpoint_url)  # scheme, host and port only: never a user or password the URL may hold
+        where = f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}" if parts.hostname \
+            else "AWS_ENDPOINT_URL"
+        super().__init__(f"the mock AWS at {where} does not implement {operation} (it answered HTTP "
+                         f"{status or 500} with an error page, as moto does for an operation it lacks)", EMULATOR_HINT)
+        self.operation = operation
 
 
 class MissingCredentials(CredentialsError):
@@ -127,7 +148,8 @@ class AwsSession:
                 client = self.boto3_session.client(service, config=self.config(**config_overrides))
             except ValueError as exc:  # botocore: 'Invalid endpoint: ...' for a malformed AWS_ENDPOINT_URL
                 raise (translate_error(exc) or exc) from None
-            client.meta.events.register("before-parse", _refuse_web_pages)
+            client.meta.events.register("before-parse", partial(_refuse_web_pages,
+                                                                endpoint_url=client.meta.endpoint_url))
             self._clients[key] = client
         return self._clients[key]
 
@@ -177,17 +199,30 @@ def hide_broken_profile() -> Iterator[None]:
             os.environ.update(hidden)
 
 
-def _refuse_web_pages(response_dict: dict[str, Any], operation_model: Any = None, **_: Any) -> None:
+def _refuse_web_pages(response_dict: dict[str, Any], operation_model: Any = None, endpoint_url: str | None = None,
+                      **_: Any) -> None:
     """An HTML page is never an AWS answer (a wrong region or AWS_ENDPOINT_URL hitting a web server): botocore's
-    JSON parser would read a 200 page as an empty result, and `status` would say 'no endpoints'."""
+    JSON parser would read a 200 page as an empty result, and `status` would say 'no endpoints'. A server error page
+    from a mock (not AWS's host) is the mock lacking the operation (`MockLacksOperation`)."""
     headers = {k.lower(): v for k, v in (response_dict.get("headers") or {}).items()}
     body = response_dict.get("body")
     head = body[:512].decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else ""
     if "text/html" in str(headers.get("content-type", "")).lower() and _looks_like_html(head):
         name = getattr(operation_model, "name", "the request")
+        status = response_dict.get("status_code")
+        if isinstance(status, int) and status >= 500 and endpoint_url and not is_aws_host(endpoint_url):
+            raise MockLacksOperation(name, endpoint_url, status)
         raise CredentialsError(f"the AWS endpoint answered {name} with a web page (HTTP "
                                f"{response_dict.get('status_code', '?')}), not an AWS API response",
                                "check --region (is it a real region?) and AWS_ENDPOINT_URL")
+
+
+def is_aws_host(url: str) -> bool:
+    """Whether `url` is one of AWS's own service endpoints (not a mock or proxy at AWS_ENDPOINT_URL)."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn", ".api.aws"))
 
 
 def _env_attempts() -> int | None:
@@ -352,6 +387,9 @@ def _client_error(exc: BaseException) -> PeagleError:
         return CredentialsError(f"AWS refused {operation} ({code}): {message}",
                                 "check the credentials and their permissions")
     if code.isdigit() or _looks_like_html(message):
+        endpoint_url = os.environ.get("AWS_ENDPOINT_URL", "")
+        if (status or 0) >= 500 and _looks_like_html(message) and endpoint_url and not is_aws_host(endpoint_url):
+            return MockLacksOperation(operation, endpoint_url, status)
         return CredentialsError(f"the AWS endpoint answered HTTP {status or code} to {operation}, not an AWS API "
                                 "response", "check --region (is it a real region?) and AWS_ENDPOINT_URL")
     if code in _QUOTA_CODES:

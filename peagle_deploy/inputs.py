@@ -70,6 +70,11 @@ def check_instance_type(value: str | None, flag: str = "--instance-type") -> str
         "pass a type such as ml.g7e.2xlarge"
     if value != value.strip():
         raise UsageError(f"{flag} {value!r} has spaces around the instance type", fix)
+    foreign = [ch for ch in dict.fromkeys(value) if not (ch.isascii() and (ch.isalnum() or ch in ".-"))]
+    if any(ch.isprintable() and not ch.isspace() for ch in foreign):  # ';', '/', a letter of another script...
+        raise UsageError(f"{flag} {ascii(value)} holds characters an instance type cannot hold: "
+                         f"{', '.join(ascii(ch) for ch in foreign)}", "pass a type such as ml.g7e.2xlarge "
+                         "(letters, digits, dots and hyphens)")  # each quoted, escaped where not plain ASCII
     if visible != value:
         raise UsageError(f"{flag} {value!r} holds characters that cannot be seen (shown escaped)", fix)
     if INSTANCE_TYPE_RE.match(value.lower()):

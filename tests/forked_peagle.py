@@ -78,7 +78,10 @@ if status is None:
     os._exit(1)
 if os.WIFSIGNALED(status):
     signum = os.WTERMSIG(status)
-    signal.signal(signum, signal.SIG_DFL)
+    try:
+        signal.signal(signum, signal.SIG_DFL)
+    except (OSError, ValueError):  # SIGKILL, SIGSTOP: no handler to reset, they end the shim as they are
+        pass
     os.kill(os.getpid(), signum)
 os._exit(os.waitstatus_to_exitcode(status))
 '''

@@ -28,6 +28,9 @@ UNMANAGED = "someone-elses-endpoint"
 # a forked command's wall clock moved past a lease's expiry (tests/peagle_forkserver.py): what a SIGKILLed command
 # held counts as abandoned, as it would for a user who comes back later
 LATER = {"FORKED_PEAGLE_CLOCK_OFFSET_S": "660"}
+# a forked command run as if on another machine (tests/peagle_forkserver.py): it cannot see this machine's processes,
+# so a lease this machine's peagle left counts by its expiry alone (lifecycle/lease_owner.py)
+ELSEWHERE = {"FORKED_PEAGLE_HOST": "another-machine"}
 
 
 def stack(emu: Any, plan: Any, name: str) -> None:

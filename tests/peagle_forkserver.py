@@ -64,6 +64,10 @@ CLOCK_OFFSET = "FORKED_PEAGLE_CLOCK_OFFSET_S"
 # fake clock too, so a command whose polls wait a lease period of fake time refreshes its lease, as one waiting that
 # long in real time does (`_fake_clock_heartbeat`). Taken out too.
 LEASE_BEATS = "FORKED_PEAGLE_LEASE_BEATS"
+# in the environment a test gives the shim: the host name the command's leases record and judge by
+# (`peagle_deploy.lifecycle.lease_owner.host_name`): another machine's peagle, which cannot see this machine's
+# processes, so a lease of this machine counts by its expiry alone. Taken out too.
+HOST = "FORKED_PEAGLE_HOST"
 _SERVER_STDIO: list = []
 
 
@@ -99,6 +103,7 @@ def _become(request: dict, fds: list[int]) -> None:
     real_clock = os.environ.pop(REAL_CLOCK, None) == "1"
     offset = float(os.environ.pop(CLOCK_OFFSET, None) or 0)
     lease_beats = os.environ.pop(LEASE_BEATS, None) == "1"
+    host = os.environ.pop(HOST, None)
     for signum in request["ignored"]:
         signal.signal(signum, signal.SIG_IGN)
     tempfile.tempdir = None  # computed from TMPDIR on first use, as in a new process
@@ -127,6 +132,10 @@ def _become(request: dict, fds: list[int]) -> None:
         clock.monotonic = lambda: now[0]
         if lease_beats:
             _fake_clock_heartbeat(now)
+    if host:
+        from peagle_deploy.lifecycle import lease_owner
+
+        lease_owner.host_name = lambda: host
     if offset:
         from datetime import timedelta
 

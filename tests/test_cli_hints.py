@@ -101,3 +101,19 @@ def test_an_instance_type_unlike_what_is_used_is_refused_shown_quoted_with_the_f
     assert done.code == 2, done.stderr
     assert error_line(done.stderr) == f"error: {says}: pass --instance-type ml.g7e.2xlarge"
     assert list(tmp_path.iterdir()) == []  # refused before anything was made
+
+
+@pytest.mark.parametrize(("typed", "says"), [
+    ("ml.g7e.2xlarge;rm -rf /", "holds characters an instance type cannot hold: ';', ' ', '/'"),
+    ("ml.g7\u0435.2xlarge", "holds characters an instance type cannot hold: '\\u0435'"),  # a Cyrillic e
+    ("ml.g7e.2xlarge\x1b[31m", "holds characters an instance type cannot hold: '\\x1b', '['"),
+], ids=["shell", "look-alike", "escape-sequence"])
+def test_an_instance_type_with_characters_no_type_holds_names_each_quoted(no_aws, tmp_path, typed, says):
+    """Issue 45 item 6: what is wrong is not that they cannot be seen; each is named, escaped where it would not
+    print as itself, and nothing reaches a terminal raw."""
+    done = run_cli("deploy", "qwen3-coder", "--dry-run", "--instance-type", typed, cwd=tmp_path)
+    assert done.code == 2, done.stderr
+    line = error_line(done.stderr)
+    assert line == f"error: --instance-type {ascii(typed)} {says}: pass a type such as ml.g7e.2xlarge (letters, " \
+                   "digits, dots and hyphens)", line
+    assert "cannot be seen" not in line and "\x1b" not in line and line.isascii()

@@ -94,6 +94,47 @@ def test_invoke_stops_at_wait_timeout_naming_the_state_and_what_bills(emu, stack
     assert "has no copy in service after 0s" in error["message"]
 
 
+def test_an_interrupted_wake_up_says_the_copy_it_started_bills_and_how_to_stop_it_now(emu, stack):
+    """Issue 45 item 6: Ctrl-C while invoke waits for a copy (its second request held at the emulator): the
+    refused first request raised the wake-up alarm, so a copy comes and bills until the idle rule takes it back to
+    zero; the line says so, and the command that stops it now (exit 130, no traceback)."""
+    import signal
+
+    from .forked_peagle import forked_peagle
+    from .peagle_process import PeagleProcess
+
+    to_zero(emu, stack)
+    gate = emu.gate("InvokeEndpoint", skip=1)  # the first request was refused for want of a copy
+    run = PeagleProcess(["invoke", NAME, "hello", "--no-stream"], emu.env, program=forked_peagle())
+    gate.wait_entered()
+    run.signal(signal.SIGINT)
+    code = run.finish()
+    gate.release()
+    last = run.stderr.strip().splitlines()[-1]
+    assert code == 130, run.stderr
+    assert last == (f"error: interrupted while waking inference component {COMPONENT} of endpoint {NAME}: the wake-up "
+                    "its refused request started goes on without peagle: a copy starts, and its instance bills by "
+                    f"the hour until the idle rule takes it back to zero: to stop it now, remove the endpoint: "
+                    f"'peagle cleanup {NAME} --region us-east-1 --yes' (one peagle made; another tool's, as it was "
+                    "made)"), last
+    assert "Traceback" not in run.stderr and not writes(emu)
+
+
+def test_a_component_endpoint_that_hosts_none_is_said_so_not_blamed_on_a_permission(emu, stack):
+    """Issue 45 item 6: the listing worked and was empty (a deploy or cleanup that did not finish): invoke says the
+    endpoint hosts no component and names status and recover, not a missing sagemaker:ListInferenceComponents."""
+    sm = emu.client("sagemaker")
+    sm.delete_inference_component(InferenceComponentName=COMPONENT)
+    assert emu.components.names() == [] and sm.describe_endpoint(EndpointName=NAME)["EndpointStatus"] == "InService"
+    out = peagle(emu, "invoke", NAME, "hello", "--no-stream")
+    assert out.returncode == 6, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"error: endpoint {NAME} is made for inference components and hosts none now (SageMaker lists none): "
+        f"'peagle status {NAME} --region us-east-1' shows what it holds and bills; 'peagle recover {NAME} --region "
+        f"us-east-1' finishes what a peagle deploy left, 'peagle cleanup {NAME} --region us-east-1 --yes' removes it")
+    assert "ListInferenceComponents" not in out.stderr and "permission" not in out.stderr
+
+
 @pytest.mark.parametrize(("bad", "said"), [("soon", "is not a duration"), ("15", "has no unit: add one: 15s or 15m"),
                                            ("3h", "is longer than 2h00m"), ("-1m", "is not a duration")])
 def test_a_malformed_wait_timeout_is_one_line_and_no_aws_call(emu, stack, bad, said):

@@ -109,6 +109,26 @@ def test_a_signal_at_each_new_step_leaves_nothing(emu, signum, moment, action, s
     assert left(emu) == EMPTY, run.stderr
 
 
+def test_a_signal_mid_scaling_stops_after_the_write_in_flight_and_names_only_what_was_made(emu):
+    """Issue 45 item 6: SIGTERM while the second PutScalingPolicy is in flight: that write finishes, no later one is
+    sent, and `rolled back:` lists what was made (a policy per PutScalingPolicy sent, an alarm per PutMetricAlarm),
+    never a step the deploy had not reached."""
+    gate = emu.gate("PutScalingPolicy", skip=1)
+    run = PeagleProcess(deploy_args(emu), emu.env, program=forked_peagle())
+    gate.wait_entered()
+    run.signal(signal.SIGTERM)
+    run.wait_for_stderr("received SIGTERM: letting PutScalingPolicy finish")
+    gate.release()
+    assert run.finish() == 130, run.stderr
+    writes = [c for c in emu.calls if c in ("RegisterScalableTarget", "PutScalingPolicy", "PutMetricAlarm")]
+    assert writes[-1] == "PutScalingPolicy" and writes.count("PutScalingPolicy") == 2, writes  # none after it
+    rolled = run.stderr.strip().splitlines()[-1].split("rolled back: ")[1].split(" deleted")[0].split(", ")
+    assert rolled.count("scaling policy") == 2 and rolled.count("alarm") == writes.count("PutMetricAlarm"), rolled
+    assert rolled.count("scalable target") == 1 and rolled[-4:] == ["inference component", "endpoint",
+                                                                     "endpoint config", "model"], rolled
+    assert left(emu) == EMPTY
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--scale-to-zero", "--hosting", "endpoint"], "--scale-to-zero needs inference components, not --hosting endpoint"),
     (["--scale-to-zero", "--idle", "90s"], "--idle 90s: the idle period is AWS's target tracking scale-in"),

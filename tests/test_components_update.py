@@ -173,6 +173,8 @@ def test_dry_run_prints_now_and_after_and_writes_nothing(emu, deployed):
     (["--instance-type", "ml.g7e.4xlarge"], "hosts its model as an inference component: peagle update changes its "
                                             "K or mode, not --instance-type"),
     (["--instance-count", "2"], "not --instance-count"),
+    (["--autoscale", "0:2"], "not --autoscale: update K or mode only"),  # issue 45 item 6: not "instance-based"
+    (["--autoscale", "0:2", "--target-concurrency", "8"], "not --autoscale: update K or mode only"),
     (["--k", "3"], "already serves K=3"),
 ])
 def test_bad_input_is_one_line_exit_2_and_no_write(emu, deployed, argv, message):

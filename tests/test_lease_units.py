@@ -3,6 +3,7 @@ Time is injected (`now=`, the heartbeat's `wait`): nothing here waits."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -187,3 +188,69 @@ def test_any_other_failed_refresh_is_one_line_too_without_a_traceback(emu_in_pro
                                 "later); peagle tries again every 60 s, and the lease stays fresh until "
                                 f"{T0 + timedelta(seconds=EXPIRY_S):%Y-%m-%dT%H:%M:%SZ}"]
     assert "Traceback" not in err
+# the owner's machine (issue 45 item 3): lifecycle/lease_owner.py ------------------------------------------------
+def _dead_pid() -> int:
+    """A pid that was a process of this machine and is gone (reaped)."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _here(**fields) -> Lease:
+    from peagle_deploy.lifecycle import lease_owner
+
+    values = dict(operation="deploy", host=lease_owner.host_name(), pid=4242, run_id="9f3a1c2e", since=T0,
+                  until=T0 + timedelta(seconds=EXPIRY_S), pids=lease_owner.process_table())
+    return Lease(**{**values, **fields})
+
+
+def test_the_tag_records_the_process_and_its_process_table_within_awss_256_characters():
+    holder = LeaseHolder(None, "cleanup")
+    value = holder.value()
+    lease = read_lease({LEASE: value})
+    assert (lease.pid, lease.start, lease.pids) == (os.getpid(), lease_owner_started(), holder.lease.pids)
+    assert lease.fresh and lease.gone is None  # this process, this run: running
+    longest = Lease(operation="cleanup", host="h" * 63, pid=4194304, start="9" * 20, pids="f" * 8, run_id="f" * 8,
+                    since=T0, until=T0).to_tag()
+    assert len(longest) <= TAG_VALUE_MAX and is_tag_text(longest)
+    holder.release()
+
+
+def lease_owner_started():
+    from peagle_deploy.lifecycle import lease_owner
+
+    return lease_owner.started(os.getpid())
+
+
+def test_on_its_machine_a_dead_owner_is_abandoned_at_once_with_why():
+    pid = _dead_pid()
+    lease = read_lease({LEASE: _here(pid=pid).to_tag()}, T0)  # the lease is fresh by its clock
+    assert not lease.fresh and fresh_lease({LEASE: _here(pid=pid).to_tag()}, T0) is None
+    assert lease.gone.startswith(f"its process (pid {pid}) is no longer running on ")
+    assert lease.describe().endswith(f"abandoned (its process (pid {pid}) is no longer running on {lease.host})")
+    assert "in progress" not in lease.describe()
+
+
+@pytest.mark.parametrize("elsewhere", [{"host": "build-7.example"}, {"pids": "0badcafe"}, {"pids": None}])
+def test_elsewhere_or_in_another_process_table_the_expiry_alone_counts(elsewhere):
+    """Another host, another pid namespace or boot (a container sharing the host name), or a lease that does not
+    say (older peagle, another system): the pid cannot be judged from here."""
+    lease = read_lease({LEASE: _here(pid=_dead_pid(), **elsewhere).to_tag()}, T0)
+    assert lease.fresh and lease.gone is None
+
+
+def test_a_pid_that_is_another_process_now_is_abandoned():
+    lease = read_lease({LEASE: _here(pid=os.getpid(), start="1").to_tag()}, T0)  # this pid started later
+    assert not lease.fresh and lease.gone == f"pid {os.getpid()} on {lease.host} is now another process"
+
+
+def test_in_its_own_process_a_run_that_ended_no_longer_holds_its_lease():
+    holder = LeaseHolder(None, "update")
+    value = holder.value()
+    assert read_lease({LEASE: value}).fresh
+    holder.release()  # its tag could not be removed (nothing held here): the run has ended all the same
+    ended = read_lease({LEASE: value})
+    assert not ended.fresh and ended.gone == f"its run ended in this process (pid {os.getpid()})"

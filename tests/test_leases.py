@@ -1,7 +1,7 @@
 """Issue 38 items 1-3: `peagle recover` and `peagle status` beside work in flight on another machine.
 
-Two state directories (PEAGLE_STATE_DIR: the update's lock lives there) stand for two machines, A doing the work
-and B looking at it; every command is a process of its own (tests/interrupt_helpers.py `Forked`) against the
+Two state directories (PEAGLE_STATE_DIR: the update's lock lives there) and two host names (B's from
+interrupt_helpers.ELSEWHERE: B cannot see A's processes) stand for two machines, A doing the work and B looking at it; every command is a process of its own (tests/interrupt_helpers.py `Forked`) against the
 emulator server, with an unmanaged stack present throughout. Emulator gates hold A at the moment the issue saw
 (no sleeps). "Later" is B's wall clock moved past the lease's expiry (FORKED_PEAGLE_CLOCK_OFFSET_S, read by the
 fork server: `peagle_deploy.clock.now`), never a wait.
@@ -14,7 +14,8 @@ import signal
 
 import pytest
 
-from .interrupt_helpers import LATER, UNMANAGED, Forked, assert_recovered, settled_state, stack, unmanaged_snapshot
+from .interrupt_helpers import (ELSEWHERE, LATER, UNMANAGED, Forked, assert_recovered, settled_state, stack,
+                                unmanaged_snapshot)
 
 NAME = "ep1"
 DEPLOYED = "ep2"
@@ -51,7 +52,9 @@ def test_later_is_past_the_lease_expiry():
 
 
 def on(emu, machine, **extra):
-    return {**emu.env, "AWS_SDK_UA_APP_ID": emu.callers[machine], "PEAGLE_STATE_DIR": emu.machines[machine], **extra}
+    host = ELSEWHERE if machine == "b" else {}
+    return {**emu.env, "AWS_SDK_UA_APP_ID": emu.callers[machine], "PEAGLE_STATE_DIR": emu.machines[machine], **host,
+            **extra}
 
 
 def writes_of(emu, machine):

@@ -18,7 +18,7 @@ from peagle_deploy.testing.pricing_emulation import EMULATED_HOSTING_USD
 from peagle_deploy.testing.sweep_standins import SweepStandIn
 
 from .aws_shapes import request_errors
-from .interrupt_helpers import LATER, Executable, Forked
+from .interrupt_helpers import ELSEWHERE, LATER, Executable, Forked
 
 peagle = Forked()
 FAST = ["--concurrency", "1,2", "--num-prompts", "2", "--warmup", "0", "--logs-wait", "0", "--provision-estimate", "60"]
@@ -263,11 +263,11 @@ def test_sigkill_then_recover_all_removes_the_components_before_their_endpoint(s
     host = next(e for e in left["endpoints"] if e != THEIRS)
     assert [c for c in left["components"] if c.startswith(host)]  # the killed sweep left its components
     emu.calls.clear()
-    fresh = peagle.run(["recover", "--all"], emu.env)  # the lease is fresh: work in progress, left alone
+    fresh = peagle.run(["recover", "--all"], {**emu.env, **ELSEWHERE})  # fresh, seen from another machine: left alone
     assert fresh.code == 0 and f"{host}: skipped the sweep's endpoint: sweep in progress on" in fresh.stdout, \
         fresh.stderr
     assert host in everything(emu)["endpoints"]
-    status = peagle.run(["status"], {**emu.env, **LATER, "COLUMNS": "250"})
+    status = peagle.run(["status"], {**emu.env, **ELSEWHERE, **LATER, "COLUMNS": "250"})
     assert status.code == 0 and "abandoned (lease expired at" in status.stdout, status.stderr
     assert f"{host}: finish with 'peagle recover {host} --region us-east-1'" in status.stdout
     done = peagle.run(["recover", "--all"], {**emu.env, **LATER})  # ten minutes on: the lease has expired

@@ -336,7 +336,7 @@ def warm_component(plan: BenchPlan, ref: TargetRef, info: TargetInfo, session: A
                           total_timeout=plan.timeout)
     request = build_request(WARM_PROMPT, max_tokens=1, temperature=0.0)
     _answer, cold = until_served(lambda: client.chat(request), ref, wait_timeout_s=plan.wait_timeout, out=out,
-                                 state=lambda: component_state(session, ref))
+                                 state=lambda: component_state(session, ref), region=session.region)
     if cold.woken:
         from ..aws import translate_error
         from .target_info import running_instances

@@ -105,7 +105,7 @@ def deploy(
         shape, idle_rule = parse_hosting(hosting, scale_to_zero=scale_to_zero, idle=idle, wait=wait or dry_run)
         policy, count = parse_autoscale(autoscale, target_concurrency=target_concurrency,
                                         target_invocations=target_invocations, instance_count=instance_count,
-                                        wait=wait or dry_run)
+                                        wait=wait or dry_run, component=shape.value == "component")
         user_env = parse_env(env or [])
         if not show_secrets:
             from ..redaction import register_secret_env

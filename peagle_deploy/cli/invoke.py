@@ -96,7 +96,7 @@ def invoke(
             from ..runtime.waking import component_state, until_served
 
             answer, cold = until_served(attempt, ref, wait_timeout_s=wait_s, out=out,
-                                        state=lambda: component_state(session, ref))
+                                        state=lambda: component_state(session, ref), region=session.region)
         else:
             answer = attempt()
         if stream:

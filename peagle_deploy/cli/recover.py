@@ -17,7 +17,8 @@ def recover(
     name: Annotated[str | None, typer.Argument(help="The endpoint to finish (also after it was deleted).")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Every peagle endpoint, and every unused peagle config and "
                                                      "model of the region.")] = False,
-    timeout: Annotated[int, typer.Option(help="Seconds to wait for an Updating endpoint to settle.")] = 3600,
+    timeout: Annotated[int, typer.Option(help="Seconds to wait for an endpoint to settle where something of "
+                                              "peagle's is left to finish on it.")] = 3600,
     force: Annotated[bool, typer.Option("--force", help="Also take over work another peagle holds a fresh lease on "
                                                        "(says whose); without it, that work is skipped until its "
                                                        "lease expires.")] = False,
@@ -27,10 +28,13 @@ def recover(
 ) -> None:
     """Finish an interrupted update, cleanup or sweep teardown: complete or revert, restore autoscaling, tidy up.
 
-    Waits for SageMaker to settle, completes or reverts an update, finishes a cleanup, removes what an abandoned
-    sweep left, registers the intended autoscaling and removes peagle-made configs and models that nothing uses.
-    Work whose lease is fresh (another peagle is on it) is skipped with one line, unless --force. Safe to run
-    again; never touches anything peagle did not make or anything an endpoint serves or is updating to."""
+    Waits for SageMaker to settle where something of peagle's is left to finish, completes or reverts an update,
+    finishes a cleanup, removes what an abandoned sweep left, registers the intended autoscaling and removes
+    peagle-made configs and models that nothing uses. Work whose lease is fresh (another peagle is on it) is skipped
+    with one line, unless --force. With --all, what it left alone is named, one line each (another's work, an
+    endpoint SageMaker is still on, an endpoint peagle did not make that is not InService), and the exit is 0 unless
+    something of peagle's is left unfinished. Safe to run again; never touches anything peagle did not make or
+    anything an endpoint serves or is updating to."""
 
     def body(out):
         from ..errors import Interrupted, UsageError
@@ -86,7 +90,8 @@ def recover(
 
 def _nothing(report) -> bool:
     """Nothing of peagle's in the report's region: nothing found, done or left alone."""
-    return not report.endpoints and not report.removed and not report.left_alone and report.error is None
+    return (not report.endpoints and not report.removed and not report.left_alone and not report.others
+            and report.error is None)
 
 
 def _render(console, report, where: str) -> None:
@@ -97,12 +102,15 @@ def _render(console, report, where: str) -> None:
         if endpoint.skipped:
             say(f"{endpoint.name}: {endpoint.skipped}")
             continue
+        if endpoint.unfinished:
+            say(f"{endpoint.name}: not finished: {endpoint.unfinished}")
+            continue
         for action in endpoint.actions:
             say(f"{endpoint.name}: {action}")
         if endpoint.serves is not None:
             say(f"{endpoint.name}: {endpoint.status}, serves {endpoint.serves.endpoint_config} "
                 f"({endpoint.serves.label()})")
-    for line in report.skipped + report.taken_over:
+    for line in report.skipped + report.taken_over + report.others:
         say(line)
     for o in report.removed:
         reason = f" ({o.reason})" if o.reason else ""

@@ -197,7 +197,6 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
 
     if budget is not None and not budget > 0:
         raise UsageError(f"--budget must be positive, got {budget:g}", "pass the dollars the sweep may spend, e.g. --budget 40")
-    load_dataset(dataset)  # a bad data set is exit 2 before anything is planned
     shape = _hosting(hosting, url=url, parallel=parallel)
     configs = parse_url_specs(url) if url else configurations(parse_modes(modes), parse_ks(k))
     if not configs:
@@ -216,11 +215,14 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
         if "k" in typed and set(parse_ks(k)) != {c.k for c in configs if c.k}:
             raise UsageError(f"--k {k} does not match the --url servers ({served})",
                              "drop --k: with --url, each server's MODE:K says what is measured")
+    concurrency_levels = parse_concurrency(concurrency)
+    ttl_s = parse_duration(ttl, flag="--ttl", maximum=TTL_MAX).total_seconds() if ttl else None
+    load_dataset(dataset)  # the flags first, then the data set (a file read): exit 2 before anything is planned
     return SweepRequest(
-        model=model, configurations=configs, concurrency=parse_concurrency(concurrency), dataset=dataset,
+        model=model, configurations=configs, concurrency=concurrency_levels, dataset=dataset,
         duration_s=duration, num_prompts=num_prompts, warmup=warmup, max_tokens=max_tokens, budget_usd=budget,
         parallel=parallel, instance_type=instance_type, region=resolve_region(region), profile=profile, role=role,
-        accept_eula=accept_eula, ttl_s=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX).total_seconds() if ttl else None,
+        accept_eula=accept_eula, ttl_s=ttl_s,
         provision_s=provision_estimate, logs_wait_s=logs_wait, timeout_s=timeout, sweep_id=new_sweep_id(),
         trust_labels=trust_labels, hosting=shape,
     )

@@ -64,8 +64,13 @@ def update(
 
         policy = None
         if autoscale is not None or target_concurrency is not None or target_invocations is not None:
-            policy, _ = parse_autoscale(autoscale, target_concurrency=target_concurrency,
-                                        target_invocations=target_invocations, instance_count=instance_count)
+            try:
+                policy, _ = parse_autoscale(autoscale, target_concurrency=target_concurrency,
+                                            target_invocations=target_invocations, instance_count=instance_count)
+            except UsageError as refused:  # on a component-based endpoint, --autoscale is what is wrong
+                flags = [f for f, v in (("--instance-type", instance_type), ("--instance-count", instance_count),
+                                        ("--autoscale", autoscale), ("--rollback-alarm", rollback_alarm)) if v]
+                raise _on_component(name, region, profile, flags) or refused from None
         from ..inputs import parse_instance_types
 
         types = parse_instance_types(instance_type)
@@ -88,6 +93,31 @@ def update(
                     dry_run=dry_run, yes=yes, timeout=timeout)
 
     run(json_output, body)
+
+
+def _on_component(name, region, profile, flags):
+    """The refusal of `flags` when endpoint NAME hosts an inference component (update takes no --autoscale there),
+    read with one DescribeEndpoint and its tags; None when it does not, or when that cannot be read (no credentials,
+    no such endpoint, AWS unreachable): the flag's own refusal stands."""
+    from ..aws import AwsSession, resolve_region
+    from ..inputs import validate_name
+    from ..lifecycle.components import hosting_of
+    from ..lifecycle.tags import list_tags_if_present
+    from ..lifecycle.update_plan import component_refusal
+
+    try:
+        validate_name(name)
+        session = AwsSession(resolve_region(region), profile, max_attempts=2)
+        if not session.has_credentials():
+            return None
+        sm = session.client("sagemaker")
+        described = sm.describe_endpoint(EndpointName=name)
+        tags = list_tags_if_present(sm, described["EndpointArn"])
+    except Exception:  # noqa: BLE001 - nothing read: the flag's own refusal is the answer
+        return None
+    if tags is None or hosting_of(described, tags).hosting != "component":
+        return None
+    return component_refusal(name, flags)
 
 
 def _writing(request):

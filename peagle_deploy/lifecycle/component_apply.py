@@ -130,8 +130,7 @@ def deploy_component(plan: DeploymentPlan, session: Any, *, wait: bool = True, t
             require(checks)
             if plan.component_requests:
                 rollback.created.append("scaling")  # removal reads what exists: a lost answer is found too
-                with guard.critical("RegisterScalableTarget, PutScalingPolicy and PutMetricAlarm"):
-                    arns = apply_scaling(aas, cloudwatch, plan.component_requests)
+                arns = apply_scaling(aas, cloudwatch, plan.component_requests, critical=guard.critical)
                 note(f"scaling on: {', '.join(r.title.split(' (')[0] + ' ' + _what(r) for r in plan.component_requests)}")
         except BaseException as exc:  # noqa: BLE001 - includes signals: nothing billable is left unknown
             error = _as_peagle_error(exc)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
@@ -139,17 +140,21 @@ def by_hand_component(component: str, region: str | None = None) -> str:
 
 # scaling: apply ---------------------------------------------------------------------------------------------------
 def apply_scaling(aas: Any, cloudwatch: Any, requests: list[ScalingRequest],
-                  on_written: Callable[[ScalingRequest], None] = lambda _r: None) -> dict[str, str]:
-    """Send `requests` in order; each alarm gets its policy's ARN. Returns policy name -> ARN."""
+                  on_written: Callable[[ScalingRequest], None] = lambda _r: None,
+                  critical: Callable[[str], Any] = lambda _call: nullcontext()) -> dict[str, str]:
+    """Send `requests` in order; each alarm gets its policy's ARN. Returns policy name -> ARN. `critical(call)`:
+    the context each write runs in (a deploy's `SignalGuard.critical`: a signal lets the write in flight finish,
+    then stops before the next, so a rollback undoes, and names, only what was made)."""
     arns: dict[str, str] = {}
     for request in requests:
         body = with_policy_arns(request, arns)
-        if request.operation == "RegisterScalableTarget":
-            aas.register_scalable_target(**body)
-        elif request.operation == "PutScalingPolicy":
-            arns[body["PolicyName"]] = aas.put_scaling_policy(**body)["PolicyARN"]
-        else:
-            cloudwatch.put_metric_alarm(**body)
+        with critical(request.operation):
+            if request.operation == "RegisterScalableTarget":
+                aas.register_scalable_target(**body)
+            elif request.operation == "PutScalingPolicy":
+                arns[body["PolicyName"]] = aas.put_scaling_policy(**body)["PolicyARN"]
+            else:
+                cloudwatch.put_metric_alarm(**body)
         on_written(request)
     return arns
 
@@ -309,18 +314,43 @@ def remove_endpoint_components(sm: Any, aas: Any, cloudwatch: Any, endpoint: str
 
 def remove_stranded(sm: Any, aas: Any, cloudwatch: Any, endpoint: str | None = None) -> list[Outcome]:
     """peagle's components of an endpoint that no longer exists (`endpoint`, or any: deleted under them, SageMaker
-    leaves them behind), with their scaling and alarms. Someone else's are not mentioned."""
+    leaves them behind), with their scaling and alarms. Someone else's are not mentioned. On a mock that cannot list
+    components (plain moto) there is none to remove where peagle made no model for a component-hosted endpoint;
+    where it did, the mock's one line (`aws.MockLacksOperation`) stops the command."""
+    from ..aws import MockLacksOperation
     from ..describe import describe
 
+    try:
+        listed = list_components(sm, endpoint)
+    except MockLacksOperation:  # a plain moto server: none to find unless peagle made a component-hosted deploy here
+        if not _component_models(sm, endpoint):
+            return []
+        raise
     outcomes: list[Outcome] = []
     gone: dict[str, bool] = {}
-    for summary in list_components(sm, endpoint):
+    for summary in listed:
         host = summary.get("EndpointName", "")
         if host not in gone:
             gone[host] = endpoint is not None or describe(sm, "endpoint", host) is None
         if gone[host]:
             outcomes += remove_component(sm, aas, cloudwatch, summary["InferenceComponentName"])
     return [o for o in outcomes if not (o.kind == "inference_component" and o.result == "left")]
+
+
+def _component_models(sm: Any, endpoint: str | None) -> list[str]:
+    """The models peagle made for a component-hosted endpoint (`endpoint`'s, or any): every component peagle makes
+    names one, so where there is none, no component of peagle's can be stranded."""
+    from .tags import list_tags_if_present
+
+    found = []
+    for page in sm.get_paginator("list_models").paginate():
+        for model in page.get("Models", []):
+            raw = list_tags_if_present(sm, model["ModelArn"])
+            tags = PeagleTags.from_aws(raw) if raw is not None else None
+            if tags is not None and tags.managed and tags.hosting == COMPONENT and (
+                    endpoint is None or (tags.endpoint or model["ModelName"]) == endpoint):
+                found.append(model["ModelName"])
+    return found
 
 
 # status ------------------------------------------------------------------------------------------------------------

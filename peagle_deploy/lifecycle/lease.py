@@ -2,10 +2,13 @@
 
 Each operation that writes (deploy, update, cleanup, sweep) puts one tag on what it works on, and keeps it fresh:
 
-    peagle:lease = "update host=build-7 pid=4242 id=9f3a1c2e since=2025-06-01T10:00:00Z until=2025-06-01T10:10:00Z"
+    peagle:lease = "update host=build-7 pid=4242 start=8812345 pids=5be0c1d2 id=9f3a1c2e since=2025-06-01T10:00:00Z
+                    until=2025-06-01T10:10:00Z"
 
-the operation; its owner (host name, process id, and a random id of this run: nothing secret); when it started;
-and until when it counts as alive. Tags are the only store every peagle shares (`lifecycle.intent`):
+the operation; its owner (host name, process id, and a random id of this run: nothing secret; on Linux also when
+the process started and which process table its pid belongs to, `lifecycle.lease_owner`); when it started; and
+until when it counts as alive (at most about 190 characters: AWS takes 256 in a tag value). Tags are the only
+store every peagle shares (`lifecycle.intent`):
 
 - deploy: the model, endpoint config and endpoint it creates carry the lease from their create request on (a
   deploy has no endpoint before CreateEndpoint, and its config and model must not look unused meanwhile);
@@ -22,14 +25,17 @@ Creating or Updating). A live owner must miss nine refreshes in a row (throttlin
 looks abandoned. A refresh first reads the tag: if it is gone or another run's (a `peagle recover --force` took the
 work over), the owner stops refreshing it and never writes it back. The owner removes its lease when it ends (an
 update's or a cleanup's failure leaves its intent for `peagle recover`, without a lease); only SIGKILL or a lost
-machine leaves a lease behind, which counts as abandoned once `until` has passed.
+machine leaves a lease behind, which counts as abandoned once `until` has passed; on the machine the lease names, at
+once when its process is gone (or its pid is another process's now, `lifecycle.lease_owner`): the owner then
+cannot be refreshing it.
 
 A refresh that fails is said once per run, on stderr, in one line, never every 60 s: AWS's AccessDenied names the
 permission missing (action and resource) and when the lease goes stale; any other failure its AWS error.
 
 Clock: the owner writes `until` by its clock, every reader judges it by its own (`clock.now`); the 10 minutes
 absorb the few seconds two machines' clocks differ by under NTP. `status` says "in progress on OWNER since ...
-(lease fresh until ...)" or "abandoned"; `recover` leaves a fresh lease's work alone (`--force` overrides).
+(lease fresh until ...)" or "abandoned (lease expired at ...)", or on the owner's machine "abandoned (its process
+(pid N) is no longer running on HOST)"; `recover` leaves a fresh lease's work alone (`--force` overrides).
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -49,13 +54,14 @@ from pydantic import BaseModel, Field
 from .. import clock
 from ..errors import PeagleError
 from ..tag_keys import LEASE
+from . import lease_owner
 
 PERIOD_S = 60.0
 EXPIRY_S = 600.0
 
-_VALUE = re.compile(r"^(?P<operation>[a-z]+) host=(?P<host>\S+) pid=(?P<pid>\d+) id=(?P<run_id>[0-9a-f]+) "
+_VALUE = re.compile(r"^(?P<operation>[a-z]+) host=(?P<host>\S+) pid=(?P<pid>\d+)(?: start=(?P<start>\d+))?"
+                    r"(?: pids=(?P<pids>[0-9a-f]+))? id=(?P<run_id>[0-9a-f]+) "
                     r"since=(?P<since>\S+) until=(?P<until>\S+)$")
-_HOST_TEXT = re.compile(r"[^A-Za-z0-9._-]")
 _ARN_PART = {"endpoint": "endpoint", "endpoint_config": "endpoint-config", "model": "model"}  # ...:PART/NAME
 
 
@@ -66,28 +72,37 @@ class Lease(BaseModel):
     host: str
     pid: int
     run_id: str = Field(description="random, one per run: tells two runs of one process apart")
+    start: str | None = Field(default=None, description="when the process started, in clock ticks since boot "
+                                                         "(Linux): a pid reused by another process started later")
+    pids: str | None = Field(default=None, description="the boot and pid namespace the pid belongs to (a hash, "
+                                                        "Linux): only a reader in the same one can judge the pid")
     since: datetime
     until: datetime = Field(description="it counts as abandoned after this time")
-    fresh: bool | None = Field(default=None, description="judged when read: until is still ahead")
+    fresh: bool | None = Field(default=None, description="judged when read: until is still ahead, and (read on the "
+                                                         "owner's machine) its process still runs it")
+    gone: str | None = Field(default=None, description="judged when read on the owner's machine: why its process "
+                                                        "no longer holds it (then it is abandoned at once)")
 
     @property
     def owner(self) -> str:
         return f"{self.host} (pid {self.pid}, run {self.run_id})"
 
     def to_tag(self) -> str:
-        return (f"{self.operation} host={self.host} pid={self.pid} id={self.run_id} since={_stamp(self.since)} "
-                f"until={_stamp(self.until)}")
+        process = "".join(f" {key}={value}" for key, value in (("start", self.start), ("pids", self.pids)) if value)
+        return (f"{self.operation} host={self.host} pid={self.pid}{process} id={self.run_id} "
+                f"since={_stamp(self.since)} until={_stamp(self.until)}")
 
     def judged(self, now: datetime) -> Lease:
-        return self.model_copy(update={"fresh": now < self.until})
+        gone = lease_owner.gone(self.host, self.pid, self.run_id, self.start, self.pids)
+        return self.model_copy(update={"fresh": now < self.until and gone is None, "gone": gone})
 
     def describe(self) -> str:
-        """'update in progress on HOST (pid N, run ID) since T (lease fresh until U)', or '... abandoned'."""
+        """'update in progress on HOST (pid N, run ID) since T (lease fresh until U)', or '... abandoned (why)'."""
         if self.fresh:
             return (f"{self.operation} in progress on {self.owner} since {_stamp(self.since)} (lease fresh until "
                     f"{_stamp(self.until)})")
-        return (f"{self.operation} on {self.owner} since {_stamp(self.since)} abandoned (lease expired at "
-                f"{_stamp(self.until)})")
+        why = self.gone or f"lease expired at {_stamp(self.until)}"
+        return f"{self.operation} on {self.owner} since {_stamp(self.since)} abandoned ({why})"
 
     def left_alone(self, what: str, command: str) -> str:
         """The one line of a `recover` that skipped work with this (fresh) lease; `command`: the recover to run."""
@@ -109,7 +124,7 @@ def read_lease(tags: dict[str, str] | None, now: datetime | None = None) -> Leas
     except ValueError:
         return None
     lease = Lease(operation=match["operation"], host=match["host"], pid=int(match["pid"]), run_id=match["run_id"],
-                  since=since, until=until)
+                  start=match["start"], pids=match["pids"], since=since, until=until)
     return lease.judged(now or clock.now())
 
 
@@ -133,8 +148,11 @@ class LeaseHolder:
         self.period_s, self.expiry_s = period_s, expiry_s
         self.expire_on_release = expire_on_release  # a sweep: what is left is abandoned at once, not unleased
         started = self._now().astimezone(UTC).replace(microsecond=0)
-        self.lease = Lease(operation=operation, host=_host(), pid=os.getpid(), run_id=secrets.token_hex(4),
-                           since=started, until=started + timedelta(seconds=expiry_s))
+        pid = os.getpid()
+        self.lease = Lease(operation=operation, host=lease_owner.host_name(), pid=pid, run_id=secrets.token_hex(4),
+                           start=lease_owner.started(pid), pids=lease_owner.process_table(), since=started,
+                           until=started + timedelta(seconds=expiry_s))
+        lease_owner.run_started(self.lease.run_id)  # until release: a reader in this process sees it running
         self._arns: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -219,6 +237,7 @@ class LeaseHolder:
 
     def release(self) -> None:
         """The operation ends: remove its lease (a sweep's: expire it) wherever it is still this run's."""
+        lease_owner.run_ended(self.lease.run_id)
         for arn in self.held:
             try:
                 if not self._ours(arn):
@@ -294,10 +313,6 @@ def _warn_on_stderr(message: str) -> None:
         print(f"warning: {message}", file=sys.stderr, flush=True)
     except (OSError, ValueError):  # stderr closed: nothing to say it on
         pass
-
-
-def _host() -> str:
-    return _HOST_TEXT.sub("-", socket.gethostname() or "unknown-host")[:63] or "unknown-host"
 
 
 def _stamp(moment: datetime) -> str:

@@ -5,8 +5,12 @@ Every config and model peagle creates carries `peagle:managed=true` and `peagle:
 was made for; an update's `NAME-u...` resources too). What was made before that tag existed is matched by its
 name: `NAME` (deploy) or `NAME-u<time>` (update). A config is in use while an endpoint serves it or is updating
 to it; a model while a config in use, or any config that is not itself a leftover, names it, or an inference
-component does (when the components cannot be listed, no model is a leftover). An inference component peagle made
-is a leftover once its endpoint is gone (SageMaker leaves a component behind when its endpoint is deleted).
+component does. When the components cannot be listed, no model is a leftover, but for one case where peagle's own
+records prove the answer: on a mock of AWS that does not implement ListInferenceComponents (plain moto, which has
+no inference component at all: `aws.MockLacksOperation`), a model that a classic endpoint config names, or that
+peagle tagged for a classic endpoint (no `peagle:hosting=component`), is a config's model, named by no component
+(`References.free_of_components`). An inference component peagle made is a leftover once its endpoint is gone
+(SageMaker leaves a component behind when its endpoint is deleted).
 
 One that nothing uses may still be in the making: a deploy's config and model before its CreateEndpoint carry the
 deploy's lease, an update's new model and config are held by the lease on their endpoint (`lifecycle.lease`).
@@ -21,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ..aws import translate_error
+from ..aws import MockLacksOperation, translate_error
 from ..describe import describe
 from ..tags import PeagleTags
 from .lease import Lease, read_lease
@@ -42,6 +46,7 @@ class References:
     endpoint_arns: dict[str, str] = field(default_factory=dict)
     components: dict[str, Any] = field(default_factory=dict)  # component -> components.ComponentRef
     components_unknown: str | None = None  # why the components could not be listed: then no model is unused
+    components_lacking: str | None = None  # the mock of AWS does not implement this listing (plain moto)
 
     @classmethod
     def read(cls, sm: Any) -> References:
@@ -69,13 +74,28 @@ class References:
             if error is None or error.exit_code != 3:
                 raise
             refs.components_unknown = error.one_line()
+            if isinstance(error, MockLacksOperation):
+                refs.components_lacking = error.operation
         return refs
 
-    def model_users(self, model: str, *, besides: set[str] = frozenset()) -> list[str]:
-        """Inference components (not in `besides`) that name `model`; all of them when they could not be listed."""
+    def model_users(self, model: str, *, besides: set[str] = frozenset(),
+                    tags: PeagleTags | None = None) -> list[str]:
+        """Inference components (not in `besides`) that name `model`; all of them when they could not be listed,
+        unless the model's own records prove none does (`free_of_components`; `tags`: the model's)."""
         if self.components_unknown is not None:
+            if self.free_of_components(model, tags):
+                return []
             return [f"(unknown: {self.components_unknown})"]
         return sorted(c for c, ref in self.components.items() if ref.model == model and c not in besides)
+
+    def free_of_components(self, model: str, tags: PeagleTags | None = None) -> bool:
+        """On a mock that lacks the component listing: a model a classic endpoint config names (a component-based
+        config names none), or that peagle tagged for a classic endpoint, is named by no component."""
+        if self.components_lacking is None:
+            return False
+        if any(model in models for models in self.config_models.values()):
+            return True
+        return tags is not None and tags.managed and tags.hosting != "component"
 
     def users(self, config: str, *, besides: set[str] = frozenset()) -> list[str]:
         """Endpoints (not in `besides`) that serve `config` or are updating to it."""
@@ -163,8 +183,10 @@ def find_leftovers(sm: Any, refs: References, *, endpoint: str | None = None, re
     held = {m for c, ms in refs.config_models.items() if c not in configs for m in ms}
     model_leases: dict[str, Lease] = {}
     held |= {ref.model for ref in refs.components.values() if ref.model}
-    models = {} if refs.components_unknown else _managed(
-        sm, [(m, arn) for m, arn in _models(sm) if m not in held], model_leases)
+    models = _managed(sm, [(m, arn) for m, arn in _models(sm) if m not in held], model_leases) \
+        if refs.components_unknown is None or refs.components_lacking else {}
+    if refs.components_unknown is not None:  # only those whose own records prove no component names them
+        models = {m: tags for m, tags in models.items() if refs.free_of_components(m, tags)}
     found = [Leftover(kind="endpoint_config", name=c, endpoint=endpoint_of(c, tags), lease=leases.get(c),
                       region=region, regions_tried=tags.regions_tried) for c, tags in configs.items()]
     found += [Leftover(kind="model", name=m, endpoint=endpoint_of(m, tags), lease=model_leases.get(m), region=region,

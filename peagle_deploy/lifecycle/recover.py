@@ -9,7 +9,9 @@ is fresh is skipped with one line (whose work, since when, when it counts as aba
 anyway and says from whom. Abandoned work (its lease expired) is taken over and its lease cleared.
 
 For each peagle endpoint (NAME, or all of them with --all):
-1. Creating or Updating: wait until SageMaker settles (what it moves to is never touched meanwhile);
+1. Creating or Updating: wait until SageMaker settles (what it moves to is never touched meanwhile), only where
+   something of peagle's is left to finish once it has (an abandoned deploy or update, the intended autoscaling);
+   otherwise it is left to SageMaker, said in one line;
 2. an unfinished cleanup (`peagle:deleting`): the endpoint is deleted with its autoscaling, as was asked; so is
    the endpoint of an abandoned sweep (`peagle:sweep-id`, its lease expired), as the sweep's teardown would;
 3. an unfinished update (`peagle:update-*`, written before the update's first write): settled on the new config,
@@ -19,11 +21,15 @@ For each peagle endpoint (NAME, or all of them with --all):
    scales to zero by an older peagle's idle rule is moved to AWS's recipe (`scaling_migration`);
 5. the peagle-made configs and models of the endpoint (NAME) or of the region (--all) that nothing uses are
    deleted: the previous config of a completed update, the new one of a reverted update, what a SIGKILL left.
+
+`--all` names what it left alone, one line each: another peagle's work in progress (a fresh lease), a peagle
+endpoint SageMaker is still creating with nothing to finish, an endpoint peagle did not make that is not InService
+(Creating, Failed: never waited on, never counted). A peagle endpoint that cannot be finished (Failed) is named too,
+and is what makes the exit non-zero: the exit says whether anything of peagle's is left unfinished.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
@@ -55,7 +61,10 @@ class EndpointRecovery(BaseModel):
     update: Literal["completed", "reverted", "superseded"] | None = Field(
         default=None, description="what became of an unfinished update")
     actions: list[str] = Field(default_factory=list, description="what recover did, in order")
-    skipped: str | None = Field(default=None, description="left alone: work whose lease is fresh, whose, until when")
+    skipped: str | None = Field(default=None, description="left alone, and why: work whose lease is fresh (whose, "
+                                "until when), or an endpoint SageMaker is still on with nothing of peagle's to finish")
+    unfinished: str | None = Field(default=None, description="--all: why it could not be finished (the endpoint "
+                                   "Failed, a wait that timed out): what keeps the exit non-zero")
     regions_tried: list[str] = Field(default_factory=list, description="a --region A,B deploy's endpoint: the "
                                      "regions it tried (peagle:regions-tried)")
 
@@ -67,6 +76,8 @@ class RecoverReport(BaseModel):
                                                                  "(a fresh lease), one line per piece of work")
     taken_over: list[str] = Field(default_factory=list, description="--force: leases of configs and models "
                                                                     "overridden")
+    others: list[str] = Field(default_factory=list, description="--all: endpoints peagle did not make that are not "
+                              "InService, left alone (one line each: name, status, why)")
     nothing_of: str | None = Field(default=None, description="NAME: nothing of it exists (any more)")
     regions_named: list[str] = Field(default_factory=list, description="the regions the peagle:regions-tried tags "
                                      "of what was found name (region_search.py)")
@@ -80,14 +91,18 @@ class RecoverReport(BaseModel):
 
     @property
     def left_alone(self) -> bool:
-        return bool(self.skipped) or any(e.skipped for e in self.endpoints)
+        """Something of peagle's was left alone: work in progress, an endpoint SageMaker is on, one unfinished."""
+        return bool(self.skipped) or any(e.skipped or e.unfinished for e in self.endpoints)
 
 
 def recover(session: Any, name: str | None = None, *, all_: bool = False, timeout_s: float = 3600,
-            sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+            sleep: Callable[[float], None] | None = None, clock: Callable[[], float] | None = None,
             on_progress: Progress | None = None, on_note: Callable[[str], None] | None = None,
             force: bool = False, now: Callable[[], datetime] | None = None) -> RecoverReport:
-    """`force`: take over work whose lease is fresh too; `now`: the wall clock leases are judged by."""
+    """`force`: take over work whose lease is fresh too; `now`: the wall clock leases are judged by; `sleep` and
+    `clock`: the waits between polls (default `peagle_deploy.clock`'s, looked up now)."""
+    sleep = sleep or peagle_clock.sleep
+    clock = clock or peagle_clock.monotonic
     if bool(name) == all_:
         raise UsageError("recover needs exactly one of NAME or --all", "see peagle recover --help")
     note = on_note or (lambda _msg: None)
@@ -101,7 +116,7 @@ def recover(session: Any, name: str | None = None, *, all_: bool = False, timeou
         described = read(lambda: describe(sm, "endpoint", name))
         names = [name] if described is not None else []
     else:
-        names = _managed_endpoints(sm, read)
+        names, report.others = _endpoints_of_the_region(sm, read)
     failures: list[PeagleError] = []
     for endpoint in names:
         try:
@@ -112,7 +127,8 @@ def recover(session: Any, name: str | None = None, *, all_: bool = False, timeou
         except PeagleError as exc:
             if name:
                 raise
-            failures.append(exc)
+            failures.append(exc)  # named on its own line; the others are finished all the same
+            report.endpoints.append(EndpointRecovery(name=endpoint, status=_status_of(exc), unfinished=exc.one_line()))
     from .leftovers import find_leftovers
 
     refs = read(lambda: References.read(sm))
@@ -159,16 +175,41 @@ def _leave_work_in_progress(report: RecoverReport, leftovers: list[Any], *, forc
     return leftovers if force else [lo for lo in leftovers if not lo.in_progress]
 
 
-def _managed_endpoints(sm: Any, read: Read) -> list[str]:
+def _endpoints_of_the_region(sm: Any, read: Read) -> tuple[list[str], list[str]]:
+    """The peagle endpoints to recover, and one line for each endpoint peagle did not make that is not InService
+    (left alone, never waited on: someone else's deploy in progress, someone else's failure)."""
     from .tags import list_tags_if_present
 
-    found = []
+    found, others = [], []
     for page in read(lambda: list(sm.get_paginator("list_endpoints").paginate())):
         for summary in page.get("Endpoints", []):
             tags = read(lambda s=summary: list_tags_if_present(sm, s["EndpointArn"]))
-            if tags is not None and PeagleTags.from_aws(tags).managed:  # None: deleted since the list
+            if tags is None:  # deleted since the list
+                continue
+            if PeagleTags.from_aws(tags).managed:
                 found.append(summary["EndpointName"])
-    return found
+            elif summary.get("EndpointStatus", "InService") != "InService":
+                others.append(f"left alone endpoint {summary['EndpointName']} ({summary['EndpointStatus']}): not made "
+                              "by peagle, nothing of peagle's to finish")
+    return found, others
+
+
+def _status_of(error: PeagleError) -> str:
+    return "Failed" if isinstance(error, EndpointFailed) else "unfinished"
+
+
+def _finishing(tags: dict[str, str], peagle: PeagleTags, lease: Any, described: dict[str, Any]) -> str | None:
+    """What of peagle's is left to finish on an endpoint once SageMaker settles it (what `recover` waits for), or
+    None: nothing, SageMaker is on it alone (a `deploy --no-wait`'s endpoint Creating, someone's console update)."""
+    intent = read_update_intent(tags)
+    if intent is not None:
+        return f"the update {intent.from_config} -> {intent.to_config}"
+    if lease is not None:  # taken over: the abandoned work's outcome decides what is left
+        return f"the abandoned {lease.operation}"
+    if peagle.autoscale is not None and (peagle.hosting != "component" and not any(
+            v.get("ManagedInstanceScaling") for v in described.get("ProductionVariants") or [])):
+        return "its autoscaling, registered once it is InService"
+    return None
 
 
 def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s: float,
@@ -198,9 +239,14 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
         return _finish_deletion(session, sm, name, done, what="removed what the abandoned sweep left, as its "
                                                               "teardown would")
     if described["EndpointStatus"] in WAITING:
+        finishing = _finishing(tags, peagle, lease, described)
+        if finishing is None:
+            done.skipped = (f"{described['EndpointStatus']}: nothing of peagle's to finish; SageMaker is on it "
+                            f"('peagle status {name}' follows it)")
+            return done
         moving = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
         note(f"{name} is {described['EndpointStatus']}" + (f" (moving to {moving})" if moving else "")
-             + ": waiting until SageMaker settles")
+             + f": waiting until SageMaker settles, then finishing {finishing}")
         try:
             described = wait_in_service(sm, name, timeout_s=timeout_s, sleep=sleep, clock=clock,
                                         on_progress=on_progress)

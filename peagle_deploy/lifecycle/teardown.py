@@ -169,7 +169,11 @@ def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), mod
             outcomes.append(Outcome(kind="model", name=model, result="left",
                                     reason=f"still used by endpoint config {', '.join(holders)} (not being cleaned up)"))
             continue
-        components = refs.model_users(model, besides=gone_components)
+        present, tags = _model_record(sm, model, refs)
+        if not present:
+            outcomes.append(Outcome(kind="model", name=model, result="already gone"))
+            continue
+        components = refs.model_users(model, besides=gone_components, tags=tags)
         if components:
             outcomes.append(Outcome(kind="model", name=model, result="left",
                                     reason=f"still used by inference component {', '.join(components)}"))
@@ -181,6 +185,16 @@ def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), mod
                 sm.get_waiter("endpoint_deleted").wait(EndpointName=outcome.name,
                                                        WaiterConfig={"Delay": 5, "MaxAttempts": 180})
     return outcomes
+
+
+def _model_record(sm: Any, model: str, refs: References) -> tuple[bool, PeagleTags | None]:
+    """Whether a model still exists, and its peagle tags, read only where they may prove what the component listing
+    could not (`References.free_of_components`); (True, None) where nothing needs reading."""
+    if refs.components_lacking is None or refs.free_of_components(model):
+        return True, None
+    described = describe(sm, "model", model)
+    raw = list_tags_if_present(sm, described["ModelArn"]) if described is not None else None
+    return raw is not None, PeagleTags.from_aws(raw) if raw is not None else None
 
 
 def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool = True,

@@ -205,11 +205,16 @@ def check_component_update(request: UpdateRequest, name: str) -> None:
                                       ("--autoscale", request.autoscale),
                                       ("--rollback-alarm", request.rollback_alarms)) if value]
     if given:
-        raise UsageError(f"endpoint {name!r} hosts its model as an inference component: peagle update changes its K "
-                         f"or mode, not {', '.join(given)}",
-                         "update K or mode only (peagle update NAME --k N), or deploy the new instances beside it "
-                         f"(peagle deploy MODEL --hosting component --name NEW-NAME), then peagle cleanup {name}; "
-                         "nothing was changed")
+        raise component_refusal(name, given)
+
+
+def component_refusal(name: str, given: list[str]) -> UsageError:
+    """The one line for flags `update` does not take on a component-based endpoint (`given`: those flags)."""
+    return UsageError(f"endpoint {name!r} hosts its model as an inference component: peagle update changes its K "
+                      f"or mode, not {', '.join(given)}",
+                      "update K or mode only (peagle update NAME --k N), or deploy the new instances beside it "
+                      f"(peagle deploy MODEL --hosting component --name NEW-NAME), then peagle cleanup {name}; "
+                      "nothing was changed")
 
 
 # reading the live endpoint ----------------------------------------------------------------------

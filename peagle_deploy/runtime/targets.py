@@ -232,9 +232,7 @@ def refused_request(session: Any, ref: TargetRef, message: str, code: str | None
         return NoCapacity(f"{ref.described} has no copy in service: {message}",
                           "a component that scales to zero wakes on this refusal (peagle invoke waits for it)")
     if "inference component name header is required" in message.lower():
-        return UsageError(f"endpoint {name} hosts inference components and the request named none",
-                          "pass --component NAME (peagle could not list them: it needs "
-                          "sagemaker:ListInferenceComponents)")
+        return _no_component_named(session, name)
     try:
         described = session.client("sagemaker").describe_endpoint(EndpointName=name)
     except Exception:  # noqa: BLE001 - it does not exist (or cannot be described)
@@ -244,6 +242,32 @@ def refused_request(session: Any, ref: TargetRef, message: str, code: str | None
         return EndpointFailed(f"endpoint {name} is {described['EndpointStatus']}, not InService",
                               f"wait for it (peagle status {name}) or read its FailureReason")
     return UsageError(f"SageMaker rejected the request: {message}", "check the payload")
+
+
+def _no_component_named(session: Any, name: str) -> PeagleError:
+    """SageMaker wants a component for endpoint `name` and the request named none: the endpoint hosts none now (the
+    listing worked and was empty: a deploy or cleanup that did not finish), or peagle could not list them (why)."""
+    from ..aws import translate_error
+
+    try:
+        pages = session.client("sagemaker").get_paginator("list_inference_components").paginate(
+            EndpointNameEquals=name)
+        hosted = [c["InferenceComponentName"] for page in pages for c in page.get("InferenceComponents", [])]
+    except Exception as exc:  # noqa: BLE001 - a read failure: say which, and how to name one by hand
+        error = translate_error(exc)
+        if error is None:
+            raise
+        return UsageError(f"endpoint {name} hosts inference components and the request named none",
+                          f"pass --component NAME (peagle could not list them: {error.one_line()})")
+    if hosted:  # one appeared since the request was addressed
+        return UsageError(f"endpoint {name} hosts inference components and the request named none",
+                          f"pass --component {sorted(hosted)[0]}" if len(hosted) == 1 else
+                          f"pass --component with one of {', '.join(sorted(hosted))}")
+    region = f" --region {session.region}" if getattr(session, "region", None) else ""
+    return EndpointFailed(f"endpoint {name} is made for inference components and hosts none now (SageMaker lists "
+                          "none)", f"'peagle status {name}{region}' shows what it holds and bills; 'peagle recover "
+                          f"{name}{region}' finishes what a peagle deploy left, 'peagle cleanup {name}{region} --yes' "
+                          "removes it")
 
 
 class OpenAIRouteTarget(HttpTarget):

@@ -7,7 +7,9 @@ instance scaling starts an instance; the model then loads (minutes, docs/hosting
 says once what it is doing and why, sends the request again with back-off (a refusal at least every
 BACKOFF_CAP_S: every minute of the wake-up alarm's window sees one, and the idle rule sees the component in use)
 until a copy answers, and measures the cold start: from sending the first refused request to the answer. At
-`--wait-timeout` it stops with one line naming the component's state and what bills meanwhile (exit 5).
+`--wait-timeout` it stops with one line naming the component's state and what bills meanwhile (exit 5). Interrupted
+(Ctrl-C, SIGTERM) once a request was refused, it says that the wake-up goes on without it, that the copy it brings
+up bills until the idle rule takes it back to zero, and the command that stops that now (exit 130).
 
 Time is `peagle_deploy.clock`'s (looked up when called), so tests drive it with the emulator's manual clock.
 """
@@ -20,7 +22,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from ..errors import WaitTimeout
+from ..errors import Interrupted, WaitTimeout
 from .failures import NoCapacity
 from .target_ref import TargetRef
 
@@ -56,10 +58,40 @@ def backoff() -> Iterator[float]:
 
 
 def until_served(attempt: Callable[[], T], ref: TargetRef, *, wait_timeout_s: float, out: Any,
-                 state: Callable[[], str] | None = None) -> tuple[T, ColdStart]:
+                 state: Callable[[], str] | None = None, region: str | None = None) -> tuple[T, ColdStart]:
     """`attempt()` (one request) until it is not refused for want of a copy; its answer and the cold start.
     `out`: the command's Output (one line when waking starts and ends, progress meanwhile); `state()`: the
-    component's state and what bills, read for the timeout's line."""
+    component's state and what bills, read for the timeout's line; `region`: the endpoint's (for the command an
+    interruption names)."""
+    try:
+        return _until_served(attempt, ref, wait_timeout_s=wait_timeout_s, out=out, state=state)
+    except _InterruptedWaking as stopped:
+        raise interrupted_waking(ref, stopped.signal, region) from None
+
+
+class _InterruptedWaking(Exception):
+    """A signal after a request was refused: the wake-up it started goes on."""
+
+    def __init__(self, signal: KeyboardInterrupt):
+        super().__init__(str(signal))
+        self.signal = signal
+
+
+def interrupted_waking(ref: TargetRef, signal: KeyboardInterrupt, region: str | None = None) -> Interrupted:
+    """The one line of a wake-up interrupted after its first refused request: the alarm that request raised still
+    sets the copies back, and the copy bills until the idle rule takes it back to zero; removing the endpoint is
+    what stops it now (a copy count set to 0 by hand may be set back by the wake-up policy while its alarm fires)."""
+    by = f" by {signal.name}" if hasattr(signal, "name") else ""
+    where = f" --region {region}" if region else ""
+    return Interrupted(f"interrupted{by} while waking {ref.described}: the wake-up its refused request started goes on "
+                       "without peagle: a copy starts, and its instance bills by the hour until the idle rule takes "
+                       "it back to zero",
+                       f"to stop it now, remove the endpoint: 'peagle cleanup {ref.name}{where} --yes' (one peagle "
+                       "made; another tool's, as it was made)")
+
+
+def _until_served(attempt: Callable[[], T], ref: TargetRef, *, wait_timeout_s: float, out: Any,
+                  state: Callable[[], str] | None = None) -> tuple[T, ColdStart]:
     from .. import clock
     from ..output import human_duration
 
@@ -73,6 +105,10 @@ def until_served(attempt: Callable[[], T], ref: TargetRef, *, wait_timeout_s: fl
             sent = clock.monotonic()
             try:
                 answer = attempt()
+            except KeyboardInterrupt as signal:
+                if first is None:  # nothing was refused yet: nothing woke
+                    raise
+                raise _InterruptedWaking(signal) from None
             except NoCapacity:
                 refused += 1
                 if first is None:
@@ -92,7 +128,10 @@ def until_served(attempt: Callable[[], T], ref: TargetRef, *, wait_timeout_s: fl
                                       "--wait-timeout") \
                         from None
                 show(elapsed, refused)
-                clock.sleep(max(0.0, min(next(delays), wait_timeout_s - elapsed)))
+                try:
+                    clock.sleep(max(0.0, min(next(delays), wait_timeout_s - elapsed)))
+                except KeyboardInterrupt as signal:
+                    raise _InterruptedWaking(signal) from None
                 continue
             break
     if first is None:

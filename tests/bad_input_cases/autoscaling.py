@@ -17,7 +17,12 @@ CASES = [
          stderr=r"--autoscale '-1:4' is not MIN:MAX"),
     dict(id="zero-min", argv=[*REAL, "--autoscale", "0:4", "--target-concurrency", "8"], exit=2,
          stderr=r"--autoscale minimum must be at least 1, got 0: pass e\.g\. --autoscale 1:4 \(an instance-based "
-                r"endpoint cannot scale to zero\)"),
+                r"endpoint cannot scale to zero; --scale-to-zero hosts the model as an inference component that "
+                r"does\)$"),
+    dict(id="zero-min-component", argv=[*REAL, "--hosting", "component", "--autoscale", "0:2", "--target-concurrency",
+                                        "8"], exit=2,
+         stderr=r"^error: --autoscale minimum must be at least 1, got 0 \(an inference component scales to zero "
+                r"with --scale-to-zero\): pass --autoscale 1:2, and add --scale-to-zero for zero copies when idle$"),
     dict(id="min-above-max", argv=[*REAL, "--autoscale", "5:2", "--target-concurrency", "8"], exit=2,
          stderr=r"--autoscale 5:2 has its minimum above its maximum: pass MIN:MAX with MIN <= MAX, e\.g\. "
                 r"--autoscale 2:5$"),

@@ -56,6 +56,8 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING, "--role", role, "--yes"], "fail"),
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-as", "--role", role, "--yes", *AUTOSCALE],
          "policy-fails"),
+        ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-acc", "--role", role, "--yes"],
+         "acceptance-alarm-fails"),  # the rollback reads and removes the acceptance alarm's filters
         ("deploy", ["deploy", "qwen3-coder", "--name", NAME + "-zero", "--role", role, "--yes", *ZERO], "reads"),
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-zero", "--role", role, "--yes", *ZERO],
          "idle-alarm-fails"),
@@ -131,6 +133,8 @@ def recorded(emulator_server, tmp_path_factory):
                 emu.fail("PutScalingPolicy", code="ValidationException", message="injected for the IAM test")
             if setup == "idle-alarm-fails":  # the wake-up alarm made, the idle alarm refused: the rollback reads
                 emu.fail("PutMetricAlarm", code="ValidationException", message="injected for the IAM test", skip=1)
+            if setup == "acceptance-alarm-fails":  # its filters made, its alarm refused: the rollback removes them
+                emu.fail("PutMetricAlarm", code="ValidationException", message="injected for the IAM test")
             if setup == "update-fails":  # SageMaker rolls back: the update removes what it created
                 emu.script_update(fail=True, reason="scripted rollback for the IAM test")
             if setup == "unmanaged":

@@ -533,17 +533,22 @@ _ACCEPTANCE_PUT = [_p("logs:PutMetricFilter", "--acceptance-alarm: vLLM's SpecDe
                       scopes=("AcceptanceAlarms",)),
                    _ALARM_TAGS.model_copy(update={"why": "--acceptance-alarm: the tags given in PutMetricAlarm "
                                                          "(peagle:managed)", "scopes": ("AcceptanceAlarms",)})]
+_ACCEPTANCE_RESET = _p("cloudwatch:SetAlarmState", "an acceptance alarm in ALARM moved to another K: INSUFFICIENT_DATA, "
+                                                   "so that it judges the new fleet only (else SageMaker would roll "
+                                                   "back an update meant to end the fall)",
+                       scopes=("AcceptanceAlarms",),
+                       unobserved="only when the alarm is in ALARM as it moves; tests/test_acceptance_watch.py covers it")
 _ACCEPTANCE: dict[str, list[Permission]] = {
     "deploy": [*_ACCEPTANCE_PUT,
                *[p.model_copy(update={"why": "roll back: " + p.why}) for p in _ACCEPTANCE_READ + _ACCEPTANCE_REMOVE]],
     "status": [_ACCEPTANCE_READ[0],
                _p("cloudwatch:GetMetricData", "NAME: the last hour's acceptance (peagle/Speculation)")],
     "update": [*[p.model_copy(update={"why": "move the acceptance alarm to the new K: " + p.why})
-                 for p in _ACCEPTANCE_READ + _ACCEPTANCE_PUT + _ACCEPTANCE_REMOVE],],
+                 for p in _ACCEPTANCE_READ + _ACCEPTANCE_PUT + _ACCEPTANCE_REMOVE], _ACCEPTANCE_RESET],
     "cleanup": [*_ACCEPTANCE_READ, *_ACCEPTANCE_REMOVE],
     "recover": [*[p.model_copy(update={"why": "move the acceptance alarm to the K that serves, remove one whose "
                                               "endpoint is gone: " + p.why})
-                  for p in _ACCEPTANCE_READ + _ACCEPTANCE_PUT + _ACCEPTANCE_REMOVE]],
+                  for p in _ACCEPTANCE_READ + _ACCEPTANCE_PUT + _ACCEPTANCE_REMOVE], _ACCEPTANCE_RESET],
 }
 _UNOBSERVED = {
     ("update", "logs:CreateLogGroup"): "only when the endpoint's log group does not exist (the scenario's exists)",

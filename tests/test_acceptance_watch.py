@@ -173,6 +173,21 @@ def test_a_successful_update_moves_the_alarm_to_the_new_k(emu, clocked, theirs):
     untouched(emu, theirs)
 
 
+def test_an_update_out_of_a_fall_is_judged_on_its_new_fleet_only(emu, clocked, theirs):
+    """The alarm is in ALARM (K=3 fell); PutMetricAlarm keeps an alarm's state, so without peagle setting it to
+    INSUFFICIENT_DATA SageMaker would roll back at once the update meant to end the fall."""
+    deploy(emu)
+    serve(emu, clocked, NAME, line(3, 100, 1), 5)
+    assert alarms(emu)[alarm_name(NAME)]["StateValue"] == "ALARM"
+    emu.script_update(updating_polls=40, new_fleet_logs=[line(5, 100, 250)])  # eagle3 K=5 accepts again
+    done = peagle(emu, "update", NAME, "--k", "5", "--mode", "eagle3", "--yes")
+    assert done.code == 0, done.stderr
+    alarm = alarms(emu)[alarm_name(NAME)]
+    assert alarm["Metrics"][-1]["Expression"] == "1 + 5 * accepted / drafted" and alarm["StateValue"] != "ALARM"
+    assert alarm["Threshold"] == 1.4  # eagle3's break-even at K=5: K drafter passes
+    untouched(emu, theirs)
+
+
 def test_cleanup_leaves_no_filter_or_alarm_of_peagles_and_theirs_untouched(emu, clocked, theirs):
     deploy(emu)
     done = peagle(emu, "cleanup", NAME, "--yes")

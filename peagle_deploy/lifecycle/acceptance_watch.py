@@ -188,6 +188,7 @@ class Moving(BaseModel):
     filters_before: list[str] = Field(default_factory=list)
     put_sent: bool = False
     not_ours: str | None = Field(None, description="an alarm of that name that is not peagle's: left alone")
+    was_alarm: bool = Field(False, description="the alarm was in ALARM (the fleet that serves now fell)")
 
     @classmethod
     def read(cls, logs: Any, cloudwatch: Any, alarm: AcceptanceAlarm) -> Moving:
@@ -200,6 +201,7 @@ class Moving(BaseModel):
             moving.not_ours = f"CloudWatch alarm {alarm.alarm_name} exists and is not peagle's: left alone"
             return moving
         moving.before = {key: live[key] for key in _ALARM_KEYS if live.get(key) not in (None, [])}
+        moving.was_alarm = live.get("StateValue") == "ALARM"
         return moving
 
     def body(self) -> dict[str, Any]:
@@ -211,10 +213,17 @@ class Moving(BaseModel):
         return body
 
     def put(self, logs: Any, cloudwatch: Any) -> None:
+        """The new K's filters and the alarm on them. An alarm in ALARM keeps that state through PutMetricAlarm, which
+        would roll back at once an update meant to end the fall: it is set to INSUFFICIENT_DATA, to judge the new K's
+        lines only (CloudWatch evaluates it again at its next period)."""
         self.put_sent = True
         for body in self.alarm.put_metric_filters:
             put_filter(logs, body)
         cloudwatch.put_metric_alarm(**self.body())
+        if self.was_alarm:
+            cloudwatch.set_alarm_state(AlarmName=self.alarm.alarm_name, StateValue="INSUFFICIENT_DATA",
+                                       StateReason=f"peagle: now watching K={self.alarm.k}; the fall it was in "
+                                                   "concerned the fleet being replaced")
 
     def put_back(self, logs: Any, cloudwatch: Any) -> list[str]:
         """The update did not happen: the alarm and filters as they were. Returns what was done, for the hint."""
@@ -260,7 +269,8 @@ def align(logs: Any, cloudwatch: Any, owner: str, group: str, *, k: int | None, 
     if alarm_k(live) != k:
         wanted, _ = plan_alarm(AcceptanceRequest(), owner=owner, log_group=group, k=k, mode=mode, tags=tags_for())
         assert wanted is not None
-        moving = Moving(alarm=wanted, before={key: live[key] for key in _ALARM_KEYS if live.get(key) not in (None, [])})
+        moving = Moving(alarm=wanted, before={key: live[key] for key in _ALARM_KEYS if live.get(key) not in (None, [])},
+                        was_alarm=live.get("StateValue") == "ALARM")
         moving.put(logs, cloudwatch)
         actions.append(f"acceptance alarm {wanted.alarm_name} moved to K={k} (floor {wanted.floor.value:.2f}, "
                        "peagle's default)")

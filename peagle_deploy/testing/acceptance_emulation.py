@@ -19,6 +19,9 @@ lists them):
 - metric math `1 + K * a / d` over two `Sum` MetricStats (the acceptance alarm, acceptance_alarm.py), evaluated per
   period by `alarm_emulation` like its own alarms; a period where either series has no datapoint has no value
   ("Using metric math", CloudWatch user guide: arithmetic on time series with missing values);
+- PutMetricAlarm on an alarm that exists keeps its state ("When you update an existing alarm, its state is left
+  unchanged, but the update completely overwrites the previous configuration of the alarm": PutMetricAlarm,
+  CloudWatch API Reference); moto makes a new alarm in state OK;
 - UpdateEndpoint with `AutoRollbackConfiguration`: while the update runs, an alarm it names in ALARM rolls it back:
   the endpoint stays InService on the old config with a FailureReason naming the alarm (botocore's model of
   AutoRollbackConfig: "If any alarms are tripped during a deployment, SageMaker rolls back the deployment"; the
@@ -142,7 +145,8 @@ def _value(expression: str, fields: dict[str, str]) -> float | None:
 
 # moto patches --------------------------------------------------------------------------------------------------------
 def logs_patches() -> list[Any]:
-    """PutMetricFilter as CloudWatch Logs does it, and every ingested event through the group's filters."""
+    """PutMetricFilter as CloudWatch Logs does it, every ingested event through the group's filters, and
+    PutMetricAlarm keeping an existing alarm's state."""
     from unittest import mock
 
     from moto.logs.exceptions import ResourceNotFoundException
@@ -168,8 +172,22 @@ def logs_patches() -> list[Any]:
                                                  if now_ms - 14 * 86_400_000 <= e["timestamp"] <= now_ms + 7_200_000])
         return answer
 
+    from moto.cloudwatch.models import CloudWatchBackend
+
+    original_put_alarm = CloudWatchBackend.put_metric_alarm
+
+    def put_metric_alarm(backend: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        before = backend.alarms.get(name)
+        alarm = original_put_alarm(backend, name, *args, **kwargs)
+        if before is not None:  # an update: the state stays
+            alarm.state_value, alarm.state_reason = before.state_value, before.state_reason
+            alarm.state_reason_data = getattr(before, "state_reason_data", None)
+            alarm.state_updated_timestamp = before.state_updated_timestamp
+        return alarm
+
     return [mock.patch.object(LogsBackend, "put_metric_filter", put_metric_filter),
-            mock.patch.object(LogsBackend, "put_log_events", put_log_events)]
+            mock.patch.object(LogsBackend, "put_log_events", put_log_events),
+            mock.patch.object(CloudWatchBackend, "put_metric_alarm", put_metric_alarm)]
 
 
 def publish_matches(logs_backend: Any, group: str, events: list[dict[str, Any]]) -> None:

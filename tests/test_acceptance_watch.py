@@ -188,6 +188,19 @@ def test_an_update_out_of_a_fall_is_judged_on_its_new_fleet_only(emu, clocked, t
     untouched(emu, theirs)
 
 
+def test_an_update_to_mode_off_removes_the_alarm_and_its_filters(emu, clocked, theirs):
+    deploy(emu)
+    emu.script_update(updating_polls=2)
+    plan = json.loads(peagle(emu, "update", NAME, "--mode", "off", "--dry-run", "--json").stdout)["update"]
+    assert plan["acceptance_alarm"] is None and any("speculation is off" in n for n in plan["notes"])
+    assert any(w.startswith("DeleteMetricFilter + DeleteAlarms") for w in plan["writes"])
+    done = peagle(emu, "update", NAME, "--mode", "off", "--bake", "0s", "--yes")
+    assert done.code == 0, done.stderr
+    assert alarm_name(NAME) not in alarms(emu)  # nothing drafts: nothing to watch
+    assert filters(emu)[f"/aws/sagemaker/Endpoints/{NAME}"] == ["their-acceptance"]
+    untouched(emu, theirs)
+
+
 def test_cleanup_leaves_no_filter_or_alarm_of_peagles_and_theirs_untouched(emu, clocked, theirs):
     deploy(emu)
     done = peagle(emu, "cleanup", NAME, "--yes")

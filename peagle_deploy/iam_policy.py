@@ -537,6 +537,66 @@ for _command in ("update", "recover"):
            scopes=("ComponentAutoscalingAlarms",)),
     ]]
 
+# The acceptance alarm (acceptance_alarm.py, docs/monitoring.md): metric filters on the endpoints' and components' log
+# groups (filters carry no tags: peagle's are named peagle-acceptance-*), its alarm named peagle-acceptance-NAME
+ACCEPTANCE_ALARMS = "arn:aws:cloudwatch:*:*:alarm:peagle-acceptance-*"
+SCOPES["AcceptanceAlarms"] = Scope(resources=(ACCEPTANCE_ALARMS,), means="only alarms named peagle-acceptance-* "
+                                                                          "(the acceptance alarm of each endpoint)")
+ACTION_SCOPES.update({action: _COMPONENT_LOGS for action in (
+    "logs:PutMetricFilter", "logs:DeleteMetricFilter", "logs:DescribeMetricFilters", "logs:CreateLogGroup")})
+ACTION_SCOPES["cloudwatch:GetMetricData"] = ("Anywhere",)
+_ACCEPTANCE_READ = [_p("cloudwatch:DescribeAlarms", "the acceptance alarm peagle-acceptance-NAME (its state, K and "
+                                                    "floor)"),
+                    _p("cloudwatch:ListTagsForResource", "the acceptance alarm: changed or removed only if it carries "
+                                                         "peagle:managed"),
+                    _p("logs:DescribeMetricFilters", "peagle's metric filters (peagle-acceptance-*) in the log group")]
+_ACCEPTANCE_REMOVE = [_p("logs:DeleteMetricFilter", "peagle's metric filters of the acceptance alarm"),
+                      _p("cloudwatch:DeleteAlarms", "the acceptance alarm (only with peagle:managed)",
+                         scopes=("AcceptanceAlarms",))]
+_ACCEPTANCE_PUT = [_p("logs:PutMetricFilter", "--acceptance-alarm: vLLM's SpecDecoding lines -> the accepted and "
+                                              "drafted token metrics (peagle/Speculation)"),
+                   _p("logs:CreateLogGroup", "--acceptance-alarm: the log group SageMaker writes into, when the "
+                                             "container has written nothing yet (a filter needs the group)"),
+                   _p("cloudwatch:PutMetricAlarm", "--acceptance-alarm: the alarm on the mean acceptance length",
+                      scopes=("AcceptanceAlarms",)),
+                   _ALARM_TAGS.model_copy(update={"why": "--acceptance-alarm: the tags given in PutMetricAlarm "
+                                                         "(peagle:managed)", "scopes": ("AcceptanceAlarms",)})]
+_ACCEPTANCE_RESET = _p("cloudwatch:SetAlarmState", "an acceptance alarm in ALARM moved to another K: INSUFFICIENT_DATA, "
+                                                   "so that it judges the new fleet only (else SageMaker would roll "
+                                                   "back an update meant to end the fall)",
+                       scopes=("AcceptanceAlarms",),
+                       unobserved="only when the alarm is in ALARM as it moves; tests/test_acceptance_watch.py covers it")
+_ACCEPTANCE: dict[str, list[Permission]] = {
+    "deploy": [*_ACCEPTANCE_PUT,
+               *[p.model_copy(update={"why": "roll back: " + p.why}) for p in _ACCEPTANCE_READ + _ACCEPTANCE_REMOVE]],
+    "status": [_ACCEPTANCE_READ[0],
+               _p("cloudwatch:GetMetricData", "NAME: the last hour's acceptance (peagle/Speculation)")],
+    "update": [*[p.model_copy(update={"why": "move the acceptance alarm to the new K: " + p.why})
+                 for p in _ACCEPTANCE_READ + _ACCEPTANCE_PUT + _ACCEPTANCE_REMOVE], _ACCEPTANCE_RESET],
+    "cleanup": [*_ACCEPTANCE_READ, *_ACCEPTANCE_REMOVE],
+    "recover": [*[p.model_copy(update={"why": "move the acceptance alarm to the K that serves, remove one whose "
+                                              "endpoint is gone: " + p.why})
+                  for p in _ACCEPTANCE_READ + _ACCEPTANCE_PUT + _ACCEPTANCE_REMOVE], _ACCEPTANCE_RESET],
+}
+_UNOBSERVED = {
+    ("update", "logs:CreateLogGroup"): "only when the endpoint's log group does not exist (the scenario's exists)",
+    ("update", "cloudwatch:DeleteAlarms"): "only when an update that put the alarm does not happen and there was "
+                                           "none before (the scenario's endpoint has one)",
+    ("update", "cloudwatch:TagResource"): _ALARM_TAGS.unobserved,
+    ("deploy", "cloudwatch:TagResource"): _ALARM_TAGS.unobserved,
+    ("deploy", "cloudwatch:ListTagsForResource"): "only when the alarm exists at the rollback; the scenario fails "
+                                                  "at PutMetricAlarm",
+    ("deploy", "cloudwatch:DeleteAlarms"): "only when the alarm exists at the rollback; the scenario fails at "
+                                           "PutMetricAlarm",
+    **{("recover", action): "only when the alarm watches another K than the one that serves, or its endpoint is "
+                            "gone; tests/test_acceptance_watch.py covers it"
+       for action in ("logs:PutMetricFilter", "logs:CreateLogGroup", "cloudwatch:PutMetricAlarm",
+                      "cloudwatch:TagResource", "logs:DeleteMetricFilter", "cloudwatch:DeleteAlarms")},
+}
+for _command, _rows in _ACCEPTANCE.items():
+    COMMANDS[_command] += [p.model_copy(update={"unobserved": _UNOBSERVED.get((_command, p.action), p.unobserved)})
+                           for p in _rows]
+
 # `update --autoscale` registers a scaling target as deploy does: what AWS does on the caller's behalf then too
 for _command in ("update", "recover"):
     COMMANDS[_command] += [p for p in COMMANDS["deploy"] if p.unobserved and p.action in {
@@ -674,6 +734,8 @@ def _narrow(resource: str, sid: str, role: str | None, name_prefix: str | None) 
         return resource.removesuffix("*") + name_prefix + "*"
     if name_prefix and resource == AUTOSCALING_ALARMS:
         return AUTOSCALING_ALARMS.replace(f"{ALARM_PREFIX}*", f"{ALARM_PREFIX}{name_prefix}*")
+    if name_prefix and resource == ACCEPTANCE_ALARMS:  # peagle-acceptance-NAME
+        return ACCEPTANCE_ALARMS.removesuffix("*") + name_prefix + "*"
     if name_prefix and resource == COMPONENT_AUTOSCALING_ALARMS:  # a component is named as its endpoint
         return COMPONENT_AUTOSCALING_ALARMS.replace(f"{COMPONENT_ALARM_PREFIX}*",
                                                     f"{COMPONENT_ALARM_PREFIX}{name_prefix}*")

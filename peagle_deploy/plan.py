@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from . import __version__
+from .acceptance_alarm import AcceptanceAlarm, AcceptanceRequest, component_log_group, endpoint_log_group, plan_alarm
 from .autoscale import AutoscalePolicy
 from .catalog import ModelEntry, get_model
 from .errors import PeagleError, UsageError
@@ -115,6 +116,8 @@ class PlanRequest(BaseModel):
                                                "its own (a sweep's one endpoint for many components): the config and "
                                                "endpoint bodies are then the host's, tagged as the host (no mode or "
                                                "K: each component's model has its own)")
+    acceptance: AcceptanceRequest | None = Field(None, description="deploy's --acceptance-alarm and its floor "
+                                                                   "(acceptance_alarm.py); None: no alarm planned")
 
 
 class DeploymentPlan(BaseModel):
@@ -184,6 +187,9 @@ class DeploymentPlan(BaseModel):
                                           "component is InService and verified")
     price_at_zero_usd_per_hour: float | None = Field(
         None, description="scale to zero: what an hour at zero instances costs (no instance-hours)")
+    acceptance_alarm: AcceptanceAlarm | None = Field(
+        None, description="the metric filters and alarm on vLLM's acceptance, sent once the endpoint is InService and "
+                          "verified (acceptance_alarm.py)")
 
     @model_serializer(mode="wrap")
     def _without_unused_capacity_fields(self, handler: Any) -> dict[str, Any]:
@@ -578,7 +584,17 @@ def _plan_resources(p: _Params) -> Part:
         "unverified": {**{f"catalog.{k}": v for k, v in entry.unverified.items()},
                        **{f"spec.{k}": v for k, v in spec.unverified.items()}},
     }
-    return _merge([common, *(plan(p) for plan in _RESOURCES[p.request.hosting])])
+    return _merge([common, *(plan(p) for plan in _RESOURCES[p.request.hosting]), _plan_acceptance(p)])
+
+
+def _plan_acceptance(p: _Params) -> Part:
+    """The acceptance alarm, on the log group the model's container writes to (acceptance_alarm.py)."""
+    owner = p.choice.name
+    group = (component_log_group if p.request.hosting is Hosting.COMPONENT else endpoint_log_group)(owner)
+    alarm, notes = plan_alarm(p.request.acceptance, owner=owner, log_group=group, k=p.choice.settings.k,
+                              mode=p.choice.settings.mode.value, tags=p.tags,
+                              model=(p.choice.entry.alias, p.choice.model_id))
+    return {"acceptance_alarm": alarm, "notes": notes}
 
 
 def _plan_pool(choice: _Choice, facts: FactSource, instance_type: str) -> tuple[Pool, _Params | None,

@@ -85,6 +85,11 @@ def without_creation_time(plan):
 def test_k7_changes_only_k():
     base = without_creation_time(dry_run_json("qwen3-coder", "--name", "ep"))
     seven = without_creation_time(dry_run_json("qwen3-coder", "--name", "ep", "--k", "7"))
+    # the acceptance alarm is K's own (its pattern counts K rates, its metrics and floor are K's): said apart
+    alarms = [plan.pop("acceptance_alarm") for plan in (base, seven)]
+    assert [(a["k"], a["floor"]["value"]) for a in alarms] == [(3, 1.12), (7, 1.2)]
+    for plan in (base, seven):
+        plan["notes"] = [n for n in plan["notes"] if not n.startswith("acceptance alarm")]
     k_tag = [i for i, t in enumerate(base["create_model"]["Tags"]) if t["Key"] == "peagle:k"][0]
     assert {path for path, _, _ in leaf_diffs(base, seven)} == {
         "/k", "/speculative_config", "/tags/peagle:k",

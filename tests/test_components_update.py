@@ -62,7 +62,10 @@ def new_copy_logs(emu, k: int) -> None:
 
     logs = emu.client("logs")
     group = f"/aws/sagemaker/InferenceComponents/{NAME}"
-    logs.create_log_group(logGroupName=group)
+    try:  # the deploy made it already for its acceptance alarm's filters
+        logs.create_log_group(logGroupName=group)
+    except logs.exceptions.ResourceAlreadyExistsException:
+        pass
     logs.create_log_stream(logGroupName=group, logStreamName="AllTraffic/copy-2")
     args = {"model": "/opt/ml/additional-model-data-sources/eagle", "method": "eagle3", "num_speculative_tokens": k,
             "parallel_drafting": True}

@@ -45,7 +45,10 @@ def test_deploy_status_cleanup_leaves_unmanaged_alone(emu):
     cleaned = peagle(emu, "cleanup", "--all", "--yes", "--json", program=PEAGLE)
     assert cleaned.returncode == 0, cleaned.stderr
     deleted = {(d["kind"], d["name"]) for d in json.loads(cleaned.stdout)["deleted"]}
-    assert deleted == {("endpoint", "e2e-qwen"), ("endpoint_config", "e2e-qwen"), ("model", "e2e-qwen")}
+    assert deleted == {("endpoint", "e2e-qwen"), ("endpoint_config", "e2e-qwen"), ("model", "e2e-qwen"),
+                       ("alarm", "peagle-acceptance-e2e-qwen"),  # the acceptance alarm and its metric filters
+                       *(("metric_filter", f"/aws/sagemaker/Endpoints/e2e-qwen:peagle-acceptance-e2e-qwen-k3-{v}")
+                         for v in ("accepted", "drafted"))}
     assert [e["EndpointName"] for e in sm.list_endpoints()["Endpoints"]] == ["team-model"]
     assert [c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]] == ["team-model"]
     assert [m["ModelName"] for m in sm.list_models()["Models"]] == ["team-model"]

@@ -68,6 +68,8 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("deploy", ["deploy", "qwen3-coder", "--name", NAME + "-zero", "--role", role, "--yes", *ZERO], "slow"),
         ("deploy", ["deploy", "qwen3-coder", "--name", NAME + "-pools", "--instance-type",
                     "ml.g7e.2xlarge,ml.g7e.4xlarge", "--role", role, "--yes"], "reads"),
+        ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-acc", "--role", role, "--yes"],
+         "acceptance-alarm-fails"),  # the rollback reads and removes the acceptance alarm's filters
         ("deploy", ["deploy", "qwen3-coder", "--name", FAILING + "-zero", "--role", role, "--yes", *ZERO],
          "wake-alarm-fails"),
         ("status", ["status"], "reads"),
@@ -178,6 +180,8 @@ def recorded(policed_server, tmp_path_factory):
             if setup == "wake-alarm-fails":  # the wake-up alarm made, its answer an error: the rollback reads it,
                 # its tags and deletes it (peagle's one alarm: `after`, so that there is one to remove)
                 emu.fail("PutMetricAlarm", code="ValidationException", message="injected for the IAM test", after=True)
+            if setup == "acceptance-alarm-fails":  # its filters made, its alarm refused: the rollback removes them
+                emu.fail("PutMetricAlarm", code="ValidationException", message="injected for the IAM test")
             if setup == "update-fails":  # SageMaker rolls back: the update removes what it created
                 emu.script_update(fail=True, reason="scripted rollback for the IAM test")
             if setup == "unmanaged":

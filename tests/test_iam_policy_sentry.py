@@ -172,7 +172,8 @@ def test_kms_grants_pass_role_and_alarms_are_conditioned():
             # Application Auto Scaling's names for peagle's one variant's alarms, and for a component's
             "AutoscalingAlarms": "arn:aws:cloudwatch:*:*:alarm:TargetTracking-endpoint/*/variant/AllTraffic-Alarm*",
             "ComponentAutoscalingAlarms": "arn:aws:cloudwatch:*:*:alarm:TargetTracking-inference-component/*",
-            "PeagleAlarms": "arn:aws:cloudwatch:*:*:alarm:peagle-*"}
+            "PeagleAlarms": "arn:aws:cloudwatch:*:*:alarm:peagle-*",
+            "AcceptanceAlarms": "arn:aws:cloudwatch:*:*:alarm:peagle-acceptance-*"}  # peagle-acceptance-NAME
         assert all("Condition" not in s for s in _statements_of(doc, action))  # scoped by name, not by tag
     from peagle_deploy.hosting import VARIANT_NAME
 
@@ -183,6 +184,7 @@ def test_kms_grants_pass_role_and_alarms_are_conditioned():
                                            "AllTraffic-Alarm*")
     assert alarms["ComponentAutoscalingAlarms"] == ("arn:aws:cloudwatch:*:*:alarm:TargetTracking-inference-component/"
                                                     "peagle-*")
+    assert alarms["AcceptanceAlarms"] == "arn:aws:cloudwatch:*:*:alarm:peagle-acceptance-peagle-*"
     [delete] = _statements_of(prefixed, "sagemaker:DeleteEndpoint")
     assert delete["Resource"] == "arn:aws:sagemaker:*:*:endpoint/peagle-*"
     [read] = [s for s in _statements_of(prefixed, "sagemaker:ListTags") if s["Sid"] == "ReadEndpoints"]

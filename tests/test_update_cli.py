@@ -51,8 +51,9 @@ def test_update_k_3_to_7_live_without_downtime(emu):
     assert "prod: Updating" in done.stderr  # progress was visible
     assert set(emu.status_history["prod"]) <= {"InService", "Updating"} and "Updating" in emu.status_history["prod"]
     writes = emu.recorder.writes("test")
-    assert writes[-8:] == ["AddTags", "CreateModel", "CreateEndpointConfig", "UpdateEndpoint", "AddTags",
-                           "DeleteEndpointConfig", "DeleteModel", "DeleteTags"]
+    assert writes[-13:] == ["AddTags", "CreateModel", "CreateEndpointConfig", "PutMetricFilter", "PutMetricFilter",
+                            "PutMetricAlarm", "UpdateEndpoint", "AddTags", "DeleteEndpointConfig", "DeleteModel",
+                            "DeleteMetricFilter", "DeleteMetricFilter", "DeleteTags"]
     [row] = json.loads(peagle(emu, "status", "prod", "--json").stdout)["endpoints"]
     assert (row["k"], row["mode"], row["status"]) == (7, "p-eagle", "InService")  # the endpoint's tags follow
 
@@ -83,14 +84,21 @@ def test_dry_run_lists_every_write_and_makes_none(emu):
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)["update"]
     assert [w.split()[0] for w in plan["writes"]] == ["AddTags", "CreateModel", "CreateEndpointConfig",
+                                                      "PutMetricFilter", "PutMetricFilter", "PutMetricAlarm",
                                                       "UpdateEndpoint", "AddTags", "DeleteEndpointConfig",
-                                                      "DeleteModel", "DeleteTags"]
+                                                      "DeleteModel", "DeleteMetricFilter", "DeleteTags"]
+    # the acceptance alarm at the new K is a rollback alarm of the update, said in the plan
+    assert plan["update_endpoint"]["DeploymentConfig"]["AutoRollbackConfiguration"] == {
+        "Alarms": [{"AlarmName": "peagle-acceptance-prod"}]}
+    assert plan["acceptance_alarm"]["k"] == 7
+    assert any(n.startswith("acceptance alarm peagle-acceptance-prod") and "rolls this update back" in n
+               for n in plan["notes"])
     assert plan["update_endpoint"]["DeploymentConfig"]["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"] == {
         "Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300}
     assert plan["create_endpoint_config"]["ProductionVariants"][0]["InitialInstanceCount"] == 2
     assert emu.recorder.writes("dry") == []
     human = peagle(emu, "update", "prod", "--k", "7", "--dry-run", caller="dry")
-    assert human.returncode == 0 and "4. UpdateEndpoint prod -> prod-u" in human.stdout
+    assert human.returncode == 0 and "7. UpdateEndpoint prod -> prod-u" in human.stdout
     assert emu.recorder.writes("dry") == []
     # the tags the new model and config share are printed once; --json keeps both lists whole
     tags = plan["create_model"]["Tags"]

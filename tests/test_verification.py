@@ -168,12 +168,15 @@ def test_deploy_whose_vllm_started_with_another_k_fails_and_rolls_back(emu):
 def test_status_says_what_it_could_and_could_not_check(emu, monkeypatch):
     for key, value in emu.env.items():
         monkeypatch.setenv(key, value)
-    assert run_cli("deploy", "qwen3-coder", "--name", "st", "--role", emu.role_arn, "--yes").code == 0
+    # without the acceptance alarm nothing makes the log group before the container writes to it
+    assert run_cli("deploy", "qwen3-coder", "--name", "st", "--role", emu.role_arn, "--yes",
+                   "--no-acceptance-alarm").code == 0
     before = run_cli("status", "st")
     assert before.code == 0, before.stderr
     assert "st: vLLM start-up not verified (the log group /aws/sagemaker/Endpoints/st does not exist (yet)" in \
         " ".join(before.stdout.split())
     assert "ResourceNotFoundException" not in before.stdout + before.stderr
+    assert "st: acceptance: not watched: no acceptance alarm peagle-acceptance-st" in " ".join(before.stdout.split())
     emu.put_log_lines("st", [ENGINE_K.format(k=3)])  # vLLM's engine line: the same for EAGLE-3
     engine_only = run_cli("status", "st")
     assert "st: vLLM start-up not verified (vLLM 0.32.0, speculative eagle3 (parallel drafting not logged), K=3: " \

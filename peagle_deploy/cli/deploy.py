@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from .acceptance_flags import AlarmOpt, FloorOpt
 from .common import JsonOpt, ProfileOpt, YesOpt, run
 
 
@@ -81,6 +82,8 @@ def deploy(
         help="ARN of an ML capacity reservation the variant takes its instances from.")] = None,
     capacity_reservation_preference: Annotated[str | None, typer.Option(
         help="capacity-reservations-only: no on-demand instances (default: the reservation first).")] = None,
+    acceptance_alarm: AlarmOpt = True,
+    acceptance_floor: FloorOpt = None,
     yes: YesOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -100,6 +103,7 @@ def deploy(
         from .render_plan import render_plan
 
         from ..plan_component import parse_hosting
+        from .acceptance_flags import acceptance_request
 
         price_limit = parse_max_price(max_price_per_hour)
         shape, idle_rule = parse_hosting(hosting, scale_to_zero=scale_to_zero, idle=idle, wait=wait or dry_run)
@@ -128,6 +132,7 @@ def deploy(
             ttl=parse_duration(ttl, flag="--ttl", maximum=TTL_MAX) if ttl is not None else None, image=image,
             env=user_env, allow_lossy=allow_lossy, autoscale=policy, subnets=subnet or [], security_groups=security_group or [],
             kms_key=kms_key, hosting=shape, scale_to_zero=idle_rule,
+            acceptance=acceptance_request(acceptance_alarm, acceptance_floor, note=out.note, waits=wait),
             offline=offline or dry_run and _no_credentials(profile),
         )
         if len(regions) > 1:
@@ -350,6 +355,8 @@ def _report(out, plan, shown, session, result, attempts=None) -> None:
                           f"(invoke with InferenceComponentName={result.inference_component})", soft_wrap=True)
         if plan.component_scaling is not None and plan.component_scaling.idle is not None:
             console.print(f"  scale to zero: {plan.component_scaling.idle.describe()}", soft_wrap=True)
+        if result.acceptance_alarm is not None:
+            console.print(f"  acceptance alarm: {result.acceptance_alarm}", markup=False, soft_wrap=True)
         if result.status != "InService":
             console.print(f"  follow it with: peagle status {result.endpoint_name} --region {result.region}")
         if route is not None:

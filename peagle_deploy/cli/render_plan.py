@@ -28,6 +28,24 @@ def render_plan(console, plan: DeploymentPlan) -> None:
         console.print(f"\n[bold]{title}[/bold]")
         # soft_wrap: no line break inside a JSON string, on a narrow terminal either
         console.print(JSON(json.dumps(body), indent=2), soft_wrap=True)
+    if plan.acceptance_alarm is not None:  # the deploy's last writes (docs/monitoring.md); --json has every body
+        render_acceptance(console, plan.acceptance_alarm)
+
+
+def render_acceptance(console, alarm) -> None:
+    """The acceptance alarm's three requests in a few lines (the bodies are in --json)."""
+    from ..acceptance_alarm import EVALUATION_PERIODS, NAMESPACE
+
+    body = alarm.put_metric_alarm
+    [expression] = [m["Expression"] for m in body["Metrics"] if m.get("Expression")]
+    lines = [f"PutMetricFilter {f['filterName']} on {f['logGroupName']}: {f['metricTransformations'][0]['metricValue']}"
+             f" -> {NAMESPACE} {f['metricTransformations'][0]['metricName']}" for f in alarm.put_metric_filters]
+    lines += [f"  filter pattern (vLLM's SpecDecoding line at K={alarm.k}): {alarm.put_metric_filters[0]['filterPattern']}",
+              f"PutMetricAlarm {alarm.alarm_name}: {expression} < {alarm.floor.value:.2f} per minute, "
+              f"{EVALUATION_PERIODS} of {EVALUATION_PERIODS} minutes; no data: {body['TreatMissingData']}"]
+    console.print("\n[bold]Acceptance alarm (once InService and verified; every body in --json)[/bold]")
+    for line in lines:
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 _CARRIERS = {"CreateModel": "model", "CreateEndpointConfig": "endpoint config", "CreateEndpoint": "endpoint",
@@ -80,6 +98,8 @@ def render_summary(console, plan: DeploymentPlan, title: str = "peagle deploy --
         *([("autoscaling", _autoscaling(plan))] if plan.autoscaling else []),
         *([("scale to zero", plan.component_scaling.idle.describe())]
           if plan.component_scaling is not None and plan.component_scaling.idle is not None else []),
+        *([("acceptance alarm", f"{plan.acceptance_alarm.describe()}; floor: {plan.acceptance_alarm.floor.source}")]
+          if plan.acceptance_alarm is not None else []),
         ("expires", plan.expires_at.isoformat() if plan.expires_at else "never (set --ttl)"),
         ("spec source", f"{plan.resolution_source}: {plan.resolution_detail}".rstrip(": ")),
     ]

@@ -51,6 +51,8 @@ def render(console: Any, rows: Sequence[Any], *, title: str = "peagle endpoints"
             say(f"{r.name}: vLLM start-up {r.startup_check.line()}")
         elif getattr(r, "vllm", None) is not None:
             say(f"{r.name}: {r.vllm.summary()}")
+        if getattr(r, "acceptance", None) is not None:
+            say(f"{r.name}: {r.acceptance.line()}")
     leased = {(r.name, r.lease.run_id) for r in rows if getattr(r, "lease", None) is not None}
     for leftover in in_progress:  # not unused: a deploy's before its endpoint exists (an update's: said above)
         if (leftover.endpoint, leftover.lease.run_id) not in leased:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from .acceptance_flags import AlarmOpt, FloorOpt
 from .common import JsonOpt, ProfileOpt, RegionOpt, YesOpt, run
 
 
@@ -42,6 +43,8 @@ def update(
     max_price_per_hour: Annotated[float | None, typer.Option(
         help="Accept a new fleet priced above this many USD/h without a prompt (default guard: 100); refused "
              "when the price is unknown.")] = None,
+    acceptance_alarm: AlarmOpt = True,
+    acceptance_floor: FloorOpt = None,
     region: RegionOpt = None,
     profile: ProfileOpt = None,
     timeout: Annotated[int, typer.Option(help="Seconds to wait for the update to finish.")] = 3600,
@@ -61,6 +64,7 @@ def update(
         from ..inputs import parse_max_price
         from ..lifecycle.update_plan import UpdateRequest, check_request
         from ..speculative import parse_mode
+        from .acceptance_flags import acceptance_request
 
         policy = None
         if autoscale is not None or target_concurrency is not None or target_invocations is not None:
@@ -80,7 +84,8 @@ def update(
             instance_count=instance_count, allow_any_instance=allow_any_instance,
             accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # durations.BOUNDS: 0s to 1h
             rollback_alarms=list(rollback_alarm or []), autoscale=policy, scale_to_zero=scale_to_zero,
-            allow_lossy=allow_lossy)
+            allow_lossy=allow_lossy,
+            acceptance=acceptance_request(acceptance_alarm, acceptance_floor, note=out.note))
         check_request(request)
         price_limit = parse_max_price(max_price_per_hour)
         if timeout <= 0:
@@ -349,6 +354,11 @@ def _document(plan) -> dict:
     return {**plan.model_dump(mode="json"), "writes": plan.writes}
 
 
+def _rollback_alarms(plan) -> list[str]:
+    return [a["AlarmName"] for a in (plan.update_endpoint.get("DeploymentConfig") or {}).get(
+        "AutoRollbackConfiguration", {}).get("Alarms", [])]
+
+
 def render_update(console, plan, *, title: str = "peagle update --dry-run: nothing was changed",
                   bodies: bool = True) -> None:
 
@@ -364,7 +374,9 @@ def render_update(console, plan, *, title: str = "peagle update --dry-run: nothi
         ("speculative config", plan.speculative_config or "none"),
         ("model", "new: " + plan.target.model if plan.create_model else f"kept: {plan.target.model}"),
         ("deployment", f"blue/green, all at once, {plan.bake_s}s baking period"
-                       + (f", rollback on {', '.join(plan.rollback_alarms)}" if plan.rollback_alarms else "")),
+                       + (f", rollback on {', '.join(_rollback_alarms(plan))}" if _rollback_alarms(plan) else "")),
+        *([("acceptance alarm", f"{plan.acceptance_alarm.describe()}; floor: {plan.acceptance_alarm.floor.source}")]
+          if plan.acceptance_alarm is not None else []),
         ("price", f"{price}; both fleets run until the baking period ends"),
         *(("pool" if pool.kept else "left out", pool.line()) for pool in plan.verify_plan.pools),
     ]

@@ -40,7 +40,8 @@ _ARN = {"model": "ModelArn", "endpoint_config": "EndpointConfigArn", "endpoint":
         "inference_component": "InferenceComponentArn"}
 _LABEL = {"model": "model", "endpoint_config": "endpoint config", "endpoint": "endpoint",
           "scalable_target": "scalable target", "scaling_policy": "scaling policy",
-          "inference_component": "inference component", "alarm": "alarm", "scaling": "scaling and alarms"}
+          "inference_component": "inference component", "alarm": "alarm", "scaling": "scaling and alarms",
+          "acceptance": "acceptance alarm and metric filters", "metric_filter": "metric filter"}
 RECONCILE_POLLS = 3  # a create whose answer was lost: look for it this many times (1 s apart) before giving up
 
 
@@ -57,6 +58,8 @@ class DeployResult(BaseModel):
     inference_component: str | None = Field(None, description="hosting component: the component that serves")
     component_policies: dict[str, str] = Field(default_factory=dict, description="hosting component: scaling "
                                                                                   "policy name -> ARN")
+    acceptance_alarm: str | None = Field(None, description="the acceptance alarm created, in one line "
+                                                           "(docs/monitoring.md)")
 
 
 def cleanup_command(plan: DeploymentPlan) -> str:
@@ -101,6 +104,7 @@ class _Rollback:
         self.created: list[str] = []  # answered: it exists
         self.lost: list[str] = []  # sent, answer lost: it may exist, now or later
         self.pool_models: list[str] = []  # instance pools' own models sent (answered or not): deleted by name
+        self.watch: tuple[Any, Any] | None = None  # (logs, cloudwatch) once the acceptance alarm may exist
 
     def touched(self, kind: str) -> bool:
         return kind in self.created or kind in self.lost
@@ -145,7 +149,12 @@ class _Rollback:
                 break
             self.sleep(1.0)
         name = self.plan.endpoint_name
-        return teardown(self.sm, endpoints=[name] if self.touched("endpoint") else [],
+        first: list[Outcome] = []
+        if self.watch is not None and self.plan.acceptance_alarm is not None:  # before its endpoint goes
+            from .acceptance_watch import remove
+
+            first = remove(*self.watch, self.plan.acceptance_alarm.owner, created_at=self.plan.created_at)
+        return first + teardown(self.sm, endpoints=[name] if self.touched("endpoint") else [],
                         configs=[name] if self.touched("endpoint_config") else [],
                         models=([name] if self.touched("model") else []) + self.pool_models,
                         wait=not hurry, created_at=self.plan.created_at, scaling=self.scaling)
@@ -191,6 +200,9 @@ def deploy_endpoint(plan: DeploymentPlan, session: Any, *, wait: bool = True, ti
     if plan.autoscaling is not None and not wait:
         raise UsageError("autoscaling is registered once the endpoint is InService, so the deploy must wait",
                          "deploy with wait=True (the CLI: drop --no-wait)")
+    if plan.acceptance_alarm is not None and not wait:
+        raise UsageError("the acceptance alarm is made once the endpoint is InService, so the deploy must wait",
+                         "deploy with wait=True (the CLI: drop --no-wait), or plan without the alarm")
     if session.region != plan.region:
         raise UsageError(f"the plan is for {plan.region}, the session for {session.region}", "build the plan again")
     note = on_note or (lambda _msg: None)
@@ -238,6 +250,7 @@ def deploy_endpoint(plan: DeploymentPlan, session: Any, *, wait: bool = True, ti
                 with guard.critical("RegisterScalableTarget and PutScalingPolicy"):
                     applied = apply_autoscaling(scaling, plan.endpoint_name, VARIANT_NAME, plan.autoscaling)
                 note(f"autoscaling on: {plan.autoscaling.describe()}")
+            watching = watch_acceptance(session, plan, guard, rollback, note)
         except BaseException as exc:  # noqa: BLE001 - includes signals: nothing billable is left unknown
             error = _as_peagle_error(exc)
             raise rollback.run(error, keep=keep_on_failure and not guard.signalled,
@@ -249,5 +262,21 @@ def deploy_endpoint(plan: DeploymentPlan, session: Any, *, wait: bool = True, ti
         serving = serving_words(serving_pools((described.get("ProductionVariants") or [{}])[0]), plan.pool_types)
     return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region, status=described["EndpointStatus"],
                         elapsed_s=clock() - start, verification=checks, notes=notes, autoscaling=applied,
-                        serving_pools=serving)
+                        serving_pools=serving, acceptance_alarm=watching)
+
+
+def watch_acceptance(session: Any, plan: DeploymentPlan, guard: SignalGuard, rollback: _Rollback,
+                     note: Callable[[str], None]) -> str | None:
+    """The plan's acceptance alarm and metric filters, the deploy's last writes (acceptance_watch.py); the rollback
+    removes them first. Returns the alarm in one line (None: the plan has none)."""
+    if plan.acceptance_alarm is None:
+        return None
+    from .acceptance_watch import create
+
+    rollback.watch = (session.client("logs"), session.client("cloudwatch"))
+    rollback.created.append("acceptance")
+    with guard.critical("PutMetricFilter and PutMetricAlarm"):
+        create(*rollback.watch, plan.acceptance_alarm)
+    note(f"acceptance alarm {plan.acceptance_alarm.alarm_name} created")
+    return plan.acceptance_alarm.describe()
 

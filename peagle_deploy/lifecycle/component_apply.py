@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..plan import DeploymentPlan
-from .apply import _CREATES, DeployResult, _as_peagle_error, _create, _refuse_existing, _Rollback
+from .apply import _CREATES, DeployResult, _as_peagle_error, _create, _refuse_existing, _Rollback, watch_acceptance
 from .components import (
     apply_scaling,
     by_hand_component,
@@ -132,13 +132,15 @@ def deploy_component(plan: DeploymentPlan, session: Any, *, wait: bool = True, t
                 rollback.created.append("scaling")  # removal reads what exists: a lost answer is found too
                 arns = apply_scaling(aas, cloudwatch, plan.component_requests, critical=guard.critical)
                 note(f"scaling on: {', '.join(r.title.split(' (')[0] + ' ' + _what(r) for r in plan.component_requests)}")
+            watching = watch_acceptance(session, plan, guard, rollback, note)
         except BaseException as exc:  # noqa: BLE001 - includes signals: nothing billable is left unknown
             error = _as_peagle_error(exc)
             raise rollback.run(error, keep=keep_on_failure and not guard.signalled,
                                hurry=guard.signalled or isinstance(exc, KeyboardInterrupt)) from None
     return DeployResult(endpoint_name=plan.endpoint_name, region=plan.region,
                         status=described.get("InferenceComponentStatus", "InService"), elapsed_s=clock() - start,
-                        verification=checks, notes=notes, inference_component=name, component_policies=arns)
+                        verification=checks, notes=notes, inference_component=name, component_policies=arns,
+                        acceptance_alarm=watching)
 
 
 def _what(request: Any) -> str:

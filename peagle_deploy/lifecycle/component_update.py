@@ -40,6 +40,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..acceptance_alarm import AcceptanceAlarm, component_log_group, plan_alarm
 from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
 from ..plan import DeploymentPlan, FactSource, build_plan
 from ..tags import PeagleTags
@@ -98,6 +99,9 @@ class ComponentUpdatePlan(BaseModel):
     notes: list[str] = Field(default_factory=list)
     scaling_move: ScalingMove | None = Field(None, description="an older peagle's idle rule, moved to AWS's recipe "
                                                                "after success")
+    acceptance_alarm: AcceptanceAlarm | None = Field(default=None, description="moved to the new K before "
+                                                     "UpdateInferenceComponent (not a rollback alarm: see "
+                                                     "docs/monitoring.md)")
     verify_plan: DeploymentPlan = Field(exclude=True)
 
     @property
@@ -108,8 +112,11 @@ class ComponentUpdatePlan(BaseModel):
     @property
     def writes(self) -> list[str]:
         intent = ", ".join(f"{k}={v}" for k, v in self.intent.to_tags().items())
+        watch = [] if self.acceptance_alarm is None else [
+            f"{write} (the acceptance alarm at K={self.target.k}; put back as it was if the update does not happen)"
+            for write in self.acceptance_alarm.writes()]
         return [f"AddTags {self.endpoint_name} (the update's intent, for peagle recover: {intent})",
-                f"CreateModel {self.create_model['ModelName']}",
+                f"CreateModel {self.create_model['ModelName']}", *watch,
                 f"UpdateInferenceComponent {self.component} -> model {self.target.model} (SageMaker replaces its "
                 "copies; the endpoint keeps its instances and config)",
                 f"AddTags {self.endpoint_name} ({', '.join(f'{k}={v}' for k, v in self.endpoint_tags.items())})",
@@ -193,6 +200,14 @@ def plan_component_update(live: Live, component: dict[str, Any], request: Update
     specification = {**_pick(component.get("Specification") or {}, _SPEC_KEYS), "ModelName": name}
     target = current.model_copy(update={"model": name, "mode": after.mode.value, "k": after.k})
     endpoint_tags = PeagleTags(mode=after.mode.value, k=after.k).to_aws()
+    owner = component["InferenceComponentName"]
+    acceptance, acceptance_notes = plan_alarm(request.acceptance, owner=owner, log_group=component_log_group(owner),
+                                              k=after.k, mode=after.mode.value,
+                                              tags={t["Key"]: t["Value"] for t in create_model["Tags"]},
+                                              model=(after.model, after.model_id))
+    if acceptance is not None:
+        acceptance_notes = [f"acceptance alarm {acceptance.describe()}; moved with the update, not a rollback alarm "
+                            "of it (docs/monitoring.md)"]
     verify_plan = after.model_copy(update={
         "endpoint_name": request.name, "inference_component_name": component["InferenceComponentName"],
         "create_model": create_model, "create_endpoint_config": copy.deepcopy(live.config),
@@ -206,7 +221,7 @@ def plan_component_update(live: Live, component: dict[str, Any], request: Update
         update_component={"InferenceComponentName": component["InferenceComponentName"],
                           "Specification": specification},
         endpoint_tags=endpoint_tags, delete_after_success=[{"kind": "model", "name": current.model}],
-        notes=[*notes, room], verify_plan=verify_plan)
+        notes=[*notes, room, *acceptance_notes], acceptance_alarm=acceptance, verify_plan=verify_plan)
 
 
 def prepare_update(session: Any, request: UpdateRequest, *, sleep: Callable[[float], None] = time.sleep,
@@ -267,6 +282,7 @@ class _Run:
         self.recover = recover_command(plan.endpoint_name, plan.region)
         self.model_sent = self.intent_written = False
         self.lease = LeaseHolder(self.sm, "update")
+        self.moving: Any = None  # acceptance_watch.Moving, once read
 
     def recheck(self, *, ours_written: bool) -> None:
         """Right before a write: the component InService on the model read, no other update's intent."""
@@ -310,11 +326,26 @@ class _Run:
                 except Exception as exc:
                     raise removed_meanwhile(self.sm, exc, [], call="CreateModel", operation="update") or exc
             self.note(f"created model {plan.target.model}")
+            if plan.acceptance_alarm is not None:
+                self._watch(guard)
             self.recheck(ours_written=True)
         except BaseException as exc:  # noqa: BLE001 - includes signals: the component was not touched
             error = _as_peagle_error(exc)
             self.undo(error)
             raise error from None
+
+    def _watch(self, guard: SignalGuard) -> None:
+        """The acceptance alarm and filters at the new K, before the component moves (acceptance_watch)."""
+        from .acceptance_watch import Moving
+
+        logs, cloudwatch = self.session.client("logs"), self.session.client("cloudwatch")
+        moving = Moving.read(logs, cloudwatch, self.plan.acceptance_alarm)
+        if moving.not_ours is not None:
+            self.note(moving.not_ours)
+            return
+        self.moving = moving
+        with guard.critical("PutMetricFilter and PutMetricAlarm"):
+            moving.put(logs, cloudwatch)
 
     def move_component(self, guard: SignalGuard) -> None:
         """UpdateInferenceComponent; once SageMaker may have taken it, the new model is never deleted."""
@@ -406,6 +437,11 @@ class _Run:
             self.sm.add_tags(ResourceArn=plan.endpoint_arn,
                              Tags=[{"Key": k, "Value": v} for k, v in plan.endpoint_tags.items()])
             removed = teardown(self.sm, models=[d["name"] for d in plan.delete_after_success], wait=False)
+            if self.moving is not None:  # the old K's filters match nothing now
+                for outcome in self.moving.settle(self.session.client("logs")):
+                    if outcome.result == "failed":
+                        self.note(f"could not remove metric filter {outcome.name} ({outcome.reason}); "
+                                  f"'{self.recover}' removes it")
             try:
                 clear_update_intent(self.sm, plan.endpoint_arn)
                 self.lease.drop(plan.endpoint_arn)
@@ -426,6 +462,14 @@ class _Run:
         if not isinstance(error, EndpointChanged):
             _add_hint(error, f"{plan.component} still serves the old model ({plan.current.label()})")
         left = False
+        if self.moving is not None:
+            try:
+                done = self.moving.put_back(self.session.client("logs"), self.session.client("cloudwatch"))
+                if done:
+                    _add_hint(error, "acceptance alarm: " + ", ".join(done))
+            except BaseException:  # noqa: BLE001 - say what to do instead
+                _add_hint(error, f"the acceptance alarm {self.moving.alarm.alarm_name} could not be put back")
+                left = True
         if self.model_sent:
             try:
                 outcomes = teardown(self.sm, wait=False, created_at=plan.created_at, models=[plan.target.model])

@@ -87,6 +87,9 @@ class EndpointStatus(BaseModel):
     component: Any = Field(default=None, description="hosting component: components.ComponentStatus")
     cost_how: str | None = Field(default=None, description="how cost_so_far_usd was estimated, where not from the "
                                                             "endpoint's age")
+    acceptance: Any = Field(default=None, description="one endpoint only: the last hour's acceptance from the "
+                                                      "CloudWatch metric and the acceptance alarm "
+                                                      "(acceptance_watch.AcceptanceStatus)")
 
 
 def _row(described: dict[str, Any], tags: PeagleTags, now: datetime, served: Any = None,
@@ -231,8 +234,9 @@ def status(session: Any, name: str | None = None, *, now: datetime | None = None
         if described["EndpointStatus"] == "InService":
             from .component_status import startup_group
 
-            row.vllm, row.startup_check = _startup(session, sm, name, described, served,
-                                                   component=startup_group(sm, described, tags))
+            component = startup_group(sm, described, tags)
+            row.vllm, row.startup_check = _startup(session, sm, name, described, served, component=component)
+            row.acceptance = _acceptance(session, component or name, row.k, now)
         _add_autoscaling(session, [row], {name: described}, {name: tags})
         _add_components(session, sm, [row], {name: described}, {name: tags}, now=now, read=read)
         return [row]
@@ -264,6 +268,21 @@ def _add_components(session: Any, sm: Any, rows: list[EndpointStatus], described
     from .component_status import add_components
 
     add_components(session, sm, rows, described, tags, now=now, read=read)
+
+
+def _acceptance(session: Any, owner: str, k: int | None, now: datetime) -> Any:
+    """The last hour's acceptance and the alarm (acceptance_watch.read_status); a read failure is said, never an
+    endpoint failure."""
+    from ..aws import translate_error
+    from .acceptance_watch import AcceptanceStatus, read_status
+
+    try:
+        return read_status(session.client("cloudwatch"), owner, k=k, now=now)
+    except Exception as exc:  # noqa: BLE001 - AWS's failures only
+        error = translate_error(exc)
+        if error is None:
+            raise
+        return AcceptanceStatus(k=k, source="CloudWatch", note=f"could not read CloudWatch ({error.one_line()})")
 
 
 def _startup(session: Any, sm: Any, name: str, described: dict[str, Any],

@@ -1,4 +1,4 @@
-"""What one delete did (endpoint, config, model, scalable target, scaling policy, inference component, alarm):
+"""What one delete did (endpoint, config, model, scalable target, scaling policy, inference component, alarm, metric filter):
 teardown's and autoscaling's
 common answer, in a module of its own so neither has to import the other for it."""
 
@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 OutcomeKind = Literal["endpoint", "endpoint_config", "model", "scalable_target", "scaling_policy",
-                      "inference_component", "alarm"]
+                      "inference_component", "alarm", "metric_filter"]
 
 
 class Outcome(BaseModel):

@@ -20,7 +20,9 @@ For each peagle endpoint (NAME, or all of them with --all):
 4. the intended autoscaling (the update's, or `peagle:autoscale`) is registered where it is not; a component that
    scales to zero by an older peagle's idle rule is moved to AWS's recipe (`scaling_migration`);
 5. the peagle-made configs and models of the endpoint (NAME) or of the region (--all) that nothing uses are
-   deleted: the previous config of a completed update, the new one of a reverted update, what a SIGKILL left.
+   deleted: the previous config of a completed update, the new one of a reverted update, what a SIGKILL left;
+   so are peagle's acceptance alarms and metric filters whose endpoint is gone (`acceptance_watch.orphans`), and
+   after an update the alarm is moved to the K that serves (`acceptance_watch.align`).
 
 `--all` names what it left alone, one line each: another peagle's work in progress (a fresh lease), a peagle
 endpoint SageMaker is still creating with nothing to finish, an endpoint peagle did not make that is not InService
@@ -143,13 +145,20 @@ def recover(session: Any, name: str | None = None, *, all_: bool = False, timeou
     if any(lo.kind == "inference_component" for lo in leftovers):  # their endpoint is gone: they go first
         from .components import remove_stranded
 
-        report.removed = remove_stranded(sm, session.client("application-autoscaling"), session.client("cloudwatch"),
-                                         name)
+        report.removed += remove_stranded(sm, session.client("application-autoscaling"),
+                                          session.client("cloudwatch"), name)
         refs = read(lambda: References.read(sm))  # the models they named are free now
         leftovers = find_leftovers(sm, refs, endpoint=name, region=session.region)
     if any(lo.kind != "inference_component" for lo in leftovers):
         report.removed += teardown(sm, configs=[lo.name for lo in leftovers if lo.kind == "endpoint_config"],
                                    models=[lo.name for lo in leftovers if lo.kind == "model"], wait=False, refs=refs)
+    if not names or not name:  # peagle's acceptance alarms and filters whose endpoint (and component) is gone
+        from .acceptance_watch import orphans
+
+        orphaned = orphans(sm, session.client("logs"), session.client("cloudwatch"), name)
+        report.removed += orphaned
+        if orphaned:
+            report.nothing_of = None
     failed = [o for o in report.removed if o.result == "failed"]
     if failed:
         failures.append(PeagleError(f"could not delete {failed[0].kind.replace('_', ' ')} {failed[0].name}: "
@@ -294,11 +303,32 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
         from .scaling_migration import move_endpoint
 
         done.actions += move_endpoint(session, sm, described, peagle)
+    done.actions += _align_acceptance(session, name, component or peagle_component(sm, described, peagle), served,
+                                      tags)
     if intent is not None:
         clear_update_intent(sm, described["EndpointArn"])  # with the lease
     elif lease is not None:
         sm.delete_tags(ResourceArn=described["EndpointArn"], TagKeys=[LEASE])
     return done
+
+
+def peagle_component(sm: Any, described: dict[str, Any], peagle: PeagleTags) -> str | None:
+    """The inference component a component-based endpoint hosts (None: a classic endpoint)."""
+    from .component_status import component_of
+
+    return component_of(sm, described, peagle)
+
+
+def _align_acceptance(session: Any, name: str, component: str | None, served: Served,
+                      tags: dict[str, str]) -> list[str]:
+    """peagle's acceptance alarm follows what serves (acceptance_watch.align): an update's, interrupted or not."""
+    from ..acceptance_alarm import component_log_group, endpoint_log_group
+    from .acceptance_watch import align
+
+    owner = component or name
+    group = component_log_group(owner) if component else endpoint_log_group(owner)
+    return align(session.client("logs"), session.client("cloudwatch"), owner, group, k=served.k, mode=served.mode,
+                 tags_for=lambda: {k: v for k, v in tags.items() if not k.startswith("aws:")})
 
 
 def _settled_component(sm: Any, described: dict[str, Any], peagle: PeagleTags, *, timeout_s: float,
@@ -372,7 +402,8 @@ def _finish_deletion(session: Any, sm: Any, name: str, done: EndpointRecovery,
     from .autoscaling import SERVICE
     from .teardown import delete_stack
 
-    outcomes = delete_stack(sm, name, wait=False, scaling=session.client(SERVICE), alarms=session.client("cloudwatch"))
+    outcomes = delete_stack(sm, name, wait=False, scaling=session.client(SERVICE), alarms=session.client("cloudwatch"),
+                            logs=session.client("logs"))
     failed = [o for o in outcomes if o.result == "failed"]
     if failed:
         raise PeagleError(f"could not delete {failed[0].kind.replace('_', ' ')} {failed[0].name}: {failed[0].reason}",

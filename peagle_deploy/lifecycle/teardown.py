@@ -55,17 +55,19 @@ class CleanupReport(BaseModel):
 
 _DELETE = {"endpoint": "delete_endpoint", "endpoint_config": "delete_endpoint_config", "model": "delete_model"}
 _LABEL = {"endpoint": "endpoint", "endpoint_config": "endpoint config", "model": "model",
-          "scalable_target": "scalable target", "scaling_policy": "scaling policy"}
+          "scalable_target": "scalable target", "scaling_policy": "scaling policy", "alarm": "alarm",
+          "metric_filter": "metric filter", "inference_component": "inference component"}
 
 
 def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
                created_at: datetime | None = None, scaling: Any = None,
-               extra: list[Outcome] | None = None, alarms: Any = None) -> Outcome:
+               extra: list[Outcome] | None = None, alarms: Any = None, logs: Any = None) -> Outcome:
     """Delete one resource if it is peagle's (and, with `created_at`, from that very deploy).
 
     An endpoint's autoscaling is removed first when `scaling` (an application-autoscaling client) is given, and a
     component-based endpoint's components (with their scaling and, given `alarms`, a cloudwatch client, their
-    alarms); those outcomes are appended to `extra`."""
+    alarms); given `alarms`, its acceptance alarm too, with its metric filters (`logs`, acceptance_watch.py); those
+    outcomes are appended to `extra`."""
     described = describe(sm, kind, name)
     if described is None:
         return Outcome(kind=kind, name=name, result="already gone")
@@ -99,6 +101,12 @@ def delete_one(sm: Any, kind: Kind, name: str, *, require_managed: bool = True,
                                      expected=tags.autoscale is not None)
         if extra is not None:
             extra.extend(removed)
+    if kind == "endpoint" and alarms is not None:  # its acceptance alarm and filters, last before the endpoint
+        from .acceptance_watch import remove as remove_watch
+
+        watched = remove_watch(logs, alarms, name, created_at=created_at)
+        if extra is not None:
+            extra.extend(watched)
     try:
         getattr(sm, _DELETE[kind])(**{DESCRIBE[kind][1]: name})
     except Exception as exc:
@@ -127,12 +135,14 @@ def _gone_after_all(sm: Any, kind: Kind, name: str, exc: BaseException) -> bool:
 
 def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), models: list[str] = (),
              wait: bool = True, require_managed: bool = True, created_at: datetime | None = None,
-             scaling: Any = None, refs: References | None = None, alarms: Any = None) -> list[Outcome]:
+             scaling: Any = None, refs: References | None = None, alarms: Any = None,
+             logs: Any = None) -> list[Outcome]:
     """Delete `endpoints` with their configs and models, plus the given `configs` and `models`, except what
     anything outside this set still uses (or is updating to). Returns one Outcome per resource considered,
     kept ones with why. With `scaling` (an application-autoscaling client), each endpoint's autoscaling is
     removed before it; a component-based endpoint's components go first (`alarms`: a cloudwatch client for
-    their alarms). `refs`: who uses what, when the caller has just read it."""
+    their alarms; and each endpoint's acceptance alarm, `logs` for its metric filters). `refs`: who uses what, when
+    the caller has just read it."""
     refs = refs or References.read(sm)
     outcomes: list[Outcome] = []
     gone_endpoints: set[str] = set()
@@ -140,7 +150,7 @@ def teardown(sm: Any, *, endpoints: list[str] = (), configs: list[str] = (), mod
     want_models: list[str] = list(models)
     for name in endpoints:
         outcome = delete_one(sm, "endpoint", name, require_managed=require_managed, created_at=created_at,
-                             scaling=scaling, extra=outcomes, alarms=alarms)
+                             scaling=scaling, extra=outcomes, alarms=alarms, logs=logs)
         outcomes.append(outcome)
         if outcome.result in ("deleted", "already gone"):
             gone_endpoints.add(name)
@@ -199,7 +209,7 @@ def _model_record(sm: Any, model: str, refs: References) -> tuple[bool, PeagleTa
 
 def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool = True,
                  scaling: Any = None, before_delete: Callable[[str, str], None] | None = None,
-                 alarms: Any = None) -> list[Outcome]:
+                 alarms: Any = None, logs: Any = None) -> list[Outcome]:
     """Endpoint `name` (its autoscaling first), then its config, then the config's models (names read from
     SageMaker, not assumed), and every other config and model peagle made for `name` (found by their
     `peagle:endpoint` tag: an update's, or what an interrupted deploy, update or cleanup left), except what an
@@ -210,10 +220,14 @@ def delete_stack(sm: Any, name: str, *, wait: bool = True, require_managed: bool
         if before_delete is not None:
             before_delete(name, refs.endpoint_arns.get(name, ""))
         return teardown(sm, endpoints=[name], configs=configs, models=models, wait=wait,
-                        require_managed=require_managed, scaling=scaling, refs=refs, alarms=alarms)
+                        require_managed=require_managed, scaling=scaling, refs=refs, alarms=alarms, logs=logs)
     from .components import remove_stranded
 
     stranded = remove_stranded(sm, scaling, alarms, name)  # peagle's components whose endpoint is gone
+    if alarms is not None:  # an acceptance alarm whose endpoint is gone (acceptance_watch.orphans)
+        from .acceptance_watch import orphans
+
+        stranded += orphans(sm, logs, alarms, name)
     if stranded:
         refs = References.read(sm)  # the models they named are free now
     if not configs and not models and not stranded:  # nothing tagged: a config and model of that name, if any
@@ -290,13 +304,14 @@ def _cleanup(session: Any, sm: Any, lease: Any, name: str | None, *, all_: bool,
             mark_for_deletion(sm, arn, lease)
 
     scaling = session.client("application-autoscaling")
-    alarms = session.client("cloudwatch")
+    alarms, logs = session.client("cloudwatch"), session.client("logs")
     report = CleanupReport()
     if name:
         from ..inputs import validate_name
 
         validate_name(name)
-        report.outcomes.extend(delete_stack(sm, name, wait=wait, scaling=scaling, before_delete=mark, alarms=alarms))
+        report.outcomes.extend(delete_stack(sm, name, wait=wait, scaling=scaling, before_delete=mark, alarms=alarms,
+                                            logs=logs))
         if all(o.result == "already gone" for o in report.outcomes):
             raise UsageError(f"no endpoint, endpoint config or model named {name!r} in {session.region}",
                              "check the name and --region (peagle status lists peagle's endpoints)")
@@ -334,9 +349,12 @@ def _cleanup(session: Any, sm: Any, lease: Any, name: str | None, *, all_: bool,
         from .components import remove_stranded
 
         report.outcomes.extend(remove_stranded(sm, scaling, alarms))
+        from .acceptance_watch import orphans
+
+        report.outcomes.extend(orphans(sm, logs, alarms))
     if selected or extra_configs or extra_models:
         report.outcomes.extend(teardown(sm, endpoints=selected, configs=extra_configs, models=extra_models,
-                                        wait=wait, scaling=scaling, alarms=alarms))
+                                        wait=wait, scaling=scaling, alarms=alarms, logs=logs))
     report.error = _first_failure(report)
     return report
 

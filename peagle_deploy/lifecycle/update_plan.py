@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..acceptance_alarm import AcceptanceAlarm, AcceptanceRequest, endpoint_log_group, plan_alarm
 from ..autoscale import AutoscalePolicy, resource_id
 from ..describe import describe
 from ..errors import PeagleError, UsageError
@@ -84,6 +85,8 @@ class UpdateRequest(BaseModel):
                                 "older peagle's idle rule moves to AWS's recipe (lifecycle/scaling_migration.py)")
     allow_lossy: bool = Field(False, description="--allow-lossy: keep a lossy rejection_sample_method the live "
                                                  "speculative config carries")
+    acceptance: AcceptanceRequest | None = Field(default=None, description="--acceptance-alarm (the CLI's default: "
+                                                 "on): moved to the new K and named as a rollback alarm")
 
 
 class Serving(BaseModel):
@@ -135,6 +138,10 @@ class UpdatePlan(BaseModel):
     deregister_first: bool = Field(default=False, description="SageMaker refuses an instance type change of a "
                                    "registered variant: deregister before UpdateEndpoint, register again after")
     notes: list[str] = Field(default_factory=list)
+    acceptance_alarm: AcceptanceAlarm | None = Field(default=None, description="put at the new K before "
+                                                     "UpdateEndpoint, which names it as a rollback alarm")
+    acceptance_removed: bool = Field(default=False, description="speculation goes off: peagle's acceptance alarm "
+                                                                "and filters are removed after success")
     verify_plan: DeploymentPlan = Field(exclude=True)
 
     @property
@@ -157,6 +164,9 @@ class UpdatePlan(BaseModel):
         if self.deregister_first:
             calls.append(f"DeleteScalingPolicy + DeregisterScalableTarget {target_id} (SageMaker refuses an "
                          "instance type change of an autoscaled variant; registered again afterwards)")
+        if self.acceptance_alarm is not None:
+            calls += [f"{write} (the acceptance alarm at K={self.target.k}, a rollback alarm of this update; put back "
+                      "as it was if the update does not happen)" for write in self.acceptance_alarm.writes()]
         calls.append(f"UpdateEndpoint {self.endpoint_name} -> {self.target.endpoint_config}")
         if self.registers_autoscaling:
             calls.append(f"RegisterScalableTarget + PutScalingPolicy {target_id} "
@@ -164,6 +174,12 @@ class UpdatePlan(BaseModel):
         calls.append(f"AddTags {self.endpoint_name} ({', '.join(f'{k}={v}' for k, v in self.endpoint_tags.items())})")
         calls.extend(f"Delete{'EndpointConfig' if d['kind'] == 'endpoint_config' else 'Model'} {d['name']} "
                      "(after success; peagle's own, if unused)" for d in self.delete_after_success)
+        if self.acceptance_alarm is not None:
+            calls.append(f"DeleteMetricFilter of peagle's other K in {self.acceptance_alarm.log_group} (after "
+                         "success)")
+        if self.acceptance_removed:
+            calls.append(f"DeleteMetricFilter + DeleteAlarms of peagle's acceptance alarm of {self.endpoint_name} "
+                         "(after success: nothing drafts any more)")
         calls.append(f"DeleteTags {self.endpoint_name} (the update's intent, once done)")
         return calls
 
@@ -540,12 +556,37 @@ def _resource_tags(live: Live, after: DeploymentPlan, name: str) -> list[dict[st
     return [{"Key": k, "Value": v} for k, v in tags.items()]
 
 
-def _deployment(request: UpdateRequest) -> dict[str, Any]:
+def _deployment(request: UpdateRequest, acceptance: AcceptanceAlarm | None = None) -> dict[str, Any]:
     deployment: dict[str, Any] = {"BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {
         "Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": int(request.bake.total_seconds())}}}
-    if request.rollback_alarms:
-        deployment["AutoRollbackConfiguration"] = {"Alarms": [{"AlarmName": a} for a in request.rollback_alarms]}
+    alarms = [*request.rollback_alarms, *([acceptance.alarm_name] if acceptance is not None else [])]
+    if alarms:
+        deployment["AutoRollbackConfiguration"] = {"Alarms": [{"AlarmName": a} for a in alarms]}
     return deployment
+
+
+def _acceptance(request: UpdateRequest, after: DeploymentPlan, tag_list: list[dict[str, str]]
+                ) -> tuple[AcceptanceAlarm | None, list[str]]:
+    """The acceptance alarm at the new K (acceptance_alarm.py), a rollback alarm of this update, and its notes."""
+    from ..acceptance_alarm import EVALUATION_PERIODS, PERIOD_S
+
+    alarm, notes = plan_alarm(request.acceptance, owner=request.name, log_group=endpoint_log_group(request.name),
+                              k=after.k, mode=after.mode.value, tags={t["Key"]: t["Value"] for t in tag_list},
+                              model=(after.model, after.model_id))
+    if alarm is None:
+        return None, notes
+    if len(request.rollback_alarms) + 1 > ALARMS_MAX:
+        raise UsageError(f"{len(request.rollback_alarms)} --rollback-alarm and peagle's acceptance alarm make "
+                         f"{len(request.rollback_alarms) + 1}; SageMaker allows {ALARMS_MAX}",
+                         f"pass at most {ALARMS_MAX - 1} --rollback-alarm, or --no-acceptance-alarm")
+    needed = EVALUATION_PERIODS * PERIOD_S
+    notes = [f"acceptance alarm {alarm.describe()}; SageMaker rolls this update back if it goes to ALARM before the "
+             f"{int(request.bake.total_seconds())}s baking period ends (docs/monitoring.md)"]
+    if request.bake.total_seconds() < needed + PERIOD_S:
+        notes.append(f"the baking period ({int(request.bake.total_seconds())}s) is shorter than the acceptance alarm "
+                     f"needs ({needed}s of the new fleet's lines, then CloudWatch's evaluation): it is unlikely to "
+                     f"roll this update back; pass --bake {(needed + PERIOD_S) // 60 + 1}m or longer")
+    return alarm, notes
 
 
 def plan_update(live: Live, request: UpdateRequest, *, now: datetime | None = None,
@@ -588,6 +629,8 @@ def plan_update(live: Live, request: UpdateRequest, *, now: datetime | None = No
     deregister_first = tags.autoscale is not None and target.instance_type != current.instance_type
     if request.autoscale is not None and (deregister_first or request.autoscale != tags.autoscale):
         notes += [n for n in [range_note(after.instance_count, request.autoscale, runs="the new fleet has")] if n]
+    acceptance, acceptance_notes = _acceptance(request, after, tag_list)
+    notes += acceptance_notes
     deletes = [{"kind": "endpoint_config", "name": current.endpoint_config}]
     if new_model:
         deletes.append({"kind": "model", "name": current.model})
@@ -604,13 +647,16 @@ def plan_update(live: Live, request: UpdateRequest, *, now: datetime | None = No
         rollback_alarms=list(request.rollback_alarms), create_model=create_model, create_pool_models=pool_models,
         create_endpoint_config=config,
         update_endpoint={"EndpointName": request.name, "EndpointConfigName": name,
-                         "DeploymentConfig": _deployment(request)},
+                         "DeploymentConfig": _deployment(request, acceptance)},
         endpoint_tags=PeagleTags(mode=after.mode.value, k=after.k,
                                  instance_type=tag_value(after.pool_types) if after.pools else after.instance_type,
                                  instance_count=after.instance_count, version=after.tags.get("peagle:version"),
                                  autoscale=autoscale_after).to_aws(),
         delete_after_success=deletes, autoscale_before=tags.autoscale, autoscale_after=autoscale_after,
-        deregister_first=deregister_first, notes=notes + after.notes, verify_plan=verify_plan)
+        deregister_first=deregister_first, notes=notes + after.notes,
+        acceptance_alarm=acceptance, acceptance_removed=bool(request.acceptance and request.acceptance.enabled
+                                                             and after.mode.value == "off"),
+        verify_plan=verify_plan)
 
 
 def check_alarms(session: Any, alarms: list[str], *, read: Callable[[Callable[[], Any]], Any]) -> None:

@@ -166,6 +166,7 @@ class _Run:
         self.pool_models: list[str] = []  # instance pools' own models sent (answered or not)
         self.deregistered = self.intent_written = False
         self.lease = LeaseHolder(self.sm, "update")  # on the endpoint with the intent, cleared with it
+        self.moving: Any = None  # acceptance_watch.Moving: the acceptance alarm as it was, once read
 
     def write_new_config(self, guard: SignalGuard) -> None:
         """Steps 2-4: the intent, the new model and endpoint config, autoscaling off for a type change; any
@@ -197,6 +198,8 @@ class _Run:
                 self.note(f"created {_label(kind)} {plan.target.endpoint_config}")
             if plan.deregister_first:
                 self._deregister(guard)
+            if plan.acceptance_alarm is not None:
+                self._watch(guard)
             _recheck(self.sm, plan, self.read, ours_written=True)  # right before UpdateEndpoint
         except BaseException as exc:  # noqa: BLE001 - includes signals: the endpoint was not touched
             error = _as_peagle_error(exc)
@@ -215,6 +218,21 @@ class _Run:
             raise PeagleError(f"could not remove autoscaling before the update: {left[0].reason}",
                               exit_code=left[0].exit_code)
         self.note(f"autoscaling of {self.plan.endpoint_name} removed for the instance type change")
+
+    def _watch(self, guard: SignalGuard) -> None:
+        """The acceptance alarm and filters at the new K, before UpdateEndpoint names the alarm (acceptance_watch)."""
+        from .acceptance_watch import Moving
+
+        alarm = self.plan.acceptance_alarm
+        logs, cloudwatch = self.session.client("logs"), self.session.client("cloudwatch")
+        moving = Moving.read(logs, cloudwatch, alarm)
+        if moving.not_ours is not None:
+            raise UsageError(moving.not_ours.replace(": left alone", ""),
+                             "rename that alarm, or update with --no-acceptance-alarm")
+        self.moving = moving
+        with guard.critical("PutMetricFilter and PutMetricAlarm"):
+            moving.put(logs, cloudwatch)
+        self.note(f"acceptance alarm {alarm.alarm_name} now watches K={alarm.k} (floor {alarm.floor.value:.2f})")
 
     def move_endpoint(self, guard: SignalGuard) -> None:
         """Step 5: UpdateEndpoint. Once SageMaker may have taken it, nothing it moves to is deleted."""
@@ -270,6 +288,11 @@ class _Run:
             reason = described.get("FailureReason") or "no reason given"
             error = EndpointFailed(f"the update of {plan.endpoint_name} failed and SageMaker rolled it back: "
                                    f"{reason}", None)
+            alarm = plan.acceptance_alarm
+            if alarm is not None and alarm.alarm_name in reason:
+                _add_hint(error, f"the new fleet ({plan.target.label()}) accepted too few draft tokens: its mean "
+                                 f"acceptance length stayed below {alarm.floor.value:.2f} ({alarm.floor.kind}: "
+                                 f"{alarm.floor.short}); 'peagle status {plan.endpoint_name}' shows it")
             self.undo(error)
             _add_hint(error, f"container logs: peagle logs {plan.endpoint_name} --region {plan.region}")
             raise error
@@ -292,6 +315,17 @@ class _Run:
                 self.note(f"autoscaling of {plan.endpoint_name}: {plan.autoscale_after.describe()}")
             removed = teardown(self.sm, configs=[plan.current.endpoint_config],
                                models=[plan.current.model] if plan.create_model is not None else [], wait=False)
+            gone = []
+            if self.moving is not None:  # the old K's filters match nothing now
+                gone = self.moving.settle(self.session.client("logs"))
+            elif plan.acceptance_removed:  # nothing drafts: the alarm and its filters have nothing to watch
+                from .acceptance_watch import remove
+
+                gone = remove(self.session.client("logs"), self.session.client("cloudwatch"), plan.endpoint_name)
+            for outcome in gone:
+                if outcome.result == "failed":
+                    self.note(f"could not remove {outcome.kind.replace('_', ' ')} {outcome.name} ({outcome.reason}); "
+                              f"'{self.recover}' removes it")
             try:
                 clear_update_intent(self.sm, plan.endpoint_arn)
                 self.lease.drop(plan.endpoint_arn)
@@ -314,7 +348,7 @@ class _Run:
         plan = self.plan
         if not isinstance(error, EndpointChanged):
             _add_hint(error, f"the endpoint still serves the old configuration ({plan.current.label()})")
-        left = False
+        left = not self._put_back_watch(error)
         if self.attempted or self.pool_models:
             try:
                 outcomes = teardown(self.sm, wait=False, created_at=plan.created_at,
@@ -343,6 +377,20 @@ class _Run:
                 left = True
         if left:
             _add_hint(error, f"finish with '{self.recover}'")
+
+    def _put_back_watch(self, error: PeagleError) -> bool:
+        """The acceptance alarm and filters as they were before this update (False: they could not be)."""
+        if self.moving is None:
+            return True
+        try:
+            done = self.moving.put_back(self.session.client("logs"), self.session.client("cloudwatch"))
+        except BaseException:  # noqa: BLE001 - say what to do instead
+            _add_hint(error, f"the acceptance alarm {self.moving.alarm.alarm_name} watches K={self.moving.alarm.k} "
+                             "and could not be put back as it was")
+            return False
+        if done:
+            _add_hint(error, "acceptance alarm: " + ", ".join(done))
+        return True
 
     def _restore_autoscaling(self, error: PeagleError) -> bool:
         """The update did not happen: the autoscaling removed before it goes back as it was."""

@@ -19,9 +19,11 @@ backend (the emulator publishes SageMaker's own metrics there; `PutMetricData` a
   each alarm's creation time on the emulator's clock is kept too, and its first window looks back from then;
 - while an alarm is in ALARM, each evaluation with data runs its actions that are Application Auto Scaling policy
   ARNs (`run_action`), as CloudWatch re-invokes a scaling policy while the alarm stays in ALARM.
-Alarms that Application Auto Scaling creates for target tracking (`TargetTracking-...`) are not evaluated here: the
-emulator models target tracking directly (`autoscaling_emulation`), which sets their state (`set_state`). Every state
-change carries the emulator's time as its `StateUpdatedTimestamp` (moto stamps the real clock).
+Other alarm shapes are evaluated the same way when a module in `SHAPES` recognises them (`acceptance_emulation`:
+peagle's acceptance alarm, `1 + K * accepted / drafted`). Alarms that Application Auto Scaling creates for target
+tracking (`TargetTracking-...`) are not evaluated here: the emulator models target tracking directly
+(`autoscaling_emulation`), which sets their state (`set_state`). Every state change carries the emulator's time as
+its `StateUpdatedTimestamp` (moto stamps the real clock).
 
 Evaluations happen only at period ends whose window holds data, or the first one after data left the window, and
 (for an alarm that gives periods without data a value: `FILL`, or `TreatMissingData` breaching/notBreaching) the
@@ -98,9 +100,29 @@ def _terms(alarm: Any) -> list[tuple[Any, float | None]] | None:
     return terms
 
 
+def _shape(alarm: Any) -> Any:
+    """Another module's alarm shape (`SHAPES`): an object with `period` and `series(cloudwatch)`, or None."""
+    for recognise in SHAPES:
+        found = recognise(alarm)
+        if found is not None:
+            return found
+    return None
+
+
+def _acceptance(alarm: Any) -> Any:
+    from .acceptance_emulation import acceptance_shape
+
+    return acceptance_shape(alarm)
+
+
+SHAPES: list[Callable[[Any], Any]] = [_acceptance]
+
+
 def _period(alarm: Any) -> int:
     if alarm.period:
         return int(alarm.period)
+    if (shape := _shape(alarm)) is not None:
+        return shape.period
     terms = _terms(alarm) or []
     return int(terms[0][0].metric_stat.period) if terms else 60
 
@@ -109,7 +131,8 @@ def watched(cloudwatch: Any) -> list[Any]:
     """The alarms this module evaluates (see the module docstring)."""
     return [a for a in list(cloudwatch.alarms.values())
             if not a.name.startswith("TargetTracking-")
-            and ((a.namespace == NAMESPACE and a.metric_name and not a.metric_data_queries) or _terms(a))]
+            and ((a.namespace == NAMESPACE and a.metric_name and not a.metric_data_queries) or _terms(a)
+                 or _shape(a) is not None)]
 
 
 def _samples(cloudwatch: Any, alarm: Any, namespace: str | None = None, metric: str | None = None,
@@ -141,6 +164,8 @@ Series = Callable[[float, float], "float | None"]  # the alarm's value over [sta
 
 def series(cloudwatch: Any, alarm: Any) -> tuple[Series, list[float]]:
     """The alarm's value per period, and the times of the samples it reads."""
+    if alarm.metric_data_queries and (shape := _shape(alarm)) is not None:
+        return shape.series(cloudwatch)
     terms = _terms(alarm) if alarm.metric_data_queries else None
     if terms is None:
         samples = _samples(cloudwatch, alarm)

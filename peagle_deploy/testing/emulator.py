@@ -141,6 +141,7 @@ class _UpdateScript:
     updating_polls: int = 1
     fail: bool = False
     reason: str | None = None
+    new_fleet_logs: tuple[str, ...] = ()  # what the new fleet's container logs, one line per 10 s (acceptance_emulation)
 
 
 @dataclass
@@ -149,6 +150,8 @@ class _PendingUpdate:
     script: _UpdateScript
     seen: int = 0
     started: Any = None
+    rollback_alarms: list[str] = field(default_factory=list)  # AutoRollbackConfiguration's
+    fleet_log: Any = None  # acceptance_emulation.NewFleetLog
 
 
 class SageMakerEmulator(CapacityEmulation):
@@ -191,11 +194,16 @@ class SageMakerEmulator(CapacityEmulation):
         """New endpoints stay Creating for `creating_polls` describes, then turn `final`."""
         self._script = _Script(creating_polls, final, reason or ("scripted failure" if final == "Failed" else None))
 
-    def script_update(self, updating_polls: int = 1, fail: bool = False, reason: str | None = None) -> None:
+    def script_update(self, updating_polls: int = 1, fail: bool = False, reason: str | None = None,
+                      new_fleet_logs: list[str] | None = None) -> None:
         """Every later UpdateEndpoint: Updating for `updating_polls` describes, then InService on the new
-        config; with `fail`, back to InService on the OLD config with FailureReason `reason` (a rollback)."""
+        config; with `fail`, back to InService on the OLD config with FailureReason `reason` (a rollback).
+        `new_fleet_logs`: while it runs, the new fleet's container logs these lines in turn, one every 10 s of
+        `clock()`; a rollback alarm the update names that goes to ALARM meanwhile rolls it back
+        (`acceptance_emulation`)."""
         self._update_script = _UpdateScript(updating_polls, fail,
-                                            reason or ("scripted update failure" if fail else None))
+                                            reason or ("scripted update failure" if fail else None),
+                                            tuple(new_fleet_logs or ()))
 
     def fail(self, action: str, code: str = "InternalFailure", message: str = "injected failure",
              times: int = 1, status: int = 400, skip: int = 0, *, after: bool = False,
@@ -473,8 +481,11 @@ class SageMakerEmulator(CapacityEmulation):
             body = {"Quotas": emulator._quota_list(response_self.region)}
             return 200, {"Content-Type": "application/x-amz-json-1.1"}, json.dumps(body)
 
+        from .acceptance_emulation import logs_patches
+
         return [
             *self._logs_patches(),
+            *logs_patches(),  # metric filters applied to what is ingested
             mock.patch.object(SageMakerResponse, "call_action", call_action),
             mock.patch.object(LogsResponse, "call_action", call_action),  # faults and gates for CloudWatch Logs too
             mock.patch.object(ServiceQuotasResponse, "call_action", call_action),  # and for Service Quotas
@@ -526,7 +537,12 @@ class SageMakerEmulator(CapacityEmulation):
             self.update_requests.append(body)
             import time
 
-            self._updates[name] = _PendingUpdate(config, self._update_script, started=time.time())
+            from .acceptance_emulation import NewFleetLog, rollback_alarms
+
+            script = self._update_script
+            self._updates[name] = _PendingUpdate(
+                config, script, started=time.time(), rollback_alarms=rollback_alarms(body),
+                fleet_log=NewFleetLog(list(script.new_fleet_logs), self.clock()) if script.new_fleet_logs else None)
         endpoint.endpoint_status = "Updating"
         endpoint.failure_reason = None
         return endpoint.arn
@@ -541,14 +557,19 @@ class SageMakerEmulator(CapacityEmulation):
         capacity = self._capacity_advance_update(backend, endpoint)  # "": the new instances are still awaited
         if capacity == "":
             return
+        tripped = self._guardrails(backend, endpoint, pending) if capacity is None else None
         with self._lock:
             pending.seen += 1
-            if capacity is None and pending.seen <= pending.script.updating_polls:
+            if capacity is None and tripped is None and pending.seen <= pending.script.updating_polls:
                 return
             del self._updates[endpoint.endpoint_name]
         config = backend.endpoint_configs.get(pending.new_config)
         if capacity is not None:  # no capacity for the new config within its timeout: rolled back
             endpoint.failure_reason = capacity
+        elif tripped is not None:  # a rollback alarm went to ALARM: SageMaker's guardrails roll back
+            from .acceptance_emulation import rollback_reason
+
+            endpoint.failure_reason = rollback_reason(tripped)
         elif pending.script.fail:  # rolled back: the old fleet keeps serving
             endpoint.failure_reason = pending.script.reason
         elif config is None:  # deleted while the update ran: the emulator fails the update (docs/ci.md)
@@ -557,9 +578,22 @@ class SageMakerEmulator(CapacityEmulation):
         else:
             endpoint.endpoint_config_name = pending.new_config
             endpoint.production_variants = endpoint._process_production_variants(config.production_variants)
-        self._capacity_finish_update(endpoint, applied=capacity is None and not pending.script.fail and config is not None)
+        self._capacity_finish_update(endpoint, applied=capacity is None and tripped is None and not pending.script.fail
+                                     and config is not None)
         endpoint.endpoint_status = "InService"
         endpoint.last_modified_time = utcnow()
+
+    def _guardrails(self, backend: Any, endpoint: Any, pending: _PendingUpdate) -> str | None:
+        """While the update runs: the new fleet's scripted log lines up to `clock()`, then the first rollback alarm
+        in ALARM (None: none), as `alarm_emulation` last evaluated it."""
+        from moto.logs.models import logs_backends
+
+        from .acceptance_emulation import tripped
+
+        if pending.fleet_log is not None:
+            logs = logs_backends[backend.account_id][backend.region_name]
+            pending.fleet_log.catch_up(logs, f"/aws/sagemaker/Endpoints/{endpoint.endpoint_name}", self.clock())
+        return tripped(backend.account_id, backend.region_name, pending.rollback_alarms)
 
     # Application Auto Scaling (h9) ----------------------------------------------------------------
     def _autoscaling_patches(self, call_action: Callable[[Any], Any]) -> list[Any]:

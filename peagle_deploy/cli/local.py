@@ -26,7 +26,7 @@ def start(
                                                  "drafter (the 'eagle' channel).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Alias whose deployment plan environment to run "
                                               "(see `peagle models`).")] = None,
-    mode: Annotated[str, typer.Option(help="p-eagle (parallel drafting), eagle3 (sequential) or off.")] = "p-eagle",
+    mode: Annotated[str, typer.Option(help="p-eagle (parallel drafting), eagle3 (sequential), dflash (a DFlash drafter) or off.")] = "p-eagle",
     k: Annotated[str | None, typer.Option("--k", help="Speculative tokens per step (default: the model's, else 3).")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable).")] = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (SageMaker uses 8080).", min=1, max=65535)] = 8080,

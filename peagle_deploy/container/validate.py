@@ -65,11 +65,13 @@ def validate(env: Mapping[str, str], vllm_version: str | None = None) -> dict[st
     dflash = config.get("method") == "dflash"
     if dflash:
         _check_dflash_version(installed_vllm_version() if vllm_version is None else vllm_version)
-        _check_attention_backend(env)
     drafter = config.get("model")
     if drafter is not None and not isinstance(drafter, str):
         raise ContainerConfigError(f"{ENV_VAR} model must be a path or model id string, got {drafter!r}")
-    if drafter and (drafter.startswith("/") or os.path.exists(drafter)):
+    local = bool(drafter) and (drafter.startswith("/") or os.path.exists(drafter))
+    if dflash and not local:  # a hub id: its config is not here to say whether it attends causally
+        _check_attention_backend(env)
+    if local:
         if not os.path.isdir(drafter):
             channel = "dflash" if dflash else "eagle"
             raise ContainerConfigError(f"drafter directory {drafter} does not exist (is the {channel} channel "

@@ -15,12 +15,15 @@ def register(app: typer.Typer) -> None:
 
 def iam_policy(
     commands: Annotated[list[str] | None, typer.Argument(
-        help="Commands to cover: deploy, status, invoke, bench, metrics, logs, update, sweep, cleanup (default: all).")] = None,
+        help="Commands to cover: deploy, status, invoke, bench, metrics, logs, update, sweep, cleanup, drafter "
+             "(default: all).")] = None,
     role: Annotated[str | None, typer.Option(
         help="The execution role ARN you deploy with: iam:PassRole on that role only.")] = None,
     name_prefix: Annotated[str | None, typer.Option(
         help="Create, change and delete only endpoints, configs and models named with this prefix "
              "(peagle's default names start with 'peagle-').")] = None,
+    bucket: Annotated[str | None, typer.Option(
+        help="drafter stage: the BUCKET or BUCKET/PREFIX its --to names; uploads (s3:PutObject) only there.")] = None,
     json_output: JsonOpt = False,
 ) -> None:
     """The IAM actions each command calls (docs/iam.md); with --json, an identity policy to attach.
@@ -32,7 +35,7 @@ def iam_policy(
         from .. import iam_policy as table
         from ..output import print_table
 
-        document = table.policy_document(commands, role=role, name_prefix=name_prefix)  # refuses bad input
+        document = table.policy_document(commands, role=role, name_prefix=name_prefix, bucket=bucket)  # bad: refused
         if out.json_mode:
             out.result(document)  # the document alone: IAM refuses a policy with keys of ours in it
             if _unscoped_applies(document):

@@ -202,3 +202,36 @@ def test_bench_agree_checks_dflash_against_off(emu, monkeypatch, tmp_path):
     assert doc["baseline_check"]["baseline"] == "off"
     assert doc["greedy"]["identical_share"] == 1.0
     assert doc["greedy"]["verdict"] != "beyond noise"
+
+
+def test_deploy_update_and_cleanup_of_a_dflash_endpoint(emu, tmp_path):
+    """deploy --mode dflash mounts the drafter channel on AWS's image; update --k keeps it; update --mode p-eagle
+    moves to JumpStart's image and drafter and drops DFlash's attention backend; cleanup removes it all."""
+    env = {**emu.env, "PEAGLE_STATE_DIR": str(tmp_path)}
+    deployed = run_cli("deploy", "qwen3-coder", "--mode", "dflash", "--drafter", DRAFTER, "--name", "coder-dflash",
+                       "--role", emu.role_arn, "--yes", env=env)
+    assert deployed.code == 0, deployed.stderr
+    sm = emu.client("sagemaker")
+
+    def container() -> dict:
+        config = sm.describe_endpoint(EndpointName="coder-dflash")["EndpointConfigName"]
+        model = sm.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"][0]["ModelName"]
+        return sm.describe_model(ModelName=model)["PrimaryContainer"]
+
+    first = container()
+    assert first["Image"] == DLC and first["Environment"]["SM_VLLM_ATTENTION_BACKEND"] == "flash_attn"
+    assert first["AdditionalModelDataSources"][0]["ChannelName"] == "dflash"
+    deeper = run_cli("update", "coder-dflash", "--k", "15", "--yes", env=env)
+    assert deeper.code == 0, deeper.stderr
+    second = container()
+    assert json.loads(second["Environment"]["SM_VLLM_SPECULATIVE_CONFIG"])["num_speculative_tokens"] == 15
+    assert second["AdditionalModelDataSources"] == first["AdditionalModelDataSources"]  # the live channel kept
+    moved = run_cli("update", "coder-dflash", "--mode", "p-eagle", "--k", "3", "--yes", env=env)
+    assert moved.code == 0, moved.stderr
+    third = container()
+    assert "SM_VLLM_ATTENTION_BACKEND" not in third["Environment"]
+    assert [c["ChannelName"] for c in third["AdditionalModelDataSources"]] == ["eagle"]
+    assert "vllm:0.18.0" in third["Image"]
+    gone = run_cli("cleanup", "coder-dflash", "--yes", env=env)
+    assert gone.code == 0, gone.stderr
+    assert not sm.list_endpoints()["Endpoints"] and not sm.list_models()["Models"]

@@ -235,3 +235,20 @@ def test_deploy_update_and_cleanup_of_a_dflash_endpoint(emu, tmp_path):
     gone = run_cli("cleanup", "coder-dflash", "--yes", env=env)
     assert gone.code == 0, gone.stderr
     assert not sm.list_endpoints()["Endpoints"] and not sm.list_models()["Models"]
+
+
+def test_local_runs_the_dflash_plan_with_the_drafter_as_its_channel(tmp_path):
+    from tests.test_container_dflash import drafter
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    path = drafter(tmp_path)
+    result = run_cli("local", "start", str(model), "--model", "qwen3-coder", "--mode", "dflash", "--k", "5",
+                     "--drafter", path, "--dry-run", env={**os.environ, "COLUMNS": "250"})
+    assert result.code == 0, result.stderr
+    assert "SM_VLLM_ATTENTION_BACKEND=flash_attn" in result.stdout
+    assert f'"model": "{path}", "method": "dflash", "num_speculative_tokens": 5' in result.stdout
+    bad = run_cli("local", "start", str(model), "--model", "qwen3-coder", "--mode", "dflash", "--k", "5",
+                  "--drafter", str(model), "--dry-run")
+    assert bad.code == 2 and "is not a DFlash drafter's" in bad.stderr  # the entrypoint's own check, before vLLM

@@ -79,8 +79,8 @@ def validate(env: Mapping[str, str], vllm_version: str | None = None) -> dict[st
         path = os.path.join(drafter, "config.json")
         drafter_config = read_config(drafter)
         if dflash:  # DFlash drafts in parallel too (vLLM sets parallel_drafting itself): the same mask-token rule
-            check_mask_token(drafter_config, path, installed_vllm_version() if vllm_version is None else vllm_version)
             check_dflash_drafter(drafter, drafter_config, k)
+            check_mask_token(drafter_config, path, installed_vllm_version() if vllm_version is None else vllm_version)
             _check_attention_backend(env, drafter_config)
         elif parallel:
             check_mask_token(drafter_config, path, installed_vllm_version() if vllm_version is None else vllm_version)

@@ -252,3 +252,36 @@ def test_local_runs_the_dflash_plan_with_the_drafter_as_its_channel(tmp_path):
     bad = run_cli("local", "start", str(model), "--model", "qwen3-coder", "--mode", "dflash", "--k", "5",
                   "--drafter", str(model), "--dry-run")
     assert bad.code == 2 and "is not a DFlash drafter's" in bad.stderr  # the entrypoint's own check, before vLLM
+
+
+@pytest.mark.parametrize("image, says", [
+    ("vllm/vllm-openai:v0.33.0", "runs DFlash on Model Runner V2 (the default for every model from 0.29"),
+    (DLC, "DFlash runs on V2 only for those models, on V1 otherwise"),
+    ("123456789012.dkr.ecr.us-east-1.amazonaws.com/peagle-vllm:0.1.0", "the image's tag names no vLLM version"),
+])
+def test_the_runner_note_follows_the_images_vllm(image, says):
+    from peagle_deploy.vllm_runner import dflash_image, dflash_image_refusal, dflash_runner_note
+
+    assert says in dflash_runner_note(image)
+    assert dflash_image_refusal(image) is None
+    assert dflash_image("763104351884.dkr.ecr.eu-west-1.amazonaws.com/vllm:0.18.0-gpu-py312-cu129-ubuntu22.04-"
+                        "sagemaker") == DLC.replace("us-east-1", "eu-west-1")
+    assert "vLLM 0.19.0, which has no DFlash" in dflash_image_refusal("vllm/vllm-openai:v0.19.0")
+
+
+def test_update_to_dflash_takes_the_drafter_or_refuses_without_one(emu, tmp_path):
+    env = {**emu.env, "PEAGLE_STATE_DIR": str(tmp_path)}
+    deployed = run_cli("deploy", "qwen3-coder", "--name", "coder", "--k", "3", "--role", emu.role_arn, "--yes",
+                       env=env)
+    assert deployed.code == 0, deployed.stderr
+    emu.calls.clear()
+    refused = run_cli("update", "coder", "--mode", "dflash", "--yes", env=env)
+    assert refused.code == 2
+    assert "--mode dflash needs the qwen3-coder DFlash drafter in S3" in refused.stderr
+    assert not [c for c in emu.calls if c.startswith(("Create", "Update"))]
+    plan = run_cli("update", "coder", "--mode", "dflash", "--drafter", DRAFTER, "--dry-run", "--json", env=env)
+    assert plan.code == 0, plan.stderr
+    body = json.loads(plan.stdout)["update"]
+    channels = body["create_model"]["PrimaryContainer"]["AdditionalModelDataSources"]
+    assert [c["ChannelName"] for c in channels] == ["dflash"] and channels[0]["S3DataSource"]["S3Uri"] == DRAFTER + "/"
+    assert body["create_model"]["PrimaryContainer"]["Image"] == DLC

@@ -398,6 +398,10 @@ def _target_request(live: Live, request: UpdateRequest, current: Serving, name: 
             from ..drafters import locate
 
             drafter, source = locate(live.peagle.model or "", None, request.region)
+        if drafter is None:
+            raise UsageError(f"--mode dflash needs the {live.peagle.model} DFlash drafter in S3",
+                             f"stage it first: peagle drafter stage {live.peagle.model} --method dflash --to "
+                             "s3://BUCKET/PREFIX (or pass --drafter s3://BUCKET/PREFIX)")
     elif request.drafter is not None:
         raise UsageError(f"--drafter is for --mode dflash, not {mode.value}", "drop --drafter")
     return PlanRequest(

@@ -117,8 +117,16 @@ def _token() -> str | None:
     return token or None
 
 
+class HubRefused(UsageError):
+    """The hub answered 401/403: the repository asks for a token (whose account accepted its terms)."""
+
+
+class HubUnreachable(UsageError):
+    """The hub did not answer (offline, no route, a timeout)."""
+
+
 def unreachable(dflash: DFlashDrafter, model: str, why: str) -> UsageError:
-    return UsageError(f"cannot fetch the {model} DFlash drafter {dflash.repo}@{dflash.revision}: {why}",
+    return HubUnreachable(f"cannot fetch the {model} DFlash drafter {dflash.repo}@{dflash.revision}: {why}",
                       f"where the hub is reachable run `peagle drafter stage {model} --method dflash --to "
                       "s3://BUCKET/PREFIX` (HF_ENDPOINT names a mirror); --dry-run shows what it would fetch")
 
@@ -133,7 +141,7 @@ def _hub_error(exc: BaseException, dflash: DFlashDrafter, model: str) -> PeagleE
                           "check HF_ENDPOINT; the catalog's repository may have moved (templates/models/"
                           f"{model}.toml)")
     if name == "GatedRepoError" or status in (401, 403):
-        return UsageError(f"the hub refused {dflash.repo} ({status or name}): the repository asks for a token "
+        return HubRefused(f"the hub refused {dflash.repo} ({status or name}): the repository asks for a token "
                           "whose account accepted its terms", "accept the terms on the hub, then set HF_TOKEN")
     return unreachable(dflash, model, f"the hub at {hub_endpoint()} did not answer ({name})")
 
@@ -168,19 +176,16 @@ def plan_stage(entry: ModelEntry, to: str, region: str, *, offline: bool) -> tup
         return plan, None
     try:
         info = _info(dflash, entry.alias, token=False)
-    except UsageError as exc:
-        if "refused" in str(exc):  # gated: ask again with the user's token, if there is one
-            token = _token()
-            if token is None:
-                raise
-            info = _info(dflash, entry.alias, token=token)
-            plan.token = "HF_TOKEN (the repository asks for one)"
-        elif "did not answer" in str(exc):
-            plan.not_fetched = exc.message.split(": ", 1)[-1]
-            plan.hub_answer = f"{plan.not_fetched}: sizes and license are {UNKNOWN_OFFLINE}"
-            return plan, None
-        else:
+    except HubRefused:  # gated: ask again with the user's token, if there is one
+        token = _token()
+        if token is None:
             raise
+        info = _info(dflash, entry.alias, token=token)
+        plan.token = "HF_TOKEN (the repository asks for one)"
+    except HubUnreachable as exc:
+        plan.not_fetched = exc.message.split(": ", 1)[-1]
+        plan.hub_answer = f"{plan.not_fetched}: sizes and license are {UNKNOWN_OFFLINE}"
+        return plan, None
     _fill(plan, info)
     return plan, info
 

@@ -39,9 +39,6 @@ class Mode(StrEnum):
 _MODE_SPELLINGS = {"peagle": Mode.P_EAGLE, "eagle3": Mode.EAGLE3, "dflash": Mode.DFLASH, "off": Mode.OFF,
                    "none": Mode.OFF}
 SPECULATIVE_MODES = tuple(m.value for m in Mode if m is not Mode.OFF)  # p-eagle, eagle3, dflash
-# (vLLM method, parallel_drafting as sent) -> mode: how the config a server holds or logged names its mode
-METHOD_MODES = {("eagle3", True): Mode.P_EAGLE, ("eagle3", False): Mode.EAGLE3, ("dflash", None): Mode.DFLASH}
-MODE_NAMES = {Mode.P_EAGLE: "P-EAGLE", Mode.EAGLE3: "EAGLE-3", Mode.DFLASH: "DFlash", Mode.OFF: "off"}
 
 
 def drafter_channel(mode: Mode) -> str | None:

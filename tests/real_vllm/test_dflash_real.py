@@ -21,8 +21,16 @@ MAX_TOKENS = 24
 
 
 @pytest.fixture(scope="module")
-def dflash(server_pool):
-    return server_pool.get("dflash", K)
+def servers(server_pool):
+    """off first (test_output_agreement's, kept alive: the pool's least recently used, P-EAGLE K=3, stops), then
+    DFlash K=3."""
+    off = server_pool.get("off")
+    return off, server_pool.get("dflash", K)
+
+
+@pytest.fixture(scope="module")
+def dflash(servers):
+    return servers[1]
 
 
 def test_the_plan_reaches_vllm_and_its_start_up_log_verifies_dflash(dflash):
@@ -53,8 +61,8 @@ def test_bench_reports_every_draft_accepted(dflash, tmp_path):
     assert result["target"]["server"]["k"] == K  # vLLM's own per-position series: K draft positions
 
 
-def test_greedy_outputs_of_dflash_are_identical_to_the_target_alone(dflash, server_pool):
-    off = server_pool.get("off")
+def test_greedy_outputs_of_dflash_are_identical_to_the_target_alone(servers):
+    off, dflash = servers
     run = peagle("bench", "agree", off.url, dflash.url, "-n", "4", "--dataset", "code", "--max-tokens", "24", "--json")
     assert run.code == 0, run.stderr
     greedy = run.json()["greedy"]

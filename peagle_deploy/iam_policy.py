@@ -624,7 +624,7 @@ def policy_document(commands: list[str] | None = None, *, role: str | None = Non
     action only on the resource types it acts on, every SageMaker write bound to the peagle:managed tag.
     `role`: iam:PassRole on that role only. `name_prefix`: SageMaker writes (and the autoscaling alarms) only
     on names starting with it (peagle's own names start with 'peagle-'); reads still see every name. `bucket`
-    (BUCKET or BUCKET/PREFIX, s3:// optional): drafter stage's uploads only under it."""
+    (BUCKET or BUCKET/PREFIX, checked by the caller): drafter stage's uploads only under it."""
     from .errors import UsageError
 
     chosen = commands or list(COMMANDS)
@@ -636,12 +636,6 @@ def policy_document(commands: list[str] | None = None, *, role: str | None = Non
     if name_prefix is not None and not _NAME_PREFIX.match(name_prefix):
         raise UsageError(f"--name-prefix {name_prefix!r} is not the start of an endpoint name",
                          "use letters, digits and hyphens, e.g. peagle-")
-    if bucket is not None:
-        from .inputs import parse_s3_prefix
-
-        text = bucket if bucket.startswith("s3://") else f"s3://{bucket}"
-        named, prefix = parse_s3_prefix(text + ("" if "/" in text[5:] else "/x"), flag="--bucket")
-        bucket = named if "/" not in text[5:] else f"{named}/{prefix}"
     by_sid: dict[str, tuple[Scope, set[str]]] = {}
     for command in chosen:
         for permission in COMMANDS[command]:

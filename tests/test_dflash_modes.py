@@ -218,6 +218,9 @@ def test_deploy_update_and_cleanup_of_a_dflash_endpoint(emu, tmp_path):
         model = sm.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"][0]["ModelName"]
         return sm.describe_model(ModelName=model)["PrimaryContainer"]
 
+    status = run_cli("status", "coder-dflash", "--json", env=env)
+    assert status.code == 0, status.stderr
+    assert '"dflash"' in status.stdout and "K=7" in run_cli("status", "coder-dflash", env=env).stdout
     first = container()
     assert first["Image"] == DLC and first["Environment"]["SM_VLLM_ATTENTION_BACKEND"] == "flash_attn"
     assert first["AdditionalModelDataSources"][0]["ChannelName"] == "dflash"

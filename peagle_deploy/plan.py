@@ -383,10 +383,9 @@ def _check_spec(choice: _Choice, spec: ResolvedSpec, instance_type: str) -> None
     if jumpstart_drafter and spec.drafter is None:
         raise UsageError(f"the {entry.alias} JumpStart spec has no P-EAGLE drafter channel",
                          "deploy with --mode off, or pass a --model-id whose spec has one")
-    if choice.settings.mode is Mode.DFLASH and (why := dflash_image_refusal(choice.image or spec.image_uri)):
-        if choice.image:
-            raise UsageError(f"--image cannot run DFlash: {why}", "drop --image: peagle deploys DFlash with AWS's "
-                             "vLLM image, or pass an image with vLLM 0.20 or newer")
+    if choice.settings.mode is Mode.DFLASH and choice.image and (why := dflash_image_refusal(choice.image)):
+        raise UsageError(f"--image cannot run DFlash: {why}", "drop --image: peagle deploys DFlash with AWS's vLLM "
+                         "image, or pass an image with vLLM 0.20 or newer")
     if (spec.gated or jumpstart_drafter and spec.drafter_gated) and not request.accept_eula:
         what = "weights are" if spec.gated else "P-EAGLE drafter is"
         raise UsageError(f"the {entry.alias} {what} gated by a licence (EULA) in JumpStart's gated bucket",
@@ -502,7 +501,8 @@ def _plan_model(p: _Params) -> Part:
         notes.append("the P-EAGLE drafter is in JumpStart's gated bucket: its channel carries ModelAccessConfig "
                      "AcceptEula=true (--accept-eula)")
     if choice.image:
-        notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
+        kept = "model data is" if choice.settings.mode is Mode.DFLASH else "model data and drafter channel are"
+        notes.append(f"container image overridden with --image; JumpStart's {kept} kept")
     if choice.settings.mode is Mode.P_EAGLE and (runner_note := p_eagle_runner_note(container["Image"])):
         notes.append(runner_note)
     unverified: dict[str, str] = {}

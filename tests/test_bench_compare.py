@@ -112,7 +112,7 @@ def test_advisor_refuses_measurements_that_are_not_like_with_like():
     with pytest.raises(UsageError, match="2 model/instance/data-set groups"):
         comparison_from_results([*H100, *(run(r.target.mode, r.target.k, {1: 1.0}, model="qwen3-coder", minute=9)
                                            for r in H100)])
-    with pytest.raises(UsageError, match="both P-EAGLE and EAGLE-3"):
+    with pytest.raises(UsageError, match="runs of two speculative modes"):
         comparison_from_results([run("p-eagle", 7, {1: 1.0})])
 
 

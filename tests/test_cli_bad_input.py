@@ -23,7 +23,7 @@ CASES = [
     (["qwen3-coder", "--k", "seven"], "--k must be a whole number, got 'seven'"),
     (["qwen3-coder", "--k", "19"], "--k 19 is deeper than the qwen3-coder drafter was trained for (18): pass --k 1..18"),
     (["gpt-oss-20b", "--k", "11"], "trained for (10)"),
-    (["qwen3-coder", "--mode", "turbo"], "unknown mode 'turbo': use one of p-eagle, eagle3, off"),
+    (["qwen3-coder", "--mode", "turbo"], "unknown mode 'turbo': use one of p-eagle, eagle3, dflash, off"),
     (["qwen3-coder", "--mode", "off", "--k", "3"], "--k has no effect with --mode off"),
     (["qwen3-coder", "--instance-type", "ml.p5.48xlarge"], "is not an ml.g7e instance"),
     (["qwen3-coder", "--instance-count", "0"], "--instance-count must be at least 1"),

@@ -29,6 +29,7 @@ from peagle_deploy import iam_policy
 from tests.forked_peagle import LEASE_BEATS, forked_peagle
 
 NAME = "iam-probe"
+DRAFTER_BUCKET = "iam-probe-drafters"
 FAILING = "iam-probe-fails"
 SPEC_LINE = ("INFO [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 2.41, Accepted throughput: 90.00 "
              "tokens/s, Drafted throughput: 120.00 tokens/s, Accepted: 900 tokens, Drafted: 1200 tokens, "
@@ -102,6 +103,8 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("sweep", ["sweep", "qwen3-coder", "--hosting", "component", "--modes", "off,p-eagle", "--k", "3",
                    "--concurrency", "1", "--num-prompts", "2", "--warmup", "0", "--logs-wait", "0", "--budget", "40",
                    "--role", role, "--yes", "--out", out_dir + "/sweep-components"], None),
+        ("drafter", ["drafter", "stage", "qwen3-coder", "--method", "dflash", "--to", f"s3://{DRAFTER_BUCKET}/dflash",
+                     "--yes"], "drafter"),
         ("cleanup", ["cleanup", "--expired", "--yes"], None),
         ("cleanup", ["cleanup", NAME, "--yes"], None),
         ("cleanup", ["cleanup", "--all", "--yes"], "unmanaged"),
@@ -161,13 +164,21 @@ def recorded(policed_server, tmp_path_factory):
     outcomes: dict[str, list[tuple[list[str], int, str]]] = {}
     callers: dict[tuple[str, ...], str] = {}  # argv -> its process's AWS_SDK_UA_APP_ID
 
+    from peagle_deploy.testing.hub_stand_in import HubStandIn, dflash_repo
+
+    hub = HubStandIn({"z-lab/Qwen3-Coder-30B-A3B-DFlash": dflash_repo("Qwen/Qwen3-Coder-30B-A3B-Instruct")})
+    # drafter stage asks the loopback hub stand-in, not the real hub (HF_HUB_OFFLINE lifted for that run only)
+    hub_env = {"HF_ENDPOINT": "", "HF_HUB_OFFLINE": "0", "HF_HOME": str(tmp_path_factory.mktemp("hf")),
+               "PEAGLE_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
+
     def run(index: int, command: str, argv: list[str]) -> subprocess.CompletedProcess:
-        env = {**emu.env, "AWS_SDK_UA_APP_ID": f"iam-{index}-{command}", LEASE_BEATS: "1"}
+        extra = {**hub_env, "HF_ENDPOINT": hub.url} if command == "drafter" else {}
+        env = {**emu.env, **extra, "AWS_SDK_UA_APP_ID": f"iam-{index}-{command}", LEASE_BEATS: "1"}
         return subprocess.run([forked_peagle(), *argv], env=env, capture_output=True, text=True, timeout=300,
                               stdin=subprocess.DEVNULL)
 
     runs = _scenarios(emu.role_arn, str(tmp_path_factory.mktemp("b")))
-    with ThreadPoolExecutor(8) as pool:
+    with ThreadPoolExecutor(8) as pool, hub:
         for batch in _batches(runs):
             [(_, (_, _, setup))] = batch[:1]
             if setup == "fail":
@@ -188,6 +199,8 @@ def recorded(policed_server, tmp_path_factory):
                 emu.create_endpoint_stack("not-peagles")
             if setup == "interrupted":
                 _interrupted_update(emu)
+            if setup == "drafter":  # the user's own bucket, where the drafter goes
+                emu.client("s3").create_bucket(Bucket=DRAFTER_BUCKET)
             if setup == "at-zero":  # what the scale-in leaves: no copy in service
                 emu.client("sagemaker").update_inference_component_runtime_config(
                     InferenceComponentName=NAME + "-zero", DesiredRuntimeConfig={"CopyCount": 0})

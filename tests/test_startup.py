@@ -1,9 +1,9 @@
-"""`peagle --help` stays fast: it must not import boto3, botocore or the SageMaker SDK."""
+"""`peagle --help` stays fast: it must not import boto3, botocore, the SageMaker SDK or huggingface_hub."""
 
 import subprocess
 import sys
 
-HEAVY = ("boto3", "botocore", "sagemaker", "aiohttp", "matplotlib", "moto")
+HEAVY = ("boto3", "botocore", "sagemaker", "aiohttp", "matplotlib", "moto", "huggingface_hub", "httpx")
 
 
 def _modules_after(code: str) -> set[str]:

@@ -105,8 +105,9 @@ def advise(
     the last measured conditional rate (flagged `extrapolated`): a K larger than the one measured is
     a guess, and the explanation says so.
     """
-    if mode not in ("p-eagle", "eagle3"):
-        raise UsageError(f"unknown mode {mode!r} for the advisor", "use p-eagle or eagle3")
+    if mode not in ("p-eagle", "eagle3", "dflash"):
+        raise UsageError(f"unknown mode {mode!r} for the advisor", "use p-eagle, eagle3 or dflash")
+    one_pass = mode != "eagle3"  # P-EAGLE and DFlash draft every position in one drafter pass
     cond = to_conditional(rates, kind)
     positions = len(cond)
     max_k = positions if max_k is None else max_k
@@ -116,7 +117,7 @@ def advise(
         a = cond[k - 1] if k <= positions else cond[-1]
         survive *= a
         expected += survive
-        drafting = draft_cost if mode == "p-eagle" else draft_cost * k
+        drafting = draft_cost if one_pass else draft_cost * k
         cost = 1 + verify_cost * k + drafting
         estimates.append(
             KEstimate(
@@ -128,14 +129,14 @@ def advise(
             )
         )
     best = max(estimates, key=lambda e: (e.speedup, -e.k))
-    drafter = "one drafter pass for any K" if mode == "p-eagle" else "K sequential drafter passes"
+    drafter = "one drafter pass for any K" if one_pass else "K sequential drafter passes"
     explanation = [
         f"Conditional acceptance by position: {', '.join(f'{a:.2f}' for a in cond)}"
         f" ({'given' if kind == 'conditional' else 'derived from the cumulative rates vLLM logs'}).",
         "Expected tokens per verification step E(K) = 1 + sum over i<=K of the chance that the first i"
         " draft tokens are all accepted (Leviathan et al. 2023, eq. 1, with position-dependent rates).",
         f"Step cost = 1 + {verify_cost}*K for verification + {draft_cost}"
-        f"{'' if mode == 'p-eagle' else '*K'} for drafting ({drafter}), in units of one plain decoding step.",
+        f"{'' if one_pass else '*K'} for drafting ({drafter}), in units of one plain decoding step.",
         f"Recommended K={best.k}: about {best.expected_tokens_per_step:.2f} tokens per step for a step cost of"
         f" {best.step_cost:.2f}, an estimated {best.speedup:.2f}x over no speculation.",
     ]
@@ -166,17 +167,22 @@ def advise(
 
 
 def _mode_explanation(mode: str, measured: ModeComparison | None, winner: str | None) -> list[str]:
-    name = {"p-eagle": "P-EAGLE", "eagle3": "EAGLE-3"}
+    from .compare import NAMES as name
+
     if measured is None or not measured.levels:
         return [f"The estimate is for {name[mode]} and does not say which mode is faster: on some vLLM versions "
-                "EAGLE-3 beats P-EAGLE (parallel drafting can fall back to an older model runner). Benchmark both "
-                "modes at the K you choose and pass the results with --measured before deciding."]
+                "EAGLE-3 beats P-EAGLE (parallel drafting can fall back to an older model runner), and DFlash runs "
+                "on whichever runner its vLLM gives the model. Benchmark the modes at the K you choose and pass the "
+                "results with --measured before deciding."]
     lines = [measured.summary() + f" ({measured.table})."]
+    if measured.runtimes:
+        lines.append("Each ran on: " + "; ".join(f"{name.get(m, m)} {where}" for m, where in measured.runtimes.items())
+                     + " (the server's start-up log).")
     if winner is None:
-        lines.append("Neither mode won at more levels: choose by the concurrency you expect.")
+        lines.append("No mode won at more levels than the others: choose by the concurrency you expect.")
         return lines
-    ks = measured.best_peagle_k if winner == "p-eagle" else measured.best_eagle3_k
-    wins = measured.peagle_wins if winner == "p-eagle" else measured.eagle3_wins
+    ks = measured.best_k.get(winner, {})
+    wins = measured.wins.get(winner, [])
     best_k = {ks[c] for c in wins if ks.get(c) is not None}
     k_text = f" --k {best_k.pop()}" if len(best_k) == 1 else ""
     lines.append(f"Recommended mode, as measured: {name[winner]} (deploy --mode {winner}{k_text}).")
@@ -211,7 +217,7 @@ def read_measured(paths: list, *, skipped: Callable[[str], None]) -> MeasuredRun
 
     results = read_results(paths, skipped=skipped)
     modes = {r.target.mode for r in results}
-    comparison = comparison_from_results(results) if {"p-eagle", "eagle3"} <= modes else None
+    comparison = comparison_from_results(results) if len(modes & {"p-eagle", "eagle3", "dflash"}) >= 2 else None
     return MeasuredRuns(results=results, comparison=comparison)
 
 
@@ -221,8 +227,9 @@ def comparison_from_results(results: list[BenchResult]) -> ModeComparison:
 
     tables = [t for t in compare_results(results) if mode_comparison(t) is not None]
     if not tables:
-        raise UsageError("the --measured runs do not include both P-EAGLE and EAGLE-3 runs of one model, "
-                         "instance and data set", "benchmark both modes (peagle bench --mode p-eagle / eagle3)")
+        raise UsageError("the --measured runs do not include runs of two speculative modes (P-EAGLE, EAGLE-3, "
+                         "DFlash) of one model, instance and data set", "benchmark the modes (peagle bench --mode "
+                         "p-eagle / eagle3 / dflash)")
     if len(tables) > 1:
         raise UsageError(f"the --measured runs cover {len(tables)} model/instance/data-set groups",
                          "pass runs of one model, instance type and data set")

@@ -1,4 +1,4 @@
-"""Side-by-side tables of runs (P-EAGLE vs EAGLE-3 vs off, by K), like the published ones.
+"""Side-by-side tables of runs (P-EAGLE vs EAGLE-3 vs DFlash vs off, by K), like the published ones.
 
 Runs are compared only like with like: one table per (model, instances, data set). Rows are concurrency
 levels, columns are runs labelled "mode K=k"; then the speed-up of each column over `off` at the same
@@ -6,8 +6,11 @@ concurrency, and P-EAGLE over EAGLE-3 at the same K and best against best. No sp
 tables (no cross-model, cross-instance or cross-dataset ratios); runs whose model or instance is unknown,
 or whose settings differ inside one table, are flagged in the table's `warnings`.
 
-Which mode is faster is what was MEASURED (`ModeComparison`), not assumed: on some vLLM versions parallel
-drafting falls back to an older model runner and EAGLE-3 beats P-EAGLE (a real H100 run on vLLM 0.25.1 did).
+Which mode is faster is what was MEASURED (`ModeComparison`: the fastest speculative mode at each level, best K
+against best K), not assumed: on some vLLM versions parallel drafting falls back to an older model runner and
+EAGLE-3 beats P-EAGLE (a real H100 run on vLLM 0.25.1 did), and DFlash runs on whichever runner its vLLM gives
+the model (docs/vllm-versions.md). `side_by_side` puts every run in one table: throughput, latency, acceptance,
+$ per million output tokens, and the vLLM version and runner it ran on.
 The published figures (templates/published/aws_blog_otps.csv, or --published FILE) come out as tables of
 the same shape, for reference, labelled with their own model and hardware.
 """
@@ -25,7 +28,8 @@ from ..errors import UsageError
 from ..resources import templates_dir
 from .results import BenchResult
 
-MODE_ORDER = {"p-eagle": 0, "eagle3": 1, "off": 2}
+MODE_ORDER = {"p-eagle": 0, "eagle3": 1, "dflash": 2, "off": 3}
+SPECULATIVE = ("p-eagle", "eagle3", "dflash")  # the modes a comparison ranks, MODE_ORDER's order
 PUBLISHED_DEFAULT = "aws_blog_otps.csv"
 
 
@@ -46,8 +50,26 @@ class CompareRow(BaseModel):
     otps: dict[str, float | None]
     speedup_vs_off: dict[str, float | None]
     peagle_vs_eagle3: dict[str, float | None]  # keys "K=3", ..., "best"
-    faster_mode: str | None = Field(None, description="p-eagle or eagle3: the faster best-K run as measured; "
-                                                      "None unless both modes were measured at this level")
+    faster_mode: str | None = Field(None, description="the fastest speculative mode's best-K run as measured; "
+                                                      "None unless two modes were measured at this level")
+
+
+class RunRow(BaseModel):
+    """One run at one concurrency, with everything the modes are compared by (`side_by_side`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run: str = Field(description="its label: mode and K")
+    mode: str | None
+    k: int | None
+    concurrency: int
+    output_tokens_per_s: float
+    tpot_ms_p50: float | None = None
+    e2e_ms_p50: float | None = None
+    mean_acceptance_length: float | None = Field(None, description="the run's, from vLLM's own counters or log")
+    usd_per_million_output_tokens: float | None = None
+    vllm: str = Field("vLLM version and runner not logged", description="the vLLM version and model runner its "
+                      "server's start-up log names")
 
 
 class CompareTable(BaseModel):
@@ -62,38 +84,47 @@ class CompareTable(BaseModel):
     instance: str | None = None  # "ml.g7e.2xlarge", "2 x ml.g7e.12xlarge"
     dataset: str | None = None
     warnings: list[str] = Field(default_factory=list, description="why this table may not be like with like")
+    runs: list[RunRow] = Field(default_factory=list, description="every measured run side by side (not for "
+                                                                 "published tables)")
     notes: list[str] = Field(default_factory=list, description="what the measurements say (mode comparison)")
 
 
+NAMES = {"p-eagle": "P-EAGLE", "eagle3": "EAGLE-3", "dflash": "DFlash"}
+
+
 class ModeComparison(BaseModel):
-    """P-EAGLE against EAGLE-3 as measured in one like-with-like table (best K of each, per concurrency)."""
+    """The speculative modes (P-EAGLE, EAGLE-3, DFlash) as measured in one like-with-like table: at each concurrency
+    the fastest mode's best K against every other mode's best K."""
 
     model_config = ConfigDict(extra="forbid")
 
     table: str
-    levels: list[int] = Field(description="concurrency levels where both modes were measured")
+    modes: list[str] = Field(default_factory=list, description="the speculative modes the table measured")
+    levels: list[int] = Field(description="concurrency levels where two or more modes were measured")
+    wins: dict[str, list[int]] = Field(default_factory=dict, description="mode -> levels where it was fastest")
+    best_k: dict[str, dict[int, int | None]] = Field(default_factory=dict,
+                                                     description="mode -> concurrency -> its fastest K measured")
     peagle_wins: list[int]
     eagle3_wins: list[int]
     best_peagle_k: dict[int, int | None] = Field(description="concurrency -> fastest P-EAGLE K measured")
     best_eagle3_k: dict[int, int | None] = Field(description="concurrency -> fastest EAGLE-3 K measured")
     ratio: dict[int, float] = Field(description="concurrency -> best P-EAGLE / best EAGLE-3 output tokens/s")
+    runtimes: dict[str, str] = Field(default_factory=dict, description="mode -> the vLLM version and model runner "
+                                                                       "its runs' start-up logs named")
 
     @property
     def winner(self) -> str | None:
-        """The mode faster at more levels (None on a tie or with nothing to compare)."""
-        if len(self.peagle_wins) == len(self.eagle3_wins):
+        """The mode fastest at more levels than any other (None on a tie or with nothing to compare)."""
+        counts = sorted(((len(levels), mode) for mode, levels in self.wins.items() if levels), reverse=True)
+        if not counts or (len(counts) > 1 and counts[0][0] == counts[1][0]):
             return None
-        return "p-eagle" if len(self.peagle_wins) > len(self.eagle3_wins) else "eagle3"
+        return counts[0][1]
 
     def summary(self) -> str:
         def levels(cs: list[int]) -> str:
             return ", ".join(f"c={c}" for c in cs)
 
-        parts = []
-        if self.peagle_wins:
-            parts.append(f"P-EAGLE faster at {levels(self.peagle_wins)}")
-        if self.eagle3_wins:
-            parts.append(f"EAGLE-3 faster at {levels(self.eagle3_wins)}")
+        parts = [f"{NAMES[mode]} faster at {levels(self.wins[mode])}" for mode in SPECULATIVE if self.wins.get(mode)]
         return "measured (best K of each mode): " + "; ".join(parts)
 
 
@@ -145,35 +176,58 @@ def build_table(points: Iterable[Point], title: str, source: str, **labels: obje
             versus[f"K={k}"] = _ratio(otps.get(f"p-eagle K={k}"), otps.get(f"eagle3 K={k}"))
         (best_p, _), (best_e, _) = _best(otps, "p-eagle"), _best(otps, "eagle3")
         versus["best"] = _ratio(best_p, best_e)
-        faster = None if best_p is None or best_e is None else ("p-eagle" if best_p >= best_e else "eagle3")
         rows.append(CompareRow(concurrency=conc, otps=otps, speedup_vs_off=speed, peagle_vs_eagle3=versus,
-                               faster_mode=faster))
+                               faster_mode=_fastest(otps)))
     table = CompareTable(title=title, source=source, columns=ordered, rows=rows, **labels)
     comparison = mode_comparison(table)
     if comparison is not None and comparison.levels:
         table.notes.append(comparison.summary())
-        if comparison.eagle3_wins:
+        if comparison.eagle3_wins and "p-eagle" in comparison.modes:
             table.notes.append("EAGLE-3 was faster here: deploy --mode eagle3 for those loads. Some vLLM versions "
                                "run parallel drafting on an older model runner (see `peagle status` / docs/"
                                "vllm-versions.md); measure both modes on the version you deploy.")
+        if comparison.wins.get("dflash"):
+            table.notes.append("DFlash was the fastest at some loads: deploy --mode dflash (its drafter staged with "
+                               "peagle drafter stage) for those; docs/vllm-versions.md says when DFlash or P-EAGLE "
+                               "wins and why.")
     return table
 
 
+def _fastest(otps: dict[str, float | None]) -> str | None:
+    """The speculative mode whose best K is fastest here; None unless two modes were measured."""
+    bests = [(value, -MODE_ORDER[mode], mode) for mode in SPECULATIVE
+             if (value := _best(otps, mode)[0]) is not None]
+    return max(bests)[2] if len(bests) >= 2 else None
+
+
 def mode_comparison(table: CompareTable) -> ModeComparison | None:
-    """P-EAGLE vs EAGLE-3 as measured in this table; None when it lacks one of the two modes."""
-    if not all(any(c.startswith(mode) for c in table.columns) for mode in ("p-eagle", "eagle3")):
+    """The speculative modes as measured in this table; None when it has fewer than two of them."""
+    modes = [mode for mode in SPECULATIVE if any(c == mode or c.startswith(mode + " K=") for c in table.columns)]
+    if len(modes) < 2:
         return None
-    levels, p_wins, e_wins, best_p_k, best_e_k, ratio = [], [], [], {}, {}, {}
+    levels: list[int] = []
+    wins: dict[str, list[int]] = {mode: [] for mode in modes}
+    best_k: dict[str, dict[int, int | None]] = {mode: {} for mode in modes}
+    ratio: dict[int, float] = {}
     for row in table.rows:
-        (best_p, kp), (best_e, ke) = _best(row.otps, "p-eagle"), _best(row.otps, "eagle3")
-        if best_p is None or best_e is None:
+        found = {mode: _best(row.otps, mode) for mode in modes}
+        measured = {mode: best for mode, best in found.items() if best[0] is not None}
+        if len(measured) < 2:
             continue
         levels.append(row.concurrency)
-        (p_wins if best_p >= best_e else e_wins).append(row.concurrency)
-        best_p_k[row.concurrency], best_e_k[row.concurrency] = kp, ke
-        ratio[row.concurrency] = _ratio(best_p, best_e) or 0.0
-    return ModeComparison(table=table.title, levels=levels, peagle_wins=p_wins, eagle3_wins=e_wins,
-                          best_peagle_k=best_p_k, best_eagle3_k=best_e_k, ratio=ratio)
+        fastest = _fastest(row.otps)
+        if fastest is not None:
+            wins[fastest].append(row.concurrency)
+        for mode, (_, k) in measured.items():
+            best_k[mode][row.concurrency] = k
+        if "p-eagle" in measured and "eagle3" in measured:
+            ratio[row.concurrency] = _ratio(measured["p-eagle"][0], measured["eagle3"][0]) or 0.0
+    runtimes = {mode: "; ".join(dict.fromkeys(r.vllm for r in table.runs if r.mode == mode))
+                for mode in modes if any(r.mode == mode for r in table.runs)}
+    return ModeComparison(table=table.title, modes=modes, levels=levels, wins=wins, best_k=best_k,
+                          peagle_wins=wins.get("p-eagle", []), eagle3_wins=wins.get("eagle3", []),
+                          best_peagle_k=best_k.get("p-eagle", {}), best_eagle3_k=best_k.get("eagle3", {}),
+                          ratio=ratio, runtimes=runtimes)
 
 
 def points_from_results(results: Iterable[BenchResult]) -> list[Point]:
@@ -265,8 +319,27 @@ def compare_results(results: list[BenchResult]) -> list[CompareTable]:
         table = build_table(points_from_results(runs), title, names, model=model, instance=instance,
                             dataset=dataset)
         table.warnings.extend(_group_warnings(runs, model, instance))
+        table.runs = side_by_side(runs)
         tables.append(table)
     return tables
+
+
+def side_by_side(results: list[BenchResult]) -> list[RunRow]:
+    """Each run at each concurrency (the latest where one was measured twice), in mode and K order: throughput,
+    median TPOT and end-to-end latency, mean acceptance length, $ per million output tokens, vLLM and runner."""
+    from .server_facts import runtime_text
+
+    rows: dict[tuple[str, int], RunRow] = {}
+    for r in sorted(results, key=lambda r: r.started_at):
+        acceptance = r.acceptance.mean_acceptance_length if r.acceptance is not None else None
+        for level in r.levels:
+            rows[(r.label(), level.concurrency)] = RunRow(
+                run=label(r.target.mode, measured_k(r), r.target.name), mode=r.target.mode, k=measured_k(r),
+                concurrency=level.concurrency, output_tokens_per_s=level.output_tokens_per_s,
+                tpot_ms_p50=level.tpot_ms.p50, e2e_ms_p50=level.e2e_ms.p50, mean_acceptance_length=acceptance,
+                usd_per_million_output_tokens=level.usd_per_million_output_tokens,
+                vllm=runtime_text(r.target.server))
+    return sorted(rows.values(), key=lambda row: (row.concurrency, MODE_ORDER.get(row.mode or "", 4), row.k or 0))
 
 
 def compare_warnings(tables: list[CompareTable]) -> list[str]:

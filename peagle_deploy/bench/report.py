@@ -225,7 +225,19 @@ def compare_markdown(tables: list[CompareTable]) -> str:
         if any(r.peagle_vs_eagle3.get(k) is not None for r in t.rows for k in versus):
             rows = [[str(r.concurrency)] + [_ratio(r.peagle_vs_eagle3.get(k)) for k in versus] for r in t.rows]
             out += ["P-EAGLE over EAGLE-3", "", *_md_table(["concurrency", *versus], rows), ""]
+        if t.runs:
+            out += ["Side by side", "", *_md_table(SIDE_BY_SIDE, side_by_side_rows(t)), ""]
     return "\n".join(out)
+
+
+SIDE_BY_SIDE = ["conc.", "run", "output tok/s", "TPOT p50 ms", "E2E p50 ms", "mean acc. length", "$ / M tokens",
+                "vLLM, runner"]
+
+
+def side_by_side_rows(t: CompareTable) -> list[list[str]]:
+    """The modes in one table: throughput, latency, acceptance and cost of each run, and what it ran on."""
+    return [[str(r.concurrency), r.run, _f(r.output_tokens_per_s, 0), _f(r.tpot_ms_p50), _f(r.e2e_ms_p50, 0),
+             _f(r.mean_acceptance_length, 2), _f(r.usd_per_million_output_tokens, 2), r.vllm] for r in t.runs]
 
 
 def _ratio(value: float | None) -> str:
@@ -273,6 +285,11 @@ def render_compare(console: Console, tables: list[CompareTable]) -> None:
                 versus,
                 [[str(r.concurrency)] + [_ratio(r.peagle_vs_eagle3.get(k)) for k in versus] for r in t.rows],
             )
+        if t.runs:
+            from ..output import print_table
+
+            print_table(console, SIDE_BY_SIDE, side_by_side_rows(t), title="side by side",
+                        justify=["right", "left", "right", "right", "right", "right", "right", "left"])
 
 
 def render_advice(console: Console, advice: Advice) -> None:

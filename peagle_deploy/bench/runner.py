@@ -559,6 +559,7 @@ def run_bench(plan: BenchPlan, out: Output) -> BenchRun:
                 out.warn(f"--save-requests {measured.request_log.path}: writing stopped "
                          f"({measured.request_log.failure}); the results are complete")
     acceptance = None if isinstance(failure, Interrupted) else _acceptance(ref, session, measured, plan, out)
+    _runtime(ref, session, info)
     if acceptance is not None:
         _warn_if_nothing_accepted(acceptance, plan.temperature, ref.name, out)
     result = build_result(plan, info, price, measured, acceptance, failure, started, cold_start)
@@ -634,6 +635,19 @@ def _request_log(path: Path | None) -> Any:
     except OSError as exc:
         raise UsageError(f"--save-requests {path}: cannot write there ({exc.strerror or exc})",
                          "pass a file in a folder you can write to") from None
+
+
+def _runtime(ref: TargetRef, session: Any, info: TargetInfo) -> None:
+    """An endpoint's vLLM version and model runner from its start-up lines (CloudWatch, one read; a URL's come with
+    its server facts): what `bench compare` and `advise` name each run by. A read that fails leaves them unknown."""
+    if ref.kind != "sagemaker" or session is None:
+        return
+    from ..lifecycle.startup_log import read_cloudwatch
+    from .server_facts import ServerFacts, with_runtime
+
+    startup = read_cloudwatch(session.client("logs"), ref.name, attempts=1, group=ref.log_group)
+    if startup.version or startup.runner:
+        info.server = with_runtime(info.server or ServerFacts(), startup)
 
 
 def _acceptance(ref: TargetRef, session: Any, measured: _Measured, plan: BenchPlan, out: Output) -> Acceptance | None:

@@ -21,17 +21,19 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..served_config import Speculation
-
-SPECULATIVE_MODES = ("p-eagle", "eagle3")
+from ..speculative import SPECULATIVE_MODES
 
 
 class ServerFacts(BaseModel):
     """What the server runs, as far as its sources showed; None fields were not visible."""
 
     speculative: bool | None = Field(None, description="speculation on (True) or off (False); None: unknown")
-    mode: str | None = Field(None, description="p-eagle, eagle3, off or another vLLM method; None: not visible")
+    mode: str | None = Field(None, description="p-eagle, eagle3, dflash, off or another vLLM method; None: not visible")
     k: int | None = Field(None, description="draft tokens per step (num_speculative_tokens)")
     parallel_drafting: bool | None = None
+    vllm_version: str | None = Field(None, description="the vLLM version its start-up log names")
+    runner: str | None = Field(None, description="V1 or V2: the model runner, where its start-up log says it")
+    runner_line: str | None = Field(None, description="the start-up line that says the runner")
     sources: list[str] = Field(default_factory=list, description="where each value was read")
     notes: list[str] = Field(default_factory=list, description="what could not be read, and why")
 
@@ -57,6 +59,8 @@ class ServerFacts(BaseModel):
             mode=self.mode or other.mode,
             k=self.k if self.k is not None else other.k,
             parallel_drafting=self.parallel_drafting if self.parallel_drafting is not None else other.parallel_drafting,
+            vllm_version=self.vllm_version or other.vllm_version, runner=self.runner or other.runner,
+            runner_line=self.runner_line or other.runner_line,
             sources=[*self.sources, *[s for s in other.sources if s not in self.sources]],
             notes=[*self.notes, *[n for n in other.notes if n not in self.notes]],
         )
@@ -80,10 +84,27 @@ def from_startup(info: Any) -> ServerFacts:
 
     source = f"vLLM start-up log ({info.source})"
     if info.speculation_off:
-        return ServerFacts(speculative=False, mode="off", sources=[source])
-    if info.speculative:
-        return from_speculation(speculation_from_config(info.speculative), source)
-    return ServerFacts(notes=[f"{source}: {info.note or 'no speculative config logged'}"])
+        facts = ServerFacts(speculative=False, mode="off", sources=[source])
+    elif info.speculative:
+        facts = from_speculation(speculation_from_config(info.speculative), source)
+    else:
+        facts = ServerFacts(notes=[f"{source}: {info.note or 'no speculative config logged'}"])
+    return with_runtime(facts, info)
+
+
+def with_runtime(facts: ServerFacts, info: Any) -> ServerFacts:
+    """The vLLM version and model runner a start-up log names, added to `facts` (None where it does not)."""
+    return facts.model_copy(update={"vllm_version": info.version or facts.vllm_version,
+                                    "runner": info.runner or facts.runner,
+                                    "runner_line": info.runner_line or facts.runner_line})
+
+
+def runtime_text(facts: ServerFacts | None) -> str:
+    """'vLLM 0.28.0, runner V2' / 'vLLM 0.28.0, runner not logged' / 'vLLM version not logged'."""
+    if facts is None or (facts.vllm_version is None and facts.runner is None):
+        return "vLLM version and runner not logged"
+    version = f"vLLM {facts.vllm_version}" if facts.vllm_version else "vLLM version not logged"
+    return f"{version}, runner {facts.runner or 'not logged'}"
 
 
 def from_counters(counters: Any, url: str) -> ServerFacts:

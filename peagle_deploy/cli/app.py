@@ -44,6 +44,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                        "runs, advise K."),
     "datasets": ("datasets", "The published benchmark sets 'peagle bench --dataset' reads: humaneval, mt-bench "
                              "(fetched on first use)."),
+    "drafter": ("drafter", "Drafters peagle fetches for you: 'peagle drafter stage MODEL --method dflash --to "
+                           "s3://BUCKET/PREFIX'."),
     "container": ("container", "The bundled vLLM + P-EAGLE container: its argv and its Dockerfile."),
     "local": ("local", "Run the SageMaker container environment on this machine (vLLM + P-EAGLE), then invoke, bench "
                        "and metrics against it."),

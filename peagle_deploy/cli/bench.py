@@ -273,8 +273,8 @@ def bench_advise(
     conditional: Annotated[
         bool, typer.Option("--conditional", help="--rates are conditional (default: cumulative, as vLLM logs them).")
     ] = False,
-    mode: Annotated[str | None, typer.Option("--mode", help="p-eagle (one drafter pass) or eagle3 (K passes); "
-                                                   "default: the mode of RESULT, else p-eagle.")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="p-eagle or dflash (one drafter pass) or eagle3 (K "
+                                                   "passes); default: the mode of RESULT, else p-eagle.")] = None,
     max_k: Annotated[
         int | None,
         typer.Option("--max-k", min=1, max=32, help="Largest K to consider (default: the measured positions)."),
@@ -290,8 +290,8 @@ def bench_advise(
     ] = 0.06,
     measured: Annotated[
         list[Path] | None,
-        typer.Option("--measured", help="Results of P-EAGLE and EAGLE-3 runs (repeatable): the mode is taken "
-                     "from what they measured."),
+        typer.Option("--measured", help="Results of P-EAGLE, EAGLE-3 and DFlash runs (repeatable): the mode is "
+                     "taken from what they measured."),
     ] = None,
     json_output: JsonOpt = False,
 ) -> None:
@@ -329,10 +329,10 @@ def bench_advise(
             if (problem := label_check(run_result)) is not None:
                 out.warn(problem)
             ran = run_result.target.mode
-            if mode_ is not None and ran in ("p-eagle", "eagle3") and mode_ != ran:
+            if mode_ is not None and ran in ("p-eagle", "eagle3", "dflash") and mode_ != ran:
                 out.warn(f"--mode {mode_}, but {result} measured {ran} ({run_result.target.mode_source}): the "
                          f"estimate assumes {mode_}")
-            chosen_mode = mode_ or (ran if ran in ("p-eagle", "eagle3") else None)
+            chosen_mode = mode_ or (ran if ran in ("p-eagle", "eagle3", "dflash") else None)
         elif runs.acceptance_for(mode_ or "p-eagle") is not None:  # a --measured run's acceptance, this --mode's
             values, kind = runs.acceptance_for(mode_ or "p-eagle"), "cumulative"
         else:

@@ -17,8 +17,12 @@ def register(app: typer.Typer) -> None:
 
 def deploy(
     model: Annotated[str, typer.Argument(help="Model alias (see `peagle models`) or JumpStart model id.")],
-    mode: Annotated[str, typer.Option(help="p-eagle (parallel drafting), eagle3 (sequential) or off.")] = "p-eagle",
+    mode: Annotated[str, typer.Option(help="p-eagle (parallel drafting), eagle3 (sequential), dflash (its DFlash "
+                                           "drafter, staged first) or off.")] = "p-eagle",
     k: Annotated[str | None, typer.Option("--k", help="Speculative tokens per step (default: the model's).")] = None,
+    drafter: Annotated[str | None, typer.Option(
+        help="--mode dflash: the DFlash drafter, s3://BUCKET/PREFIX (default: where `peagle drafter stage` put "
+             "it).")] = None,
     name: Annotated[str | None, typer.Option(help="Endpoint name (also the model and config name).")] = None,
     instance_type: Annotated[str | None, typer.Option(
         help="An ml.g7e type the spec supports, or several in priority order (ml.g7e.2xlarge,ml.g7e.4xlarge): "
@@ -121,8 +125,15 @@ def deploy(
         if len(regions) > 1 and capacity_reservation is not None:
             raise UsageError("--capacity-reservation names a reservation in one region; --region lists "
                              f"{len(regions)}", "pass one --region with --capacity-reservation")
+        chosen_mode = parse_mode(mode)
+        drafter_uri, drafter_source = drafter, "--drafter" if drafter else None
+        if chosen_mode.value == "dflash" and drafter is None:  # where `peagle drafter stage` recorded it
+            from ..drafters import locate
+
+            drafter_uri, drafter_source = locate(model.strip().lower(), None, where)
         request = PlanRequest(
-            model=model, model_id=model_id, model_version=model_version, mode=parse_mode(mode), k=k, name=name,
+            model=model, model_id=model_id, model_version=model_version, mode=chosen_mode, k=k, name=name,
+            drafter=drafter_uri, drafter_source=drafter_source,
             instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
             provision_timeout_s=provision_timeout, max_price_per_hour_usd=max_price_per_hour,
             capacity_reservation=parse_capacity_reservation(capacity_reservation, capacity_reservation_preference,
@@ -283,6 +294,10 @@ def _prepare(out, plan, shown, *, profile, timeout, yes, price_limit, price_expl
 
     if "ExecutionRoleArn" not in plan.create_model:
         raise UsageError("a real deploy needs an execution role", "pass --role arn:aws:iam::<account>:role/<name>")
+    if plan.mode.value == "dflash" and plan.drafter_channel is None:
+        raise UsageError(f"--mode dflash needs the {plan.model} DFlash drafter in S3",
+                         f"stage it first: peagle drafter stage {plan.model} --method dflash --to s3://BUCKET/PREFIX "
+                         "(or pass --drafter s3://BUCKET/PREFIX)")
     if timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {timeout}", "pass --timeout 3600")
     # above the price guard --yes is not enough: a script names the price it accepts (--max-price-per-hour)

@@ -26,7 +26,7 @@ def start(
                                                  "drafter (the 'eagle' channel).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Alias whose deployment plan environment to run "
                                               "(see `peagle models`).")] = None,
-    mode: Annotated[str, typer.Option(help="p-eagle (parallel drafting), eagle3 (sequential) or off.")] = "p-eagle",
+    mode: Annotated[str, typer.Option(help="p-eagle (parallel drafting), eagle3 (sequential), dflash (a DFlash drafter) or off.")] = "p-eagle",
     k: Annotated[str | None, typer.Option("--k", help="Speculative tokens per step (default: the model's, else 3).")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable); "
         "SM_VLLM_SPECULATIVE_CONFIG='{...}' adds vLLM keys to the speculative config.")] = None,

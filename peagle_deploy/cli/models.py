@@ -28,8 +28,10 @@ def models(json_output: JsonOpt = False) -> None:
                 rows.append([e.alias, e.model_id + mark("model_id"),
                              e.default_instance_type + mark("default_instance_type"), str(e.default_k),
                              str(e.max_k) + mark("max_k"), "EULA" if e.gated else "no",
-                             (e.drafter_repo or "none public") + mark("drafter_repo")])
-            print_table(console, ("alias", "JumpStart model id", "instance", "K", "max K", "gated", "drafter head"),
+                             (e.drafter_repo or "none public") + mark("drafter_repo"),
+                             f"{e.dflash.repo}@{e.dflash.revision}*" if e.dflash else "none"])
+            print_table(console, ("alias", "JumpStart model id", "instance", "K", "max K", "gated", "drafter head",
+                                  "DFlash drafter (--mode dflash)"),
                         rows, title="P-EAGLE models (* = unverified, see --json)")
 
         out.result({"models": entries}, human)

@@ -152,7 +152,7 @@ def _autoscaling(plan: DeploymentPlan) -> str:
 
 def _drafter(plan: DeploymentPlan) -> str:
     if not plan.drafter_channel:
-        return "none"
+        return "dflash <- none staged (see missing)" if plan.mode.value == "dflash" else "none"
     return f"{plan.drafter_channel['ChannelName']} <- {plan.drafter_channel['S3DataSource']['S3Uri']}"
 
 

@@ -18,7 +18,8 @@ def sweep(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Argument(help="Model alias (see `peagle models`); with --url only a label.")] = None,
     modes: Annotated[str, typer.Option(help="Modes to measure, comma-separated (off runs once, without K).")] = "off,eagle3,p-eagle",
-    k: Annotated[str, typer.Option("--k", help="Speculative tokens K for eagle3 and p-eagle, comma-separated.")] = "3,7,11",
+    k: Annotated[str, typer.Option("--k", help="Speculative tokens K for eagle3, p-eagle and dflash, comma-separated.")] = "3,7,11",
+    drafter: Annotated[str | None, typer.Option(help="dflash: the staged DFlash drafter, s3://BUCKET/PREFIX (default: where `peagle drafter stage` put it).")] = None,
     concurrency: Annotated[str, typer.Option("--concurrency", "-c", help="Concurrency levels, comma-separated.")] = "1,4,8,32",
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="humaneval or mt-bench (fetched on first use), "
                                                 "humaneval-like, code, chat, or a JSONL file.")] = "humaneval",
@@ -77,7 +78,8 @@ def sweep(
         request = _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget,
                            parallel, instance_type, role, accept_eula, ttl, provision_estimate, logs_wait, timeout,
                            url, region, profile, trust_labels, hosting)
-        request = request.model_copy(update={"agreement_prompts": agreement_prompts})
+        request = request.model_copy(update={"agreement_prompts": agreement_prompts,
+                                             "drafter": _dflash_drafter(request, drafter, dry_run)})
         state_path = state or out_dir / STATE_NAME
         if dry_run:
             _start(out, request, dry_run=True, state_path=state_path, out_dir=out_dir, yes=yes)
@@ -94,7 +96,7 @@ def sweep(
 
 # options a --resume takes from the state file; --budget and --profile may change, and --url may come again with
 # the credentials the state file does not keep (sweep/config.restore_url_credentials)
-_FROM_STATE = ("modes", "k", "concurrency", "dataset", "duration", "num_prompts", "warmup", "max_tokens", "parallel",
+_FROM_STATE = ("modes", "k", "drafter", "concurrency", "dataset", "duration", "num_prompts", "warmup", "max_tokens", "parallel",
                "instance_type", "role", "accept_eula", "ttl", "provision_estimate", "logs_wait", "timeout",
                "agreement_prompts", "trust_labels", "dry_run", "state", "out_dir", "region", "hosting")
 
@@ -200,7 +202,7 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
     shape = _hosting(hosting, url=url, parallel=parallel)
     configs = parse_url_specs(url) if url else configurations(parse_modes(modes), parse_ks(k))
     if not configs:
-        raise UsageError("nothing to sweep", "pass --modes off,eagle3,p-eagle")
+        raise UsageError("nothing to sweep", "pass --modes off,eagle3,p-eagle,dflash")
     if instance_type and "," in instance_type:  # instance pools would let each configuration land on another type
         raise UsageError(f"--instance-type {instance_type}: a sweep runs every configuration on one instance type, "
                          "so its rows compare like with like", "pass one type, e.g. --instance-type ml.g7e.2xlarge "
@@ -226,6 +228,25 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
         provision_s=provision_estimate, logs_wait_s=logs_wait, timeout_s=timeout, sweep_id=new_sweep_id(),
         trust_labels=trust_labels, hosting=shape,
     )
+
+
+def _dflash_drafter(request, drafter: str | None, dry_run: bool) -> str | None:
+    """The staged DFlash drafter a sweep with dflash mounts: --drafter, else the stage's record; a real sweep without
+    one is refused before anything is created (a dry run shows it missing)."""
+    from ..drafters import locate
+    from ..errors import UsageError
+
+    if not any(c.mode == "dflash" and not c.url for c in request.configurations):
+        if drafter is not None:
+            raise UsageError("--drafter is for a sweep with --modes ...,dflash", "drop --drafter, or add dflash "
+                             "to --modes")
+        return None
+    uri, _ = locate(request.model, drafter, request.region)
+    if uri is None and not dry_run:
+        raise UsageError(f"--modes dflash needs the {request.model} DFlash drafter in S3",
+                         f"stage it first: peagle drafter stage {request.model} --method dflash --to "
+                         "s3://BUCKET/PREFIX (or pass --drafter s3://BUCKET/PREFIX)")
+    return uri
 
 
 def _hosting(hosting: str | None, *, url: list[str] | None, parallel: int) -> str:
@@ -414,7 +435,7 @@ def _render_layout(console, plan) -> None:
     """--hosting component: the one endpoint, each component's body summary, and both layouts' estimates."""
     from ..durations import format_duration
     from ..output import print_table
-    from ..speculative import DRAFTER_CHANNEL
+    from ..speculative import drafter_channel, parse_mode
 
     layout, classic = plan.layout, plan.classic
     hourly = "price unknown" if layout.price_per_hour_usd is None else f"${layout.price_per_hour_usd:,.2f}/h"
@@ -422,7 +443,9 @@ def _render_layout(console, plan) -> None:
                   f"{layout.endpoint} on {layout.instance_type} ({layout.gpus} GPUs, {hourly}): {layout.choice}",
                   markup=False, soft_wrap=True)
     rows = [[c.label, c.component, str(c.batch), f"{c.accelerators:g}", f"{c.memory_mb}", str(c.copies),
-             _speculative(c.speculative_config), DRAFTER_CHANNEL if c.drafter_channel else "-"] for c in layout.components]
+             _speculative(c.speculative_config),
+             (drafter_channel(parse_mode(c.label.split()[0])) or "-") if c.drafter_channel else "-"]
+            for c in layout.components]
     print_table(console, ["configuration", "inference component (and model)", "batch", "GPUs", "memory MB", "copies",
                           "SM_VLLM_SPECULATIVE_CONFIG", "drafter channel"], rows,
                 title="one component per configuration, measured one at a time (--json: every body)")

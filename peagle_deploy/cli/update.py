@@ -17,7 +17,10 @@ def register(app: typer.Typer) -> None:
 def update(
     name: Annotated[str, typer.Argument(help="The endpoint to update (one peagle created).")],
     k: Annotated[str | None, typer.Option("--k", help="New speculative tokens per step.")] = None,
-    mode: Annotated[str | None, typer.Option(help="New mode: p-eagle, eagle3 or off.")] = None,
+    mode: Annotated[str | None, typer.Option(help="New mode: p-eagle, eagle3, dflash or off.")] = None,
+    drafter: Annotated[str | None, typer.Option(
+        help="--mode dflash: the DFlash drafter, s3://BUCKET/PREFIX (default: the endpoint's, else where `peagle "
+             "drafter stage` put it).")] = None,
     instance_type: Annotated[str | None, typer.Option(
         help="New instance type (an ml.g7e type the spec supports), or several in priority order: instance pools.")] = None,
     instance_count: Annotated[int | None, typer.Option(help="New number of instances.")] = None,
@@ -80,6 +83,7 @@ def update(
         types = parse_instance_types(instance_type)
         request = UpdateRequest(
             name=name, region=resolve_region(region), mode=parse_mode(mode) if mode is not None else None, k=k,
+            drafter=drafter,
             instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
             instance_count=instance_count, allow_any_instance=allow_any_instance,
             accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # durations.BOUNDS: 0s to 1h

@@ -1,7 +1,10 @@
-"""Checks on a local P-EAGLE drafter directory that vLLM would otherwise fail on a minute into start-up.
+"""Checks on a local P-EAGLE or DFlash drafter directory that vLLM would otherwise fail on a minute into start-up.
 
 - config.json names a mask token id under a key the installed vLLM version reads (vllm_version.py);
-- the weights hold `mask_hidden` (an EAGLE drafter's hidden state for the parallel slots). Only the
+- P-EAGLE: the weights hold `mask_hidden` (an EAGLE drafter's hidden state for the parallel slots);
+- DFlash: config.json is a DFlash drafter's (`dflash_config`, or an architecture naming DFlash), its weights hold no
+  `mask_hidden` (vLLM's DFlash loader asserts there is none: it embeds masked slots through the mask token), and K
+  fits its block (`block_size`: one bonus query and K mask queries, vllm/config/speculative.py). Only the
   safetensors headers are read (8-byte little-endian length, then a JSON header), sharded checkpoints
   through their index (`model.safetensors.index.json` or `pytorch_model.bin.index.json`); the standard
   library is enough. Unsharded `.bin` (pickled torch) weights are opened with torch when it is installed
@@ -129,3 +132,22 @@ def check_mask_hidden(drafter: str) -> None:
         raise ContainerConfigError(f"drafter weights in {drafter} have no {MASK_HIDDEN} tensor; parallel drafting "
                                    f"with an EAGLE drafter needs one ([1, 3 x target hidden size]), or set "
                                    "parallel_drafting to false")
+
+
+def check_dflash_drafter(drafter: str, config: dict[str, Any], k: int) -> None:
+    """A DFlash drafter vLLM can load for this K."""
+    nested = config.get("dflash_config")
+    architectures = [a for a in config.get("architectures") or [] if isinstance(a, str)]
+    if not isinstance(nested, dict) and not any("dflash" in a.lower() for a in architectures):
+        raise ContainerConfigError(f"drafter config {os.path.join(drafter, 'config.json')} is not a DFlash drafter's "
+                                   f"(no dflash_config; architectures {architectures or 'none'}); stage one with "
+                                   "peagle drafter stage MODEL --method dflash")
+    block = config.get("block_size", nested.get("block_size") if isinstance(nested, dict) else None)
+    if isinstance(block, int) and not isinstance(block, bool) and block > 1 and k > block - 1:
+        raise ContainerConfigError(f"num_speculative_tokens {k} does not fit the DFlash drafter's block of {block} "
+                                   f"(one bonus and at most {block - 1} mask tokens); set K to {block - 1} or less")
+    names = weight_names(drafter)
+    if names is not None and any(MASK_HIDDEN in name for name in names):
+        raise ContainerConfigError(f"drafter weights in {drafter} hold a {MASK_HIDDEN} tensor: that is a P-EAGLE "
+                                   "head, not a DFlash drafter (vLLM's DFlash loader refuses it)")
+

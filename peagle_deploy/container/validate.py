@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .args import ContainerConfigError
-from .drafter import check_mask_hidden, check_mask_token, read_config
+from .drafter import check_dflash_drafter, check_mask_hidden, check_mask_token, read_config
 from . import lossless
 from .methods import known_methods
 from .vllm_version import installed_vllm_version
@@ -65,18 +65,59 @@ def validate(env: Mapping[str, str], vllm_version: str | None = None) -> dict[st
     if parallel and config.get("method") != "eagle3":
         raise ContainerConfigError(f"{ENV_VAR} sets parallel_drafting but method is {config.get('method')!r}; "
                                    "P-EAGLE needs \"method\": \"eagle3\"")
+    dflash = config.get("method") == "dflash"
+    if dflash:
+        _check_dflash_version(installed_vllm_version() if vllm_version is None else vllm_version)
     drafter = config.get("model")
     if drafter is not None and not isinstance(drafter, str):
         raise ContainerConfigError(f"{ENV_VAR} model must be a path or model id string, got {drafter!r}")
-    if drafter and (drafter.startswith("/") or os.path.exists(drafter)):
+    local = bool(drafter) and (drafter.startswith("/") or os.path.exists(drafter))
+    if dflash and not local:  # a hub id: its config is not here to say whether it attends causally
+        _check_attention_backend(env)
+    if local:
         if not os.path.isdir(drafter):
-            raise ContainerConfigError(f"drafter directory {drafter} does not exist (is the eagle channel mounted?)")
+            channel = "dflash" if dflash else "eagle"
+            raise ContainerConfigError(f"drafter directory {drafter} does not exist (is the {channel} channel "
+                                       "mounted?)")
         path = os.path.join(drafter, "config.json")
         drafter_config = read_config(drafter)
-        if parallel:
+        if dflash:  # DFlash drafts in parallel too (vLLM sets parallel_drafting itself): the same mask-token rule
+            check_dflash_drafter(drafter, drafter_config, k)
+            check_mask_token(drafter_config, path, installed_vllm_version() if vllm_version is None else vllm_version)
+            _check_attention_backend(env, drafter_config)
+        elif parallel:
             check_mask_token(drafter_config, path, installed_vllm_version() if vllm_version is None else vllm_version)
             check_mask_hidden(drafter)
     return config
+
+
+ATTENTION_ENV = "SM_VLLM_ATTENTION_BACKEND"
+# the attention backends whose vLLM class says supports_non_causal() (vLLM 0.28 source, vllm/v1/attention/backends)
+NON_CAUSAL_BACKENDS = frozenset({"flash_attn", "flashinfer", "triton_attn", "flex_attention", "cpu_attn", "rocm_attn",
+                                 "rocm_aiter_fa", "flashinfer_mla", "tokenspeed_mla", "auto"})
+DFLASH_SINCE = (0, 20)  # vLLM's speculative methods name "dflash" from 0.20 (absent in 0.18.0 and 0.19.0)
+
+
+def _check_dflash_version(vllm_version: str | None) -> None:
+    from .vllm_version import release
+
+    key = release(vllm_version) if vllm_version else None
+    if key is not None and key < DFLASH_SINCE:
+        raise ContainerConfigError(f"vLLM {vllm_version} has no DFlash (its speculative methods name \"dflash\" from "
+                                   "0.20); use a newer vLLM image")
+
+
+def _check_attention_backend(env: Mapping[str, str], drafter_config: dict[str, Any] | None = None) -> None:
+    """DFlash's drafter attends to its block non-causally (unless its config says causal): a backend set that
+    cannot do that makes vLLM fail once the drafter runs."""
+    backend = (env.get(ATTENTION_ENV) or "").strip()
+    if not backend or backend.lower() in NON_CAUSAL_BACKENDS:
+        return
+    nested = (drafter_config or {}).get("dflash_config")
+    causal = (drafter_config or {}).get("is_causal") is True or (isinstance(nested, dict) and nested.get("causal") is True)
+    if not causal:
+        raise ContainerConfigError(f"{ATTENTION_ENV}={backend} cannot attend non-causally, which the DFlash drafter "
+                                   f"needs; set {ATTENTION_ENV}=flash_attn")
 
 
 def _check_method(method: Any, vllm_version: str | None) -> None:

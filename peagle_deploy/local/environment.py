@@ -2,7 +2,8 @@
 
 With --model ALIAS it is the DeploymentPlan's own Environment (built from peagle's shipped spec for
 that alias, the speculative config and the user's --env applied last, exactly as deploy does); without
-it, only what P-EAGLE needs: HF_MODEL_ID=/opt/ml/model, the speculative config and the user's --env.
+it, only what the mode needs: HF_MODEL_ID=/opt/ml/model, the speculative config (DFlash: and its attention
+backend) and the user's --env. The drafter directory is mounted as the mode's channel (eagle, or dflash).
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import UsageError
-from ..speculative import DRAFTER_CHANNEL, ENV_VAR, Mode, parse_k, settings_for
+from ..speculative import (
+    ATTENTION_ENV,
+    DFLASH_ATTENTION_BACKEND,
+    ENV_VAR,
+    Mode,
+    drafter_channel,
+    parse_k,
+    settings_for,
+)
 from .mounts import Mounts
 
 GENERIC_MAX_K = 16
@@ -44,10 +53,13 @@ def build_environment(model_dir: Path, drafter_dir: Path | None, *, alias: str |
                       k: int | str | None, env: dict[str, str], allow_lossy: bool = False) -> ContainerEnvironment:
     model = _directory(model_dir, "MODEL_DIR", "model")
     if mode is Mode.OFF and drafter_dir is not None:
-        raise UsageError("--drafter has no effect with --mode off", "drop --drafter, or pick --mode p-eagle or eagle3")
+        raise UsageError("--drafter has no effect with --mode off",
+                         "drop --drafter, or pick --mode p-eagle, eagle3 or dflash")
     if mode is not Mode.OFF and drafter_dir is None:
         raise UsageError(f"--mode {mode.value} needs the drafter", "pass --drafter DRAFTER_DIR, or --mode off")
-    mounts = Mounts(model=model, channels={DRAFTER_CHANNEL: _directory(drafter_dir, "--drafter", "drafter")} if drafter_dir else {})
+    channel = drafter_channel(mode)
+    mounts = Mounts(model=model, channels={channel: _directory(drafter_dir, "--drafter", "drafter")}
+                    if drafter_dir and channel else {})
     if alias:
         from ..plan import PlanRequest, build_plan
 
@@ -71,6 +83,8 @@ def build_environment(model_dir: Path, drafter_dir: Path | None, *, alias: str |
         environment[ENV_VAR] = rendered
     if lossy_method(speculative or {}):
         environment[ALLOW_LOSSY_ENV] = "true"
+    if mode is Mode.DFLASH:
+        environment[ATTENTION_ENV] = DFLASH_ATTENTION_BACKEND  # SM_VLLM_* -> --attention-backend flash_attn
     environment.update({key: value for key, value in env.items() if key != ENV_VAR})
     return ContainerEnvironment(environment=environment, mounts=mounts, mode=settings.mode, k=settings.k,
                                 speculative_config=rendered,

@@ -136,7 +136,7 @@ def plan_layout(request: SweepRequest, classic: dict[str, Any], *, offline: bool
         for config in batch:
             plan = build_plan(PlanRequest(
                 model=request.model, mode=parse_mode(config.mode), k=config.k, name=resource_name(request, config),
-                host=host, hosting=Hosting.COMPONENT, instance_type=instance_type, region=request.region,
+                drafter=request.drafter if config.mode == "dflash" else None, host=host, hosting=Hosting.COMPONENT, instance_type=instance_type, region=request.region,
                 role=request.role, accept_eula=request.accept_eula, env={TP_ENV: str(per)},
                 tags=PeagleTags(sweep_id=request.sweep_id).to_aws(), ttl=timedelta(seconds=ttl), offline=offline,
             ), facts=facts, now=now)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 
 from ..errors import UsageError
 
-MODES = ("off", "eagle3", "p-eagle")
+MODES = ("off", "eagle3", "p-eagle", "dflash")
 _URL_SPEC = re.compile(r"^(?P<mode>[^:=\s]+)(?::(?P<k>\d+))?=(?P<url>https?://\S+)$")
 # where `--resume` reads a --url's password (the state file never keeps it): one name for every URL when they share
 # it, else PEAGLE_SWEEP_URL_PASSWORD_<CONFIGURATION> (PEAGLE_SWEEP_URL_PASSWORD_P_EAGLE_K3); the state names it
@@ -74,6 +74,8 @@ class SweepRequest(BaseModel):
     parallel: int = 1
     instance_type: str | None = None
     region: str = "us-east-1"
+    drafter: str | None = Field(None, description="dflash: the staged DFlash drafter's S3 prefix (--drafter, else the "
+                                                  "record of `peagle drafter stage`)")
     profile: str | None = None
     role: str | None = None
     accept_eula: bool = False
@@ -124,7 +126,7 @@ def parse_modes(text: str) -> list[str]:
         except UsageError:
             bad.append(item)
     if bad:
-        raise UsageError(f"--modes has {', '.join(map(repr, bad))}", "use off, eagle3 and p-eagle, comma-separated")
+        raise UsageError(f"--modes has {', '.join(map(repr, bad))}", f"use {', '.join(MODES)}, comma-separated")
     return list(dict.fromkeys(modes))
 
 
@@ -139,9 +141,9 @@ def parse_ks(text: str) -> list[int]:
 
 
 def configurations(modes: list[str], ks: list[int]) -> list[Configuration]:
-    """off once, then each speculative mode at each K (EAGLE-3 before P-EAGLE, as the published table)."""
+    """off once, then each speculative mode at each K (EAGLE-3 before P-EAGLE, as the published table; DFlash last)."""
     out = [Configuration(mode="off")] if "off" in modes else []
-    for mode in ("eagle3", "p-eagle"):
+    for mode in MODES[1:]:
         if mode in modes:
             out += [Configuration(mode=mode, k=k) for k in ks]
     return out

@@ -87,6 +87,7 @@ def _deployment_plan(request: SweepRequest, config: Configuration, *, offline: b
     # the sweep-id tag comes from the tag model and rides with the plan's own tags (--tag cannot use peagle:)
     return build_plan(PlanRequest(
         model=request.model, mode=parse_mode(config.mode), k=config.k, name=resource_name(request, config),
+        drafter=request.drafter if config.mode == "dflash" else None,
         instance_type=instance_type, region=request.region, role=request.role,
         accept_eula=request.accept_eula, tags=PeagleTags(sweep_id=request.sweep_id).to_aws(),
         ttl=timedelta(seconds=ttl_s) if ttl_s else None, offline=offline,

@@ -44,6 +44,7 @@ class LevelRatios(BaseModel):
     concurrency: int
     best_peagle: str | None
     best_eagle3: str | None
+    best_dflash: str | None = None
     best_peagle_vs_best_eagle3: float | None
     best_peagle_vs_baseline: float | None
     fastest: str | None
@@ -55,6 +56,8 @@ class Recommendation(BaseModel):
     measured_fastest: dict[int, str | None] = Field(description="concurrency -> fastest configuration measured")
     reasoning: list[str]
     advice: Advice | None = None
+    ran_on: str | None = Field(None, description="the vLLM version and runner the recommended mode ran on (its "
+                                                 "server's start-up log)")
 
 
 class LayoutReport(BaseModel):
@@ -235,7 +238,9 @@ def _level_ratios(rows: list[ConfigRow], conc: int) -> LevelRatios:
     def otps(r: ConfigRow | None) -> float | None:
         return None if r is None else r.output_tokens_per_s[conc]
 
+    d = best("dflash")
     return LevelRatios(concurrency=conc, best_peagle=p.label if p else None, best_eagle3=e.label if e else None,
+                       best_dflash=d.label if d else None,
                        best_peagle_vs_best_eagle3=_ratio(otps(p), otps(e)),
                        best_peagle_vs_baseline=_ratio(otps(p), otps(off)),
                        fastest=fastest.label if fastest else None)
@@ -251,7 +256,7 @@ def _recommend(rows: list[ConfigRow], ratios: list[LevelRatios], comparison) -> 
     if measured_lines:
         reasoning.append("Fastest configuration measured per concurrency: " + "; ".join(measured_lines) + ".")
     mode = comparison.winner if comparison is not None and comparison.levels else None
-    for_mode = mode or next((m for m in ("p-eagle", "eagle3") if any(r.mode == m for r in rows)), None)
+    for_mode = mode or next((m for m in ("p-eagle", "eagle3", "dflash") if any(r.mode == m for r in rows)), None)
     with_rates = [r for r in rows if r.mode == for_mode and r.per_position_acceptance]
     advice = None
     k = None
@@ -271,8 +276,11 @@ def _recommend(rows: list[ConfigRow], ratios: list[LevelRatios], comparison) -> 
         reasoning.append("No acceptance was measured (no SpecDecoding metrics), so the K advisor was not run; "
                          "the measured fastest configurations above are the recommendation.")
     if comparison is None:
-        reasoning.append("P-EAGLE and EAGLE-3 were not both measured: the mode is not compared.")
-    return Recommendation(mode=mode, k=k, measured_fastest=fastest, reasoning=reasoning, advice=advice)
+        reasoning.append("Fewer than two speculative modes (P-EAGLE, EAGLE-3, DFlash) were measured: the mode is not "
+                         "compared.")
+    ran_on = comparison.runtimes.get(mode) if comparison is not None and mode else None
+    return Recommendation(mode=mode, k=k, measured_fastest=fastest, reasoning=reasoning, advice=advice,
+                          ran_on=ran_on)
 
 
 def _f(value: float | None, digits: int = 0) -> str:
@@ -304,9 +312,9 @@ def markdown(report: SweepReport) -> str:
                      [[str(c)] + [_f(by_label[lb].output_tokens_per_s.get(c)) for lb in labels]
                       for c in report.concurrency])
     out += ["", "## Speed-ups", ""]
-    out += _md_table(["concurrency", "best P-EAGLE", "best EAGLE-3", "best P-EAGLE / best EAGLE-3",
+    out += _md_table(["concurrency", "best P-EAGLE", "best EAGLE-3", "best DFlash", "best P-EAGLE / best EAGLE-3",
                       "best P-EAGLE / baseline", "fastest"],
-                     [[str(r.concurrency), r.best_peagle or "-", r.best_eagle3 or "-",
+                     [[str(r.concurrency), r.best_peagle or "-", r.best_eagle3 or "-", r.best_dflash or "-",
                        _x(r.best_peagle_vs_best_eagle3), _x(r.best_peagle_vs_baseline), r.fastest or "-"]
                       for r in report.ratios])
     out += ["", "## Acceptance", ""]
@@ -366,6 +374,12 @@ def render(console, report: SweepReport) -> None:
     print_table(console, ["conc.", "best P-EAGLE / best EAGLE-3", "best P-EAGLE / baseline", "fastest"],
                 [[str(r.concurrency), _x(r.best_peagle_vs_best_eagle3), _x(r.best_peagle_vs_baseline), r.fastest or "-"]
                  for r in report.ratios], title="speed-ups", justify=["right"] * 3 + ["left"])
+    from ..bench.report import SIDE_BY_SIDE, side_by_side_rows
+
+    for table in report.tables:  # every mode in one table: throughput, latency, acceptance, cost, vLLM and runner
+        if table.runs:
+            print_table(console, SIDE_BY_SIDE, side_by_side_rows(table), title=f"side by side: {table.title}",
+                        justify=["right", "left", "right", "right", "right", "right", "right", "left"])
     for r in report.configurations:
         if r.label_disagrees:
             console.print(f"warning: {r.label_disagrees}", markup=False, soft_wrap=True)
@@ -387,7 +401,9 @@ def recommendation_line(rec: Recommendation) -> str:
     """'recommended: p-eagle at K=7 (mode and K measured)', never 'mode -, K 3'."""
     for_mode = rec.advice.mode if rec.advice is not None else None
     if rec.mode and rec.k:
-        return f"recommended: {rec.mode} at K={rec.k} (the mode measured faster; K from its measured acceptance)"
+        where = f", on {rec.ran_on}" if rec.ran_on else ""
+        return (f"recommended: {rec.mode} at K={rec.k} (the mode measured faster{where}; K from its measured "
+                "acceptance)")
     if rec.k and for_mode:
         return (f"recommended: K={rec.k} for {for_mode} (from its measured acceptance; the modes were not both "
                 "measured, so no mode is recommended)")

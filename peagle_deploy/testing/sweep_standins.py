@@ -1,10 +1,13 @@
 """Stand-in servers for `peagle sweep` whose speed and acceptance depend on mode and K.
 
 Not vLLM: a first-order model of speculative decoding, so a sweep's table has a known shape in tests
-and in docs/sweep.md. Each draft position i is accepted (cumulatively) with p_i = `accept` ** i, so a
-step emits E(K) = 1 + sum p_i tokens; a step costs 1 + 0.02 K (verification) plus 0.06 (P-EAGLE: one
-drafter pass) or 0.06 K (EAGLE-3: K passes); a response of n tokens takes n / (base_tok_s x E / cost)
-seconds, with verification dearer as more requests are in flight (0.02 K x in-flight / 2). Two front ends:
+and in docs/sweep.md. Each draft position i is accepted (cumulatively) with p_i = `accept` ** i (DFlash:
+`dflash_accept` ** i), so a step emits E(K) = 1 + sum p_i tokens; a step costs 1 + 0.02 K (verification) plus
+0.06 (P-EAGLE: one drafter pass), 0.06 K (EAGLE-3: K passes) or 0.09 (DFlash: one pass of a deeper drafter); a
+response of n tokens takes n / (base_tok_s x E / cost) seconds, with verification dearer as more requests are in
+flight (0.02 K x in-flight / 2). These are the stand-in's own numbers, not measurements of any vLLM. At its first
+request each endpoint also logs the start-up lines vLLM would for its image and mode (`startup_lines`: version,
+engine config, the runner line that vLLM version writes, DFlash's drafter architecture). Two front ends:
 
 - `SweepStandIn(emulator).install()`: the emulator's SageMaker endpoints, and the inference components of a
   sweep's one endpoint (`--hosting component`), answer after that delay (the name says its mode and K,
@@ -24,7 +27,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-_NAME = re.compile(r"-(?P<mode>off|eagle3|p-eagle)(?:-k(?P<k>\d+))?$")
+_NAME = re.compile(r"-(?P<mode>off|eagle3|p-eagle|dflash)(?:-k(?P<k>\d+))?$")
 STATS_FORMAT = ("SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: %.2f tokens/s, "
                 "Drafted throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d tokens, "
                 "Per-position acceptance rate: %s, Avg Draft acceptance rate: %.1f%%")
@@ -36,23 +39,26 @@ class SpecModel:
     base_tok_s: float = 60.0  # one stream without speculation
     verify_cost: float = 0.02
     draft_cost: float = 0.06
+    dflash_accept: float = 0.85
+    dflash_draft_cost: float = 0.09
 
-    def per_position(self, k: int) -> list[float]:
-        return [self.accept ** i for i in range(1, k + 1)]
+    def per_position(self, k: int, mode: str = "p-eagle") -> list[float]:
+        accept = self.dflash_accept if mode == "dflash" else self.accept
+        return [accept ** i for i in range(1, k + 1)]
 
     def speedup(self, mode: str, k: int | None, in_flight: int = 1) -> float:
         """Over no speculation; verifying K tokens gets dearer as more requests share the GPU."""
         if mode == "off" or not k:
             return 1.0
-        expected = 1 + sum(self.per_position(k))
-        drafting = self.draft_cost if mode == "p-eagle" else self.draft_cost * k
+        expected = 1 + sum(self.per_position(k, mode))
+        drafting = {"p-eagle": self.draft_cost, "dflash": self.dflash_draft_cost}.get(mode, self.draft_cost * k)
         return expected / (1 + self.verify_cost * k * max(1.0, in_flight / 2) + drafting)
 
     def seconds(self, mode: str, k: int | None, tokens: int, in_flight: int = 1) -> float:
         return tokens / (self.base_tok_s * self.speedup(mode, k, in_flight))
 
-    def stats_line(self, k: int, drafts: int = 100, elapsed: float = 10.0) -> str:
-        accepted_per_pos = [round(drafts * p) for p in self.per_position(k)]
+    def stats_line(self, k: int, drafts: int = 100, elapsed: float = 10.0, mode: str = "p-eagle") -> str:
+        accepted_per_pos = [round(drafts * p) for p in self.per_position(k, mode)]
         accepted, drafted = sum(accepted_per_pos), drafts * k
         rates = ", ".join(f"{a / drafts:.3f}" for a in accepted_per_pos)
         return STATS_FORMAT % (1 + accepted / drafts, accepted / elapsed, drafted / elapsed, accepted, drafted,
@@ -80,6 +86,7 @@ class SweepStandIn:
     together: set[frozenset[str]] = field(default_factory=set)  # targets served at the same moment
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _logs: Any = None
+    _groups: set[str] = field(default_factory=set)
 
     def install(self) -> SweepStandIn:
         self.emulator.runtime.tokens = [f" t{i}" for i in range(12)]
@@ -114,8 +121,12 @@ class SweepStandIn:
         if parsed is None:
             return
         mode, k = parsed
+        if first:
+            image = self._image(sm, name, component)
+            for line in startup_lines(image, mode, k):
+                self._log(name, line, create=not self._created(name), component=component)
         if mode != "off" and k:
-            self._log(name, self.model.stats_line(k), create=first, component=component)
+            self._log(name, self.model.stats_line(k, mode=mode), create=not self._created(name), component=component)
         with self._lock:
             self.in_flight[name] = busy = self.in_flight.get(name, 0) + 1
             serving = frozenset(n for n, count in self.in_flight.items() if count)
@@ -126,6 +137,22 @@ class SweepStandIn:
         finally:
             with self._lock:
                 self.in_flight[name] -= 1
+
+    def _image(self, sm: Any, name: str, component: bool) -> str:
+        """The image of the model serving `name` (its vLLM version decides the start-up lines)."""
+        try:
+            if component:
+                model = sm.describe_inference_component(InferenceComponentName=name)["Specification"]["ModelName"]
+            else:
+                config = sm.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+                model = sm.describe_endpoint_config(EndpointConfigName=config)["ProductionVariants"][0]["ModelName"]
+            return sm.describe_model(ModelName=model)["PrimaryContainer"]["Image"]
+        except Exception:  # noqa: BLE001 - a stand-in: no image, no version
+            return ""
+
+    def _created(self, name: str) -> bool:
+        with self._lock:
+            return name in self._groups
 
     def _wait(self, event: threading.Event, name: str, component: bool = False, limit_s: float = 120.0) -> None:
         """Until released, or the endpoint (component) is deleted (SageMaker ends its requests then); bounded."""
@@ -141,7 +168,8 @@ class SweepStandIn:
         group = f"/aws/sagemaker/{'InferenceComponents' if component else 'Endpoints'}/{name}"
         stream = f"{name}/i-standin" if component else "AllTraffic/i-standin"
         with self._lock:
-            if create:
+            if create and name not in self._groups:
+                self._groups.add(name)
                 self._logs.create_log_group(logGroupName=group)
                 self._logs.create_log_stream(logGroupName=group, logStreamName=stream)
             self._logs.put_log_events(logGroupName=group, logStreamName=stream,
@@ -158,8 +186,45 @@ def url_standins(specs: list[tuple[str, int | None]], model: SpecModel | None = 
         urls = []
         for mode, k in specs:
             gap = spec_model.seconds(mode, k, tokens) / tokens
-            accepted = tuple(round(4 * p) for p in spec_model.per_position(k)) if k else ()
+            accepted = tuple(round(4 * p) for p in spec_model.per_position(k, mode)) if k else ()
             server = stack.enter_context(FakeVllm([f" t{i}" for i in range(tokens)], gap_s=gap,
                                                   accepted_per_request=accepted))
             urls.append(f"{mode}={server.url}" if mode == "off" else f"{mode}:{k}={server.url}")
         yield urls
+
+
+def startup_lines(image: str, mode: str, k: int | None, *, model: str = "/opt/ml/model") -> list[str]:
+    """The start-up lines vLLM writes for this image's version and this mode, in vLLM's formats
+    (lifecycle/startup_log.py reads them): the version banner, the engine line with the speculative config and the
+    runner line the version writes for the mode (docs/vllm-versions.md's table: P-EAGLE's fallback from 0.22, "Using
+    V2 Model Runner" where V2 is the default for qwen3-coder's and gpt-oss's MoE architectures, from 0.29; none
+    otherwise), and DFlash's drafter architecture."""
+    from ..container.vllm_version import release
+    from ..speculative import CHANNEL_ROOT, drafter_channel, parse_mode
+    from ..vllm_runner import image_vllm_version
+
+    version = image_vllm_version(image) or "0.28.0"
+    key = release(version) or (0, 28)
+    prefix = "(APIServer pid=1) INFO 12-01 00:00:00 [api_utils.py:347]"
+    lines = [f"{prefix} vLLM server version {version}, serving model {model}"]
+    spec = "None"
+    if mode != "off" and k:
+        method = "dflash" if mode == "dflash" else "eagle3"
+        path = f"{CHANNEL_ROOT}/{drafter_channel(parse_mode(mode))}"
+        spec = f"SpeculativeConfig(method='{method}', model='{path}', num_spec_tokens={k})"
+        given = {"model": path, "method": method, "num_speculative_tokens": k}
+        if mode != "dflash":
+            given["parallel_drafting"] = mode == "p-eagle"
+        lines.append(f"(APIServer pid=1) INFO 12-01 00:00:00 [api_utils.py:286] non-default args: "
+                     f"{{'model': '{model}', 'speculative_config': {given!r}}}")
+    if mode == "dflash":
+        lines.append("(APIServer pid=1) INFO 12-01 00:00:01 [model.py:733] Resolved architecture: DFlashDraftModel")
+    if mode == "p-eagle" and key >= (0, 22):
+        lines.append("(EngineCore pid=2) WARNING 12-01 00:00:02 [vllm.py:725] Model Runner V2 does not yet support "
+                     "parallel drafting for EAGLE speculative decoding; using the V1 model runner instead.")
+    elif key >= (0, 29):
+        lines.append("(Worker pid=3) INFO 12-01 00:00:03 [gpu_worker.py:396] Using V2 Model Runner")
+    lines.append(f"(EngineCore pid=2) INFO 12-01 00:00:02 [core.py:133] Initializing a V1 LLM engine (v{version}) with "
+                 f"config: model='{model}', speculative_config={spec}, tokenizer='{model}'")
+    return lines
+

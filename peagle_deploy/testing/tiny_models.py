@@ -1,6 +1,6 @@
-"""Tiny Llama target + EAGLE-3 drafter with known acceptance, built locally (no download).
+"""Tiny Llama target + EAGLE-3 drafter (and a DFlash drafter) with known acceptance, built locally (no download).
 
-    python -m peagle_deploy.testing.tiny_models OUT_DIR [--no-mask-token] [--no-mask-hidden]
+    python -m peagle_deploy.testing.tiny_models OUT_DIR [--no-mask-token] [--no-mask-hidden] [--dflash]
 
 The target (2 layers, hidden 256, its own byte-level BPE tokenizer and a chat template) always predicts one
 token, OUTPUT_TEXT, whatever the context; the drafter (vLLM's `LlamaForCausalLMEagle3`, HF EAGLE-3 weight
@@ -244,6 +244,51 @@ def _write_drafter(out: Path, *, output_token_id: int, mask_token_id: int, bos_i
     return out
 
 
+# DFlash (vLLM's `DFlashDraftModel`, qwen3_dflash.py): the target layers it reads, in DFlash's own numbering (vLLM
+# captures layer i + 1, vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py), and the block it drafts
+DFLASH_TARGET_LAYER_IDS = [0, 1]
+DFLASH_BLOCK_SIZE = 16
+
+
+def write_dflash_drafter(out: Path, *, target: Path, output_token_id: int, mask_token_id: int,
+                         block_size: int = DFLASH_BLOCK_SIZE, mask_hidden: bool = False) -> Path:
+    """A DFlash drafter (a one-layer Qwen3 block-diffusion head) for the tiny target that always drafts
+    output_token_id, at every position of its block: greedy acceptance 1.0 per position, mean acceptance length
+    K+1, as the EAGLE-3 drafter. Its embeddings are the target's (SIGNAL_DIM is 1.0 for every token, the mask
+    token too), no layer writes SIGNAL_DIM, and its final norm and lm_head are `_signal_head`'s. `mask_hidden=True`
+    adds P-EAGLE's tensor, which vLLM's DFlash loader refuses (negative tests)."""
+    np, st, _ = _modules()
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(SEED + 2)
+    embed = st.load_file(str(Path(target) / "model.safetensors"))["model.embed_tokens.weight"]
+    layer = _decoder_layer(np, rng, "layers.0", HIDDEN)
+    layer["layers.0.self_attn.q_norm.weight"] = np.ones(HEAD_DIM, np.float32)
+    layer["layers.0.self_attn.k_norm.weight"] = np.ones(HEAD_DIM, np.float32)
+    tensors = {"embed_tokens.weight": embed, "fc.weight": _random(np, rng, HIDDEN, len(DFLASH_TARGET_LAYER_IDS) * HIDDEN),
+               "hidden_norm.weight": np.ones(HIDDEN, np.float32), **layer}
+    tensors["norm.weight"], tensors["lm_head.weight"] = _signal_head(np, rng, output_token_id)
+    if mask_hidden:
+        tensors["mask_hidden"] = np.zeros((1, 2 * HIDDEN), np.float32)
+    st.save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    target_config = json.loads((Path(target) / "config.json").read_text())
+    config: dict[str, Any] = {
+        "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "num_hidden_layers": 1,
+        **{k: v for k, v in _llama_config(target_config["eos_token_id"], target_config["bos_token_id"]).items()
+           if k != "model_type"},
+        "block_size": block_size, "target_hidden_size": HIDDEN, "num_target_layers": LAYERS,
+        "dflash_config": {"mask_token_id": mask_token_id, "target_layer_ids": DFLASH_TARGET_LAYER_IDS},
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    _world_readable(out)
+    return out
+
+
+def build_dflash_drafter(models: TinyModels, out: Path, **kwargs: Any) -> Path:
+    """write_dflash_drafter for the target of `models` (build_tiny_models), into `out`."""
+    return write_dflash_drafter(out, target=models.target, output_token_id=models.output_token_id,
+                                mask_token_id=models.mask_token_id, **kwargs)
+
+
 def _world_readable(directory: Path) -> None:
     """safetensors writes 0600; a container running as another user must read the files."""
     for path in directory.iterdir():
@@ -285,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="config.json key naming the mask token (vLLM 0.25 needs pard_token or ptd_token_id)")
     parser.add_argument("--no-mask-token", action="store_true", help="omit the mask token id (negative tests)")
     parser.add_argument("--no-mask-hidden", action="store_true", help="omit mask_hidden (negative tests)")
+    parser.add_argument("--dflash", action="store_true", help="also write OUT/dflash, a DFlash drafter")
     args = parser.parse_args(argv)
     try:
         models = build_tiny_models(args.out_dir, mask_token_key=None if args.no_mask_token else args.mask_token_key,
@@ -293,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     sys.stdout.write(f"target {models.target}\ndrafter {models.drafter}\n")
+    if args.dflash:
+        sys.stdout.write(f"dflash {build_dflash_drafter(models, args.out_dir / 'dflash')}\n")
     return 0
 
 

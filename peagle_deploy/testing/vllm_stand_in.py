@@ -4,7 +4,7 @@ emulator's container backend) where real vLLM's 30-80 s start would dominate.
     python -m peagle_deploy.testing.vllm_stand_in serve MODEL --port P [--speculative-config JSON] [...]
 
 It prints vLLM 0.32's start-up lines (same formats: logo with version, non-default args, engine config,
-runner choice), serves /ping, /health, /invocations, /v1/chat/completions (greedy "!" tokens, as the
+runner choice, a DFlash drafter's architecture), serves /ping, /health, /invocations, /v1/chat/completions (greedy "!" tokens, as the
 tiny models answer) and /metrics, logs a `SpecDecoding metrics` line per request with acceptance 1.0,
 and stops on SIGTERM. Knobs (environment):
   PEAGLE_STAND_IN_VERSION   version it claims (default 0.32.0)
@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     _log("INFO", "api_utils.py:347", f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {version}")
     args = {"model_tag": model, "port": port, "model": model, **({"speculative_config": spec} if spec else {})}
     _log("INFO", "api_utils.py:286", f"non-default args: {args!r}")
+    if spec and spec.get("method") == "dflash":  # a line only a DFlash server logs: its drafter's architecture
+        _log("INFO", "model.py:733", "Resolved architecture: DFlashDraftModel")
     level, runner_line = RUNNER_LINES[os.environ.get("PEAGLE_STAND_IN_RUNNER", "v2")]
     _log(level, "vllm.py:725", runner_line)
     spec_repr = "None" if not spec else (f"SpeculativeConfig(method={spec.get('method')!r}, "

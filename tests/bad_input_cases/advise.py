@@ -62,7 +62,7 @@ CASES = [
     dict(id="advise-mode-typo", argv=[*ADVISE, "--rates", "0.8", "--mode", "p-eagel"], exit=2,
          stderr=r"unknown mode 'p-eagel'"),
     dict(id="advise-mode-off", argv=[*ADVISE, "--rates", "0.8", "--mode", "off"], exit=2,
-         stderr=r"unknown mode 'off' for the advisor: use p-eagle or eagle3"),
+         stderr=r"unknown mode 'off' for the advisor: use p-eagle, eagle3 or dflash"),
     dict(id="advise-mode-none-spelling", argv=[*ADVISE, "--rates", "0.8", "--mode", "NONE"], exit=2,
          stderr=r"unknown mode 'off' for the advisor"),
 ]

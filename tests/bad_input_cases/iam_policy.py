@@ -4,7 +4,9 @@ an unknown one, a bad --role or --name-prefix is one line, exit 2."""
 CASES = [
     dict(id="iam-unknown-command", argv=["iam-policy", "nope"], exit=2,
          stderr=r"^error: no IAM list for nope: choose from deploy, status, invoke, openai, bench, metrics, logs, update, "
-                r"cleanup, recover, sweep$"),
+                r"cleanup, recover, sweep, drafter$"),
+    dict(id="iam-bucket-not-a-bucket", argv=["iam-policy", "drafter", "--bucket", "My Bucket"], exit=2,
+         stderr=r"--bucket 'My Bucket' is not an S3 bucket or BUCKET/PREFIX: pass --bucket my-bucket/drafters"),
     dict(id="iam-unknown-command-json", argv=["iam-policy", "--json", "sweep", "sweeps"], exit=2,
          stderr=r"no IAM list for sweeps"),
     dict(id="iam-local-has-no-aws", argv=["iam-policy", "local"], exit=2, stderr=r"no IAM list for local"),

@@ -13,7 +13,7 @@ CASES = [
     dict(id="k-with-mode-off", argv=["update", "prod", "--mode", "off", "--k", "7"], exit=2,
          stderr=r"--k has no effect with --mode off: drop --k"),
     dict(id="mode-unknown", argv=["update", "prod", "--mode", "medusa"], exit=2,
-         stderr=r"unknown mode 'medusa': use one of p-eagle, eagle3, off"),
+         stderr=r"unknown mode 'medusa': use one of p-eagle, eagle3, dflash, off"),
     dict(id="instance-count-zero", argv=["update", "prod", "--instance-count", "0"], exit=2,
          stderr=r"--instance-count must be at least 1"),
     dict(id="instance-type-not-g7e", argv=["update", "prod", "--instance-type", "ml.m5.large"], exit=2,

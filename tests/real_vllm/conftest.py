@@ -36,12 +36,13 @@ PEAGLE = BIN / "peagle"
 START_TIMEOUT_S = float(os.environ.get("PEAGLE_VLLM_START_TIMEOUT", "420"))
 MODEL_ALIAS = "qwen3-coder"
 EAGLE_MOUNT = "/opt/ml/additional-model-data-sources/eagle"
+DFLASH_MOUNT = "/opt/ml/additional-model-data-sources/dflash"
 K = 3
 K_DEEP = 7
 MAX_MODEL_LEN = "512"
 # which mode-sensitive drafter each (mode, K) server runs (see `mode_drafters`)
 SERVER_DRAFTER = {("p-eagle", K): "mask_token_id", ("eagle3", K): "mask_token_id",
-                  ("p-eagle", K_DEEP): "pard_token", ("eagle3", K_DEEP): "no-mask-hidden"}
+                  ("p-eagle", K_DEEP): "pard_token", ("eagle3", K_DEEP): "no-mask-hidden", ("dflash", K): "dflash"}
 POOL_SIZE = 2  # vLLM servers alive at once (~3 GB each)
 LOG_TAIL_LINES = 60
 RUNTIME_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -69,10 +70,11 @@ def tiny(tmp_path_factory):
 def mode_drafters(tiny, tmp_path_factory):
     """The mode-sensitive drafter for the tiny target: with mask_token_id, with pard_token only, and without
     mask_hidden (which sequential EAGLE-3 never reads)."""
-    from peagle_deploy.testing.tiny_models import build_mode_sensitive_drafter
+    from peagle_deploy.testing.tiny_models import build_dflash_drafter, build_mode_sensitive_drafter
 
     root = tmp_path_factory.mktemp("mode-sensitive")
-    return {"mask_token_id": build_mode_sensitive_drafter(tiny, root / "mask-token-id"),
+    return {"dflash": build_dflash_drafter(tiny, root / "dflash"),  # DFlash's own drafter (every draft accepted)
+            "mask_token_id": build_mode_sensitive_drafter(tiny, root / "mask-token-id"),
             "pard_token": build_mode_sensitive_drafter(tiny, root / "pard-token", mask_token_key="pard_token"),
             "no-mask-hidden": build_mode_sensitive_drafter(tiny, root / "no-mask-hidden", mask_hidden=False)}
 
@@ -111,7 +113,7 @@ def container_environment(plan_env: dict[str, str], target: Path, drafter: Path 
     spec = env.get("SM_VLLM_SPECULATIVE_CONFIG")
     if spec:
         config = json.loads(spec)
-        assert config["model"] == EAGLE_MOUNT, config
+        assert config["model"] == (DFLASH_MOUNT if config["method"] == "dflash" else EAGLE_MOUNT), config
         config["model"] = str(drafter)
         env["SM_VLLM_SPECULATIVE_CONFIG"] = json.dumps(config)
     return env
@@ -254,7 +256,8 @@ _POOLS: list[ServerPool] = []
 # off (its start-up log, then mode off); P-EAGLE K=3; off against P-EAGLE K=3 (greedy, then sampled);
 # EAGLE-3 K=3; both at K=7.
 ORDER = [("test_startup_phases_real", None), ("test_mode_off", None), ("test_speculative", "p-eagle"),
-         ("test_output_agreement", None), ("test_speculative", "eagle3"), ("test_speculative_k7", None)]
+         ("test_output_agreement", None), ("test_dflash_real", None), ("test_speculative", "eagle3"),
+         ("test_speculative_k7", None)]
 
 
 def pytest_collection_modifyitems(session, config, items):

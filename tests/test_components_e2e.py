@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 
+from peagle_deploy.acceptance_alarm import PREFIX as ACCEPTANCE
 from peagle_deploy.autoscale import POLICY_NAME
 from peagle_deploy.scale_to_zero import WAKE_POLICY, wake_alarm_name
 
@@ -97,7 +98,8 @@ def test_deploy_scale_to_zero_creates_the_component_and_its_scaling_tagged_in_or
     # Application Auto Scaling's two alarms for it, and no alarm of peagle's but the wake-up one
     assert sorted(a["AlarmName"].rsplit("-", 5)[0] for a in described[POLICY_NAME]["Alarms"]) == [
         f"TargetTracking-inference-component/{NAME}-AlarmHigh", f"TargetTracking-inference-component/{NAME}-AlarmLow"]
-    assert [a for a in alarms(emu) if a.startswith("peagle-")] == [wake_alarm_name(NAME)]
+    assert [a for a in alarms(emu) if a.startswith("peagle-") and not a.startswith(ACCEPTANCE)] == [
+        wake_alarm_name(NAME)]
     # everything carries peagle's tags: the component's ARN and both alarms too
     cw = emu.client("cloudwatch")
     for arn in (component["InferenceComponentArn"], sm.describe_endpoint(EndpointName=NAME)["EndpointArn"]):
@@ -288,7 +290,8 @@ def legacy_endpoint(emu, *extra) -> None:
 def rule_of(emu) -> dict:
     policies = {p["PolicyName"]: p for p in emu.client("application-autoscaling").describe_scaling_policies(
         ServiceNamespace="sagemaker", ResourceId=f"inference-component/{NAME}")["ScalingPolicies"]}
-    return {"policies": sorted(policies), "peagle_alarms": sorted(a for a in alarms(emu) if a.startswith("peagle-")),
+    return {"policies": sorted(policies), "peagle_alarms": sorted(a for a in alarms(emu) if a.startswith("peagle-")
+                                                                                and not a.startswith(ACCEPTANCE)),
             "scale_in": "DisableScaleIn" not in (
                 policies.get(POLICY_NAME, {}).get("TargetTrackingScalingPolicyConfiguration") or {"DisableScaleIn": 1})}
 

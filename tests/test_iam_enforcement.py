@@ -132,7 +132,7 @@ def test_a_key_the_action_does_not_support_is_absent_and_one_it_cannot_derive_is
     context = Context({"aws:RequestTag/peagle:managed": ["true"]}, supported=lambda key: key.lower().startswith("aws:requesttag"),
                       derivable=lambda key: key != "aws:RequestTag/other")
     assert context.get("aws:ResourceTag/peagle:managed") is None
-    assert context.get("AWS:requesttag/PEAGLE:MANAGED") == ["true"]  # key names are case-insensitive
+    assert context.get("AWS:requesttag/Peagle:MANAGED") == ["true"]  # key names are case-insensitive
     with pytest.raises(NotModelled):
         context.get("aws:RequestTag/other")
 

@@ -23,6 +23,10 @@ import pytest
 from .aws_shapes import check_every_request
 from .botocore_data import preload, share_botocore_data
 
+# the contract tier's hooks (`--max-cost`, the `aws` marker's gate, its cost estimate): an option must be registered
+# by a conftest pytest loads at start-up, and tests/contract/conftest.py is not one (docs/ci.md, "The contract tier")
+pytest_plugins = ["tests.contract.plugin"]
+
 PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable of this environment
 # Tests send SIGINT to the processes they start, which inherit an ignored SIGINT (a shell's background job, a
 # pytest-xdist worker) and keep it ignored, as peagle rightly does with one it inherits: the suite's own process

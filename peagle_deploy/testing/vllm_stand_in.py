@@ -6,7 +6,8 @@ emulator's container backend) where real vLLM's 30-80 s start would dominate.
 It prints vLLM 0.32's start-up lines (same formats: logo with version, non-default args, engine config,
 runner choice, a DFlash drafter's architecture), serves /ping, /health, /invocations, /v1/chat/completions (greedy "!" tokens, as the
 tiny models answer) and /metrics, logs a `SpecDecoding metrics` line per request with acceptance 1.0,
-and stops on SIGTERM. Knobs (environment):
+and stops on SIGTERM. It listens on `--host` (default 127.0.0.1; the contract tier's image passes 0.0.0.0, the
+SageMaker container contract) and `--port`. Knobs (environment):
   PEAGLE_STAND_IN_VERSION   version it claims (default 0.32.0)
   PEAGLE_STAND_IN_RUNNER    v2 (default) | parallel-fallback (vLLM 0.25.1's line) | triton (the CPU build's)
   PEAGLE_STAND_IN_FAIL      exit 1 during start-up with this exception line after vLLM's wrapper traceback
@@ -45,23 +46,50 @@ def install(bin_dir: Path) -> Path:
     return shim
 
 
-def _log(level: str, where: str, message: str) -> None:
+def _line(level: str, where: str, message: str) -> str:
     stamp = time.strftime("%m-%d %H:%M:%S")
-    sys.stdout.write(f"(APIServer pid={os.getpid()}) {level} {stamp} [{where}] {message}\n")
+    return f"(APIServer pid={os.getpid()}) {level} {stamp} [{where}] {message}"
+
+
+def _log(level: str, where: str, message: str) -> None:
+    sys.stdout.write(_line(level, where, message) + "\n")
     sys.stdout.flush()
 
 
-def _parse(argv: list[str]) -> tuple[str, int, dict[str, Any] | None]:
+def _parse(argv: list[str]) -> tuple[str, str, int, dict[str, Any] | None]:
     if len(argv) < 2 or argv[0] != "serve":
-        sys.stderr.write("usage: vllm serve MODEL [--port P] ...\n")
+        sys.stderr.write("usage: vllm serve MODEL [--host H] [--port P] ...\n")
         raise SystemExit(2)
-    model, port, spec = argv[1], 8000, None
+    model, host, port, spec = argv[1], "127.0.0.1", 8000, None
     for i, arg in enumerate(argv):
         if arg == "--port":
             port = int(argv[i + 1])
+        elif arg == "--host":
+            host = argv[i + 1]
         elif arg == "--speculative-config":
             spec = json.loads(argv[i + 1])
-    return model, port, spec
+    return model, host, port, spec
+
+
+def startup_lines(model: str, port: int = 8000, spec: dict[str, Any] | None = None,
+                  version: str | None = None) -> list[str]:
+    """The start-up lines it prints before serving (vLLM's formats: logo with version, non-default args, runner
+    choice, engine config), for a harness that stands in for the container's output (the contract tier's
+    emulated account writes them to a component's log group, as SageMaker does with a real container's)."""
+    version = version or os.environ.get("PEAGLE_STAND_IN_VERSION", "0.32.0")
+    args = {"model_tag": model, "port": port, "model": model, **({"speculative_config": spec} if spec else {})}
+    level, runner_line = RUNNER_LINES[os.environ.get("PEAGLE_STAND_IN_RUNNER", "v2")]
+    spec_repr = "None" if not spec else (f"SpeculativeConfig(method={spec.get('method')!r}, "
+                                         f"model={spec.get('model')!r}, num_spec_tokens={spec.get('num_speculative_tokens')})")
+    # a DFlash server logs its drafter's architecture (a line only it logs)
+    dflash = [_line("INFO", "model.py:733", "Resolved architecture: DFlashDraftModel")] if spec and spec.get(
+        "method") == "dflash" else []
+    return [_line("INFO", "api_utils.py:347", f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {version}"),
+            _line("INFO", "api_utils.py:286", f"non-default args: {args!r}"),
+            *dflash,
+            _line(level, "vllm.py:725", runner_line),
+            _line("INFO", "core.py:133", f"Initializing a V1 LLM engine (v{version}) with config: model={model!r}, "
+                                         f"speculative_config={spec_repr}, tokenizer={model!r}")]
 
 
 class _Counters:
@@ -96,19 +124,10 @@ class _Counters:
 
 
 def main(argv: list[str] | None = None) -> int:
-    model, port, spec = _parse(sys.argv[1:] if argv is None else argv)
-    version = os.environ.get("PEAGLE_STAND_IN_VERSION", "0.32.0")
-    _log("INFO", "api_utils.py:347", f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {version}")
-    args = {"model_tag": model, "port": port, "model": model, **({"speculative_config": spec} if spec else {})}
-    _log("INFO", "api_utils.py:286", f"non-default args: {args!r}")
-    if spec and spec.get("method") == "dflash":  # a line only a DFlash server logs: its drafter's architecture
-        _log("INFO", "model.py:733", "Resolved architecture: DFlashDraftModel")
-    level, runner_line = RUNNER_LINES[os.environ.get("PEAGLE_STAND_IN_RUNNER", "v2")]
-    _log(level, "vllm.py:725", runner_line)
-    spec_repr = "None" if not spec else (f"SpeculativeConfig(method={spec.get('method')!r}, "
-                                         f"model={spec.get('model')!r}, num_spec_tokens={spec.get('num_speculative_tokens')})")
-    _log("INFO", "core.py:133", f"Initializing a V1 LLM engine (v{version}) with config: model={model!r}, "
-                                f"speculative_config={spec_repr}, tokenizer={model!r}")
+    model, host, port, spec = _parse(sys.argv[1:] if argv is None else argv)
+    for line in startup_lines(model, port, spec):
+        sys.stdout.write(line + "\n")
+    sys.stdout.flush()
     failure = os.environ.get("PEAGLE_STAND_IN_FAIL")
     if failure:
         sys.stdout.write("Traceback (most recent call last):\n  File \"vllm/v1/engine/core.py\", line 1, in run\n"
@@ -151,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 
         _send = send_reply
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
 
     def stop(signum: int, frame: Any) -> None:
@@ -160,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    _log("INFO", "launcher.py:44", f"Starting vLLM server on http://127.0.0.1:{port}")
+    _log("INFO", "launcher.py:44", f"Starting vLLM server on http://{host}:{port}")
     server.serve_forever()
     server.server_close()
     return 0

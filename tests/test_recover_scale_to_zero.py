@@ -246,19 +246,56 @@ def test_the_unmanaged_component_stack_was_never_touched(world):
 
 
 
-def _cut_short(emu: Any, name: str) -> None:
-    """What a `--scale-to-zero` deploy killed right after its CreateEndpoint leaves: its model, config and endpoint
-    from the plan's own bodies, tagged as deploy tags them, and no component (no lease: it expired long ago)."""
+def _cut_short(emu: Any, name: str, *, component: bool = False, **request: Any) -> None:
+    """What a `--scale-to-zero` deploy killed right after its CreateEndpoint (or, `component`, its
+    CreateInferenceComponent) leaves: its model, config and endpoint (and component) from the plan's own bodies,
+    tagged as deploy tags them (no lease: it expired long ago). `request`: other PlanRequest fields."""
     from peagle_deploy.hosting import Hosting
     from peagle_deploy.plan import PlanRequest, build_plan
     from peagle_deploy.scale_to_zero import IdleRule
 
     plan = build_plan(PlanRequest(model="qwen3-coder", role=emu.role_arn, name=name, offline=True,
-                                  hosting=Hosting.COMPONENT, scale_to_zero=IdleRule()))
+                                  hosting=Hosting.COMPONENT, **{"scale_to_zero": IdleRule(), **request}))
     sm = emu.client("sagemaker")
     sm.create_model(**plan.create_model)
     sm.create_endpoint_config(**plan.create_endpoint_config)
     sm.create_endpoint(**plan.create_endpoint)
+    if component:
+        sm.create_inference_component(**plan.create_inference_component)
+
+
+def test_a_components_autoscale_cut_short_is_compared_and_registered_as_its_deploy_asked(emu):
+    """Issue 45 item 2, `--hosting component --autoscale 1:3 --target-concurrency 4` (no scale to zero) killed
+    after its component: status compares the copies' range and target its deploy asked for (peagle:copies-autoscale)
+    with what is registered and names recover; recover registers exactly that, and a second one nothing."""
+    from peagle_deploy.autoscale import AutoscalePolicy
+
+    from .cli_runner import run_cli_completed
+
+    policy = AutoscalePolicy(min_capacity=1, max_capacity=3, metric="concurrency", target=4)
+    _cut_short(emu, "auto", component=True, scale_to_zero=None, autoscale=policy)
+    env = {**emu.env, "COLUMNS": "250"}
+    shown = run_cli_completed("status", "auto", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert (f"auto: scaling intended: copies 1-3: target tracking {POLICY_NAME} on "
+            "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution=4 with scale-in; registered: nothing; "
+            f"missing: scalable target (copies 1-3), target tracking {POLICY_NAME} with scale-in") in shown.stdout, \
+        shown.stdout
+    assert "auto: finish with 'peagle recover auto --region us-east-1'" in shown.stdout
+    done = run_cli_completed("recover", "auto", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "auto: scaling of auto registered: scalable target (copies 1-3), target tracking " in done.stdout
+    aas = emu.client("application-autoscaling")
+    [target] = aas.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=[
+        "inference-component/auto"])["ScalableTargets"]
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (1, 3)
+    [tracking] = aas.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId="inference-component/auto")[
+        "ScalingPolicies"]
+    assert tracking["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == 4.0
+    assert not emu.client("cloudwatch").describe_alarms(AlarmNames=[wake_alarm_name("auto")])["MetricAlarms"]
+    again = run_cli_completed("recover", "auto", env=env)
+    assert again.returncode == 0 and "nothing left to finish" in again.stdout, again.stdout
+    assert "scaling intended" not in run_cli_completed("status", "auto", env=env).stdout
 
 
 @pytest.mark.parametrize("why", ["endpoint Failed", "model gone"])

@@ -107,7 +107,7 @@ def _model_for(sm: Any, component: str, endpoint: str, read: Read) -> dict[str, 
         return found
     made = read(lambda: _component_models(sm, endpoint))
     described = [m for m in (read(lambda n=n: describe(sm, "model", n)) for n in made) if m is not None]
-    return max(described, key=lambda m: m.get("CreationTime") or 0, default=None)
+    return max(described, key=lambda m: (m.get("CreationTime") is not None, m.get("CreationTime") or 0), default=None)
 
 
 def _jumpstart_version(raw_tags: dict[str, str]) -> str | None:

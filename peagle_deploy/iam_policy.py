@@ -606,6 +606,32 @@ for _command, _rows in _ACCEPTANCE.items():
     COMMANDS[_command] += [p.model_copy(update={"unobserved": _UNOBSERVED.get((_command, p.action), p.unobserved)})
                            for p in _rows]
 
+# `recover` completes a component deploy that was cut short (lifecycle/component_finish.py): the component from the
+# deploy's plan built again, then whatever of its scaling is not registered
+_FINISH = "a component deploy cut short"
+COMMANDS["recover"] += [
+    _SPEC.model_copy(update={"why": f"{_FINISH}: its deploy's plan built again (the JumpStart spec: the "
+                                    "component's start-up timeouts)"}),
+    _p("sagemaker:CreateInferenceComponent", f"{_FINISH} before its component: the component, from its deploy's "
+                                             "plan, naming the model peagle made for it"),
+    _p("sagemaker:AddTags", f"{_FINISH}: the tags of the component it creates (peagle:managed, ...)",
+       scopes=("TagOnCreate",)),
+    _p("application-autoscaling:DescribeScalableTargets", f"{_FINISH}: its component's scaling, against what the "
+                                                          "deploy asked for"),
+    _p("application-autoscaling:DescribeScalingPolicies", f"{_FINISH}: its component's policies",
+       unobserved="read only while its scalable target is registered; the scenario's component has none yet"),
+    _p("cloudwatch:DescribeAlarms", f"{_FINISH}: its component's wake-up alarm"),
+    _p("application-autoscaling:RegisterScalableTarget", f"{_FINISH}: its component's copies (min 0 with scale to "
+                                                         "zero)", scopes=("RegisterManagedComponentTargets",
+                                                                          "ScaleManagedComponents")),
+    _TAG_ON_REGISTER.model_copy(update={"why": f"{_FINISH}: " + _TAG_ON_REGISTER.why}),
+    _p("application-autoscaling:PutScalingPolicy", f"{_FINISH}: target tracking with scale-in and the wake-up step "
+                                                   "policy", scopes=("ScaleManagedComponents",)),
+    _p("cloudwatch:PutMetricAlarm", f"{_FINISH}: the wake-up alarm; target tracking's alarms (Application Auto "
+                                    "Scaling, as you)", scopes=("PeagleAlarms", "ComponentAutoscalingAlarms")),
+    _ALARM_TAGS.model_copy(update={"why": f"{_FINISH}: the tags given in PutMetricAlarm (peagle:managed)"}),
+]
+
 # `update --autoscale` registers a scaling target as deploy does: what AWS does on the caller's behalf then too
 for _command in ("update", "recover"):
     COMMANDS[_command] += [p for p in COMMANDS["deploy"] if p.unobserved and p.action in {

@@ -457,6 +457,7 @@ def _params(choice: _Choice, spec: ResolvedSpec) -> _Params:
                         autoscale=None if component else request.autoscale, endpoint=choice.endpoint,
                         hosting=request.hosting.value if component else None,
                         components=[choice.name] if component else [], scale_to_zero=request.scale_to_zero,
+                        copies_autoscale=request.autoscale if component else None,
                         regions_tried=request.regions_tried)
     tags = _with_given(labels, spec, request)
     endpoint_tags = tags

@@ -221,6 +221,103 @@ class ComponentScaling(BaseModel):
         ]
         return found
 
+    def missing(self, registered: RegisteredScaling) -> list[Step]:
+        """The steps of `requests` that Application Auto Scaling and CloudWatch do not hold as asked (none
+        registered, or registered otherwise), in order: what `peagle recover` sends and `status` names. A wake-up
+        policy sent again takes its alarm along (the alarm's action names the policy's ARN)."""
+        if not self.registered:
+            return []
+        found: list[Step] = []
+        target = registered.target or {}
+        if not target or (target.get("MinCapacity"), target.get("MaxCapacity")) != (self.min_copies, self.max_copies):
+            found.append("scalable_target")
+        metric, value = self.tracking
+        tracking = registered.policy(POLICY_NAME).get("TargetTrackingScalingPolicyConfiguration") or {}
+        if (tracking.get("TargetValue") != value or tracking.get("DisableScaleIn")
+                or (tracking.get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType") != metric):
+            found.append("target_tracking")
+        if self.idle is None:
+            return found
+        wake = registered.policy(WAKE_POLICY)
+        step = wake.get("StepScalingPolicyConfiguration") or {}
+        adjustments = [a.get("ScalingAdjustment") for a in step.get("StepAdjustments") or []]
+        if step.get("AdjustmentType") != "ExactCapacity" or adjustments != [self.wake_copies]:
+            found.append("wake_policy")
+        alarm = registered.wake_alarm or {}
+        if ("wake_policy" in found or alarm.get("MetricName") != NO_CAPACITY_METRIC
+                or alarm.get("AlarmActions") != [wake.get("PolicyARN")]):
+            found.append("wake_alarm")
+        return found
+
+    def describe(self) -> str:
+        """The scaling asked for, in one phrase ('copies 0-1: target tracking ..., the wake-up ...')."""
+        metric, value = self.tracking
+        text = (f"copies {self.min_copies}-{self.max_copies}: target tracking {POLICY_NAME} on {metric}={value:g} "
+                "with scale-in")
+        if self.idle is not None:
+            text += (f" (to zero after about {self.idle.minutes} min idle), wake-up {WAKE_POLICY} and its alarm "
+                     f"{wake_alarm_name(self.component)}")
+        return text
+
+    def step_label(self, step: Step) -> str:
+        """One step of `requests` by what it makes, for a 'registered: ...' or 'missing: ...' list."""
+        return {"scalable_target": f"scalable target (copies {self.min_copies}-{self.max_copies})",
+                "target_tracking": f"target tracking {POLICY_NAME} with scale-in",
+                "wake_policy": f"wake-up policy {WAKE_POLICY}",
+                "wake_alarm": f"wake-up alarm {wake_alarm_name(self.component)}"}[step]
+
+    @property
+    def steps(self) -> list[Step]:
+        """Every step this scaling is made of, in order."""
+        if not self.registered:
+            return []
+        return ["scalable_target", "target_tracking", *(["wake_policy", "wake_alarm"] if self.idle else [])]
+
+
+class RegisteredScaling(BaseModel):
+    """What Application Auto Scaling and CloudWatch hold for one component, as their describe calls answer
+    (lifecycle code reads it; `ComponentScaling.missing` compares)."""
+
+    target: dict[str, Any] | None = Field(None, description="its DescribeScalableTargets entry; None: not registered")
+    policies: list[dict[str, Any]] = Field(default_factory=list, description="DescribeScalingPolicies")
+    wake_alarm: dict[str, Any] | None = Field(None, description="DescribeAlarms of its wake-up alarm")
+
+    def policy(self, name: str) -> dict[str, Any]:
+        return next((p for p in self.policies if p.get("PolicyName") == name), {})
+
+
+def scaling_from_live(component: str, target: dict[str, Any] | None, policies: list[dict[str, Any]], *,
+                      copies: int = 1) -> ComponentScaling:
+    """The scaling AWS's recipe asks for, from the component's live scalable target and policies (pure): minimum 0,
+    the maximum it has, the wake-up's copies (its step policy's ExactCapacity; `copies` where it has none), and
+    target tracking on the concurrency per copy with the target it had (an older `--autoscale`), else the guide's."""
+    wake = next((p for p in policies if p.get("PolicyName") == WAKE_POLICY), None)
+    steps = ((wake or {}).get("StepScalingPolicyConfiguration") or {}).get("StepAdjustments") or []
+    wake_copies = max(1, int(steps[0].get("ScalingAdjustment") or 1)) if steps else max(1, copies)
+    most = max(wake_copies, int((target or {}).get("MaxCapacity") or wake_copies))
+    tracking = next((p.get("TargetTrackingScalingPolicyConfiguration") for p in policies
+                     if p.get("TargetTrackingScalingPolicyConfiguration")), None) or {}
+    metric = (tracking.get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType")
+    autoscale = None
+    if tracking.get("TargetValue") and metric == SCALE_IN_METRIC:
+        autoscale = AutoscalePolicy(min_capacity=1, max_capacity=most, metric="concurrency",
+                                    target=float(tracking["TargetValue"]))
+    return ComponentScaling(component=component, min_copies=0, max_copies=most, autoscale=autoscale,
+                            idle=IdleRule(), wake_copies=wake_copies)
+
+
+def intended_scaling(component: str, *, copies: int, idle: IdleRule | None, autoscale: AutoscalePolicy | None,
+                     registered: RegisteredScaling) -> ComponentScaling | None:
+    """The scaling a component's deploy asked for (None: none, its copies are fixed), from what peagle recorded:
+    its copies, its idle rule (`peagle:scale-to-zero`) and its `--autoscale` (`peagle:copies-autoscale`). An older
+    peagle recorded no `--autoscale` of a component, so for scale to zero without that record, where a scalable
+    target is registered, the range and target registered stand (`scaling_from_live`)."""
+    if idle is None and autoscale is None:
+        return None
+    if autoscale is None and registered.target is not None:
+        return scaling_from_live(component, registered.target, registered.policies, copies=copies)
+    return ComponentScaling.planned(component, copies=copies, idle=idle, autoscale=autoscale)
+
 
 def with_policy_arns(request: ScalingRequest, arns: dict[str, str]) -> dict[str, Any]:
     """An alarm's body with its policy's real ARN in AlarmActions (others: the body as it is)."""

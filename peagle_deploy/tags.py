@@ -23,7 +23,7 @@ _KEYS = {
     "created_at": "peagle:created-at", "expires_at": "peagle:expires-at", "version": "peagle:version",
     "sweep_id": SWEEP_ID, "autoscale": "peagle:autoscale", "endpoint": "peagle:endpoint",
     "hosting": "peagle:hosting", "components": "peagle:components", "scale_to_zero": "peagle:scale-to-zero",
-    "regions_tried": "peagle:regions-tried",
+    "regions_tried": "peagle:regions-tried", "copies_autoscale": "peagle:copies-autoscale",
 }
 # Intent tags: written on an endpoint before an update or a cleanup acts, cleared after it (lifecycle/intent.py);
 # the lease: who works on a resource now, until when (lifecycle/lease.py). Never copied to another resource.
@@ -52,6 +52,9 @@ class PeagleTags(BaseModel):
                                                           "components (no tag: a classic endpoint)")
     components: list[str] = Field(default_factory=list, description="the inference components peagle made for it")
     scale_to_zero: IdleRule | None = Field(default=None, description="the idle rule peagle registered, if any")
+    copies_autoscale: AutoscalePolicy | None = Field(default=None, description="an inference component's "
+                                                     "--autoscale: its copies' range and target (peagle:autoscale "
+                                                     "is a variant's instances)")
     regions_tried: list[str] = Field(default_factory=list, description="a `--region A,B` deploy: the regions it "
                                      "tried up to this resource's, in order (lifecycle/region_search.py)")
     problems: list[str] = Field(default_factory=list, description="tags that were present but unreadable")
@@ -68,6 +71,7 @@ class PeagleTags(BaseModel):
             "hosting": self.hosting, "components": " ".join(self.components) or None,
             "scale_to_zero": self.scale_to_zero.to_tag() if self.scale_to_zero else None,
             "regions_tried": " ".join(self.regions_tried) or None,
+            "copies_autoscale": self.copies_autoscale.to_tag() if self.copies_autoscale else None,
         }
         return {_KEYS[field]: value for field, value in values.items() if value is not None}
 
@@ -91,6 +95,7 @@ class PeagleTags(BaseModel):
             created_at=_read_time("created_at", raw["created_at"], problems),
             expires_at=_read_time("expires_at", raw["expires_at"], problems),
             autoscale=_read_autoscale(raw["autoscale"], problems),
+            copies_autoscale=_read_autoscale(raw["copies_autoscale"], problems, key="copies_autoscale"),
             problems=problems,
         )
 
@@ -127,13 +132,13 @@ def _read_time(field: str, value: str | None, problems: list[str]) -> datetime |
     return moment.astimezone(UTC)
 
 
-def _read_autoscale(value: str | None, problems: list[str]) -> AutoscalePolicy | None:
+def _read_autoscale(value: str | None, problems: list[str], key: str = "autoscale") -> AutoscalePolicy | None:
     if value is None or value == "":
         return None
     try:
         return AutoscalePolicy.from_tag(value)
     except ValueError:  # pydantic's ValidationError is a ValueError too
-        problems.append(f"{_KEYS['autoscale']} {value!r} is not MIN:MAX METRIC=TARGET")
+        problems.append(f"{_KEYS[key]} {value!r} is not MIN:MAX METRIC=TARGET")
         return None
 
 

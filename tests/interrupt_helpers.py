@@ -5,7 +5,9 @@
 - `Executable`: the installed `peagle` run as a child whose stderr the test reads line by line (bounded waits,
   no polling), its pid known so a test can signal it;
 - `Forked`: the same through the suite's fork server (tests/forked_peagle.py), for the many scenarios;
-- `settled_state(emu, name)` / `unmanaged_snapshot(emu)`: what the end-state assertions compare.
+- `settled_state(emu, name)` / `unmanaged_snapshot(emu)`: what the end-state assertions compare;
+- `sigkill_owner(emu, run, kind, name, gate)`: SIGKILL the very process a lease names while its call is held, then
+  let the call land (its lease is then abandoned at once on this machine, `lease_pid`, `reaped`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import copy
 import json
 import os
 import queue
+import re
 import subprocess
 import threading
 import time
@@ -31,6 +34,38 @@ LATER = {"FORKED_PEAGLE_CLOCK_OFFSET_S": "660"}
 # a forked command run as if on another machine (tests/peagle_forkserver.py): it cannot see this machine's processes,
 # so a lease this machine's peagle left counts by its expiry alone (lifecycle/lease_owner.py)
 ELSEWHERE = {"FORKED_PEAGLE_HOST": "another-machine"}
+
+
+def lease_pid(emu: Any, kind: str, name: str) -> int:
+    """The pid the `peagle:lease` tag on `name` (an endpoint or a model) names: the command itself, forked, not the
+    shim in front of it."""
+    sm = emu.client("sagemaker")
+    arn = {"endpoint": lambda: sm.describe_endpoint(EndpointName=name)["EndpointArn"],
+           "model": lambda: sm.describe_model(ModelName=name)["ModelArn"]}[kind]()
+    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
+    return int(re.search(r" pid=(\d+) ", tags["peagle:lease"])[1])
+
+
+def sigkill_owner(emu: Any, run: Any, kind: str, name: str, gate: Any) -> int:
+    """SIGKILL the process the lease on `name` names while `gate` holds its call, then let the held call land; once
+    the process is reaped, its pid (on this machine, its lease is abandoned at once: lifecycle/lease_owner.py)."""
+    import signal
+
+    pid = lease_pid(emu, kind, name)
+    assert pid != run.pid  # the command, not the shim that forwards to it
+    os.kill(pid, signal.SIGKILL)
+    assert run.finish() == -signal.SIGKILL, run.stderr
+    gate.release()
+    gate.done.wait(HANG_GUARD_S)
+    reaped(pid)
+    return pid
+
+
+def reaped(pid: int) -> None:
+    """The fork server reaps its child once it answered the shim; a bound only turns a hang into a failure."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def stack(emu: Any, plan: Any, name: str) -> None:

@@ -131,7 +131,8 @@ def test_a_component_endpoint_that_hosts_none_is_said_so_not_blamed_on_a_permiss
     assert out.stderr.strip().splitlines()[-1] == (
         f"error: endpoint {NAME} is made for inference components and hosts none now (SageMaker lists none): "
         f"'peagle status {NAME} --region us-east-1' shows what it holds and bills; 'peagle recover {NAME} --region "
-        f"us-east-1' finishes what a peagle deploy left, 'peagle cleanup {NAME} --region us-east-1 --yes' removes it")
+        f"us-east-1' completes the peagle deploy that made it (its component, then its scaling) or, where that cannot "
+        f"be done, removes it; 'peagle cleanup {NAME} --region us-east-1 --yes' removes it")
     assert "ListInferenceComponents" not in out.stderr and "permission" not in out.stderr
 
 

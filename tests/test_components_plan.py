@@ -178,10 +178,10 @@ def test_hosting_of_reads_the_tags_and_the_description():
 
 
 def test_the_scaling_an_older_idle_rule_moves_to_is_a_pure_function_of_what_is_registered():
-    """lifecycle/scaling_migration.scaling_from_live: the live target and policies -> the same scaling a deploy of
+    """scale_to_zero.scaling_from_live: the live target and policies -> the same scaling a deploy of
     that shape plans today (recover and update call it; issue 45's recover can too)."""
     from peagle_deploy.autoscale import AutoscalePolicy
-    from peagle_deploy.lifecycle.scaling_migration import scaling_from_live
+    from peagle_deploy.scale_to_zero import scaling_from_live
     from peagle_deploy.scale_to_zero import ComponentScaling
 
     concurrency = "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
@@ -201,3 +201,91 @@ def test_the_scaling_an_older_idle_rule_moves_to_is_a_pure_function_of_what_is_r
     plain = scaling_from_live("c", {"MinCapacity": 0, "MaxCapacity": 1}, [
         {**wake, "StepScalingPolicyConfiguration": {"StepAdjustments": [{"ScalingAdjustment": 1}]}}, older])
     assert plain == ComponentScaling.planned("c", copies=1, idle=IdleRule(), autoscale=None)
+
+
+def test_what_of_a_components_scaling_is_missing_is_a_pure_comparison_with_what_is_registered():
+    """Issue 45 item 2: `ComponentScaling.missing` (what `status` names and `recover` sends): each step of the
+    deploy's scaling that Application Auto Scaling and CloudWatch do not hold as asked, in order; a wake-up policy
+    sent again takes its alarm along; nothing once all of it is there."""
+    from peagle_deploy.scale_to_zero import ComponentScaling, RegisteredScaling
+
+    scaling = ComponentScaling.planned("c", copies=1, idle=IdleRule(), autoscale=None)
+    bodies = {r.step: r.body for r in scaling.requests([])}
+    target = {"MinCapacity": 0, "MaxCapacity": 1}
+    tracking = {"PolicyName": "peagle-target-tracking", **{k: bodies["target_tracking"][k] for k in (
+        "PolicyType", "TargetTrackingScalingPolicyConfiguration")}}
+    wake = {"PolicyName": "peagle-wake-up", "PolicyARN": "arn:wake",
+            "StepScalingPolicyConfiguration": bodies["wake_policy"]["StepScalingPolicyConfiguration"]}
+    alarm = {"AlarmName": "peagle-wake-up-c", "MetricName": "NoCapacityInvocationFailures",
+             "AlarmActions": ["arn:wake"]}
+    every = ["scalable_target", "target_tracking", "wake_policy", "wake_alarm"]
+    assert scaling.missing(RegisteredScaling()) == every
+    assert scaling.missing(RegisteredScaling(target=target)) == every[1:]
+    assert scaling.missing(RegisteredScaling(target=target, policies=[tracking])) == every[2:]
+    assert scaling.missing(RegisteredScaling(target=target, policies=[tracking, wake])) == ["wake_alarm"]
+    assert scaling.missing(RegisteredScaling(target=target, policies=[tracking, wake], wake_alarm=alarm)) == []
+    # registered otherwise: a range that is not the deploy's, scale-in disabled, a wake-up of other copies
+    assert scaling.missing(RegisteredScaling(target={"MinCapacity": 1, "MaxCapacity": 1}, policies=[
+        tracking, wake], wake_alarm=alarm)) == ["scalable_target"]
+    no_scale_in = {**tracking, "TargetTrackingScalingPolicyConfiguration": {
+        **tracking["TargetTrackingScalingPolicyConfiguration"], "DisableScaleIn": True}}
+    assert scaling.missing(RegisteredScaling(target=target, policies=[no_scale_in, wake], wake_alarm=alarm)) == [
+        "target_tracking"]
+    two = {**wake, "StepScalingPolicyConfiguration": {**wake["StepScalingPolicyConfiguration"], "StepAdjustments": [
+        {"MetricIntervalLowerBound": 0.0, "ScalingAdjustment": 2}]}}
+    assert scaling.missing(RegisteredScaling(target=target, policies=[tracking, two], wake_alarm=alarm)) == [
+        "wake_policy", "wake_alarm"]
+    fixed = ComponentScaling.planned("c", copies=1, idle=None, autoscale=None)
+    assert fixed.missing(RegisteredScaling()) == [] and fixed.steps == []
+
+
+def test_the_scaling_a_component_deploy_asked_for_comes_from_its_tags_or_an_older_peagles_registration():
+    """`intended_scaling`: the copies, the idle rule and a component's --autoscale peagle tagged (peagle:copies-
+    autoscale); an older peagle tagged no --autoscale of a component, so a registered range and target stand."""
+    from peagle_deploy.autoscale import AutoscalePolicy
+    from peagle_deploy.scale_to_zero import ComponentScaling, RegisteredScaling, intended_scaling
+    from peagle_deploy.tags import PeagleTags
+
+    policy = AutoscalePolicy(min_capacity=1, max_capacity=4, metric="concurrency", target=3)
+    tags = PeagleTags.from_aws(PeagleTags(managed=True, hosting="component", components=["c"], instance_count=2,
+                                          scale_to_zero=IdleRule(), copies_autoscale=policy).to_aws())
+    assert tags.copies_autoscale == policy and tags.autoscale is None  # a variant's autoscale is another tag
+    asked = intended_scaling("c", copies=2, idle=IdleRule(), autoscale=policy, registered=RegisteredScaling())
+    assert asked == ComponentScaling.planned("c", copies=2, idle=IdleRule(), autoscale=policy)
+    assert (asked.min_copies, asked.max_copies, asked.wake_copies, asked.tracking[1]) == (0, 4, 2, 3.0)
+    older = intended_scaling("c", copies=1, idle=IdleRule(), autoscale=None, registered=RegisteredScaling(
+        target={"MinCapacity": 0, "MaxCapacity": 4}))
+    assert (older.max_copies, older.wake_copies) == (4, 1)
+    assert intended_scaling("c", copies=1, idle=None, autoscale=None, registered=RegisteredScaling()) is None
+
+
+def test_the_model_of_an_endpoint_awaiting_its_component_is_not_unused():
+    """Issue 45 item 1: an endpoint made for an inference component (its config names no model) that hosts none
+    holds the model its deploy made for the component; once a component is there (or none can be listed), the
+    rule is the usual one."""
+    from peagle_deploy.lifecycle.components import ComponentRef
+    from peagle_deploy.lifecycle.leftovers import References
+
+    refs = References(endpoint_config={"c1": "c1", "classic": "classic"},
+                      config_models={"c1": [], "classic": ["classic"]})
+    assert refs.awaiting_component() == {"c1"}
+    refs.components = {"c1": ComponentRef("c1", "c1", "arn")}
+    assert refs.awaiting_component() == set()
+    refs.components, refs.components_unknown = {}, "AccessDenied"
+    assert refs.awaiting_component() == set()
+
+
+def test_recover_waits_for_a_creating_endpoint_made_for_a_component_it_must_still_make():
+    """`recover._finishing`: a component endpoint Creating has no component yet (SageMaker takes one only on an
+    endpoint in service), so recover has something of peagle's to finish once it settles; a classic one does not."""
+    from peagle_deploy.lifecycle.recover import _finishing
+    from peagle_deploy.tags import PeagleTags
+
+    creating = {"EndpointStatus": "Creating", "ProductionVariants": []}
+    component = PeagleTags(managed=True, hosting="component", components=["c1"], scale_to_zero=IdleRule()).to_aws()
+    assert "its inference component c1 and its scaling" in _finishing(component, PeagleTags.from_aws(component),
+                                                                       None, creating)
+    classic = PeagleTags(managed=True).to_aws()
+    assert _finishing(classic, PeagleTags.from_aws(classic), None, creating) is None
+    sweep = PeagleTags(managed=True, hosting="component", sweep_id="s1").to_aws()  # a sweep's host: the sweep's
+    assert _finishing(sweep, PeagleTags.from_aws(sweep), None, creating) is None

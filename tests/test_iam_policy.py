@@ -97,6 +97,7 @@ def _scenarios(role: str, out_dir: str) -> list[tuple[str, list[str], str | None
         ("update", ["update", NAME, "--k", "5", "--yes"], "update-fails"),
         ("update", ["update", NAME + "-zero", "--k", "5", "--yes"], None),  # a component endpoint's update
         ("recover", ["recover", NAME], "interrupted"),
+        ("recover", ["recover", NAME + "-zero"], "component-gone"),  # completes the component and its scaling
         ("sweep", ["sweep", "qwen3-coder", "--modes", "off,p-eagle", "--k", "3", "--concurrency", "1",
                    "--num-prompts", "2", "--warmup", "0", "--logs-wait", "0", "--budget", "40", "--role", role,
                    "--yes", "--out", out_dir + "/sweep"], None),
@@ -201,6 +202,8 @@ def recorded(policed_server, tmp_path_factory):
                 _interrupted_update(emu)
             if setup == "drafter":  # the user's own bucket, where the drafter goes
                 emu.client("s3").create_bucket(Bucket=DRAFTER_BUCKET)
+            if setup == "component-gone":
+                _component_gone(emu, NAME + "-zero")
             if setup == "at-zero":  # what the scale-in leaves: no copy in service
                 emu.client("sagemaker").update_inference_component_runtime_config(
                     InferenceComponentName=NAME + "-zero", DesiredRuntimeConfig={"CopyCount": 0})
@@ -240,6 +243,25 @@ def _interrupted_update(emu) -> None:
         emu.client("application-autoscaling").deregister_scalable_target(
             ServiceNamespace="sagemaker", ResourceId=f"endpoint/{NAME}/variant/AllTraffic",
             ScalableDimension="sagemaker:variant:DesiredInstanceCount")
+
+
+def _component_gone(emu, name: str) -> None:
+    """What a scale-to-zero deploy SIGKILLed right after its CreateEndpoint leaves, on an endpoint that holds no
+    component (its model, an update's): no component, no scaling, no wake-up alarm (so `recover NAME` makes each
+    of its writes)."""
+    target = {"ServiceNamespace": "sagemaker", "ResourceId": f"inference-component/{name}",
+              "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount"}
+    emu.client("application-autoscaling").deregister_scalable_target(**target)
+    emu.client("cloudwatch").delete_alarms(AlarmNames=[f"peagle-wake-up-{name}"])
+    sm = emu.client("sagemaker")
+    sm.delete_inference_component(InferenceComponentName=name)
+    for _ in range(100):  # the emulator's scripted Deleting describes, bounded
+        if not sm.list_inference_components(EndpointNameEquals=name)["InferenceComponents"]:
+            break
+        try:
+            sm.describe_inference_component(InferenceComponentName=name)
+        except sm.exceptions.ClientError:
+            break
 
 
 def test_every_aws_command_has_an_iam_list_and_a_scenario():

@@ -202,8 +202,9 @@ _VARIANT_SIDS = {"RegisterManagedScalableTargets", "ScaleManagedVariants", "TagS
     ("deploy", _VARIANT_SIDS | {"RegisterManagedComponentTargets", "ScaleManagedComponents"}),
     # an update scales variants, and moves a component's older idle rule to AWS's recipe (its policies only)
     ("update", _VARIANT_SIDS | {"ScaleManagedComponents"}),
-    # a stranded component's scaling is removed; a component's older idle rule is moved to AWS's recipe
-    ("recover", _VARIANT_SIDS | {"ScaleManagedComponents"})])
+    # a stranded component's scaling is removed; a component's older idle rule is moved to AWS's recipe; a
+    # component deploy cut short gets the scaling it asked for (issue 45)
+    ("recover", _VARIANT_SIDS | {"RegisterManagedComponentTargets", "ScaleManagedComponents"})])
 def test_autoscaling_writes_only_on_peagles_own_sagemaker_variants_and_components(command, sids):
     """Issue 38: not every scalable target, only SageMaker variants' and inference components' that peagle
     registered (tagged peagle:managed on registration); registering only with that tag on the request, tagging only

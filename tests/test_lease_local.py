@@ -14,15 +14,14 @@ import json
 import os
 import re
 import signal
-import time
 
 import pytest
 
 from peagle_deploy.autoscale import AutoscalePolicy
 from peagle_deploy.testing.emulator import HANG_GUARD_S
 
-from .interrupt_helpers import (ELSEWHERE, UNMANAGED, Forked, assert_recovered, settled_state, stack,
-                                unmanaged_snapshot)
+from .interrupt_helpers import (ELSEWHERE, UNMANAGED, Forked, assert_recovered, lease_pid, reaped, settled_state,
+                                sigkill_owner, stack, unmanaged_snapshot)
 
 NAME = "ep1"
 RECOVER = "peagle recover ep1 --region us-east-1"
@@ -52,34 +51,6 @@ def world(emu):
 
 def env(emu, caller="test", **extra):
     return {**emu.env, "AWS_SDK_UA_APP_ID": caller, "COLUMNS": "250", **extra}
-
-
-def lease_pid(emu, kind: str, name: str) -> int:
-    """The pid the `peagle:lease` tag on `name` names."""
-    sm = emu.client("sagemaker")
-    arn = {"endpoint": lambda: sm.describe_endpoint(EndpointName=name)["EndpointArn"],
-           "model": lambda: sm.describe_model(ModelName=name)["ModelArn"]}[kind]()
-    tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=arn)["Tags"]}
-    return int(re.search(r" pid=(\d+) ", tags["peagle:lease"])[1])
-
-
-def sigkill_owner(emu, run, kind: str, name: str, gate) -> int:
-    """SIGKILL the process the lease on `name` names (the forked command), then let the held call land."""
-    pid = lease_pid(emu, kind, name)
-    assert pid != run.pid  # the command, not the shim that forwards to it
-    os.kill(pid, signal.SIGKILL)
-    assert run.finish() == -signal.SIGKILL, run.stderr
-    gate.release()
-    gate.done.wait(HANG_GUARD_S)
-    _reaped(pid)
-    return pid
-
-
-def _reaped(pid: int) -> None:
-    """The fork server reaps its child once it answered the shim; a bound only turns a hang into a failure."""
-    deadline = time.monotonic() + HANG_GUARD_S
-    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-        time.sleep(0.02)
 
 
 def abandoned_line(stdout: str, pid: int) -> str:
@@ -125,7 +96,7 @@ def test_a_classic_deploy_killed_before_its_endpoint_leaves_config_and_model_tha
     pid = lease_pid(emu, "model", NAME)
     os.kill(pid, signal.SIGKILL)
     assert run.finish() == -signal.SIGKILL
-    _reaped(pid)
+    reaped(pid)
 
     shown = peagle.run(["status"], env(emu))
     assert "in progress" not in shown.stdout and f"unused endpoint config ep1 (peagle made it for ep1; no endpoint " \
@@ -171,7 +142,7 @@ def test_a_cleanup_killed_before_delete_endpoint_is_abandoned_at_once_and_one_re
     pid = lease_pid(emu, "endpoint", NAME)
     os.kill(pid, signal.SIGKILL)
     assert run.finish() == -signal.SIGKILL
-    _reaped(pid)
+    reaped(pid)
 
     shown = peagle.run(["status", NAME], env(emu))
     assert abandoned_line(shown.stdout, pid).startswith("ep1: cleanup on "), shown.stdout

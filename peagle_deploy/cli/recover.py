@@ -26,11 +26,13 @@ def recover(
     profile: ProfileOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    """Finish an interrupted update, cleanup or sweep teardown: complete or revert, restore autoscaling, tidy up.
+    """Finish an interrupted deploy, update, cleanup or sweep teardown: complete or revert, restore scaling, tidy up.
 
     Waits for SageMaker to settle where something of peagle's is left to finish, completes or reverts an update,
-    finishes a cleanup, removes what an abandoned sweep left, registers the intended autoscaling and removes
-    peagle-made configs and models that nothing uses. Work whose lease is fresh (another peagle is on it) is skipped
+    finishes a cleanup, removes what an abandoned sweep left, completes a --hosting component (--scale-to-zero)
+    deploy cut short (its component from the deploy's plan, then the scaling it asked for; or, where that cannot
+    be done, removes the whole stack), registers the intended autoscaling and removes peagle-made configs and models
+    that nothing uses. Work whose lease is fresh (another peagle is on it) is skipped
     with one line, unless --force. With --all, what it left alone is named, one line each (another's work, an
     endpoint SageMaker is still on, an endpoint peagle did not make that is not InService), and the exit is 0 unless
     something of peagle's is left unfinished. Safe to run again; never touches anything peagle did not make or

@@ -94,9 +94,12 @@ def served_lines(row: Any) -> list[str]:
         lines.append(row.autoscaling.summary())
     component = getattr(row, "component", None)
     if component is not None:
-        from ..lifecycle.components import summary
+        from ..lifecycle.components import scaling_line, summary
 
         lines.append(summary(component))
+        unfinished = scaling_line(component)
+        if unfinished:
+            lines.append(unfinished)
         if component.warning:
             lines.append(component.warning)
         if component.detail:

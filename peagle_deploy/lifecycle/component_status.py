@@ -59,6 +59,10 @@ def add_components(session: Any, sm: Any, rows: list[Any], described: dict[str, 
             aas, cloudwatch = session.client("application-autoscaling"), session.client("cloudwatch")
         component = read(lambda r=row, n=name: read_component(sm, aas, cloudwatch, n, described[r.name], tags[r.name]))
         row.component = component
+        if component.unfinished and not (row.lease is not None and row.lease.fresh):  # a deploy in progress makes it
+            from .intent import recover_command
+
+            row.recover_command = row.recover_command or recover_command(row.name, session.region)
         if component.current_instances is not None:
             row.instance_count = component.current_instances
         one = row.price.for_count(1).usd_per_hour if row.price is not None else None

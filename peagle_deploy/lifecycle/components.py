@@ -34,7 +34,9 @@ from ..scale_to_zero import (
     NAMESPACE,
     WAKE_POLICY,
     IdleRule,
+    RegisteredScaling,
     ScalingRequest,
+    intended_scaling,
     legacy_idle_alarm_name,
     resource_id,
     wake_alarm_name,
@@ -141,11 +143,13 @@ def by_hand_component(component: str, region: str | None = None) -> str:
 # scaling: apply ---------------------------------------------------------------------------------------------------
 def apply_scaling(aas: Any, cloudwatch: Any, requests: list[ScalingRequest],
                   on_written: Callable[[ScalingRequest], None] = lambda _r: None,
-                  critical: Callable[[str], Any] = lambda _call: nullcontext()) -> dict[str, str]:
-    """Send `requests` in order; each alarm gets its policy's ARN. Returns policy name -> ARN. `critical(call)`:
-    the context each write runs in (a deploy's `SignalGuard.critical`: a signal lets the write in flight finish,
-    then stops before the next, so a rollback undoes, and names, only what was made)."""
-    arns: dict[str, str] = {}
+                  critical: Callable[[str], Any] = lambda _call: nullcontext(),
+                  arns: dict[str, str] | None = None) -> dict[str, str]:
+    """Send `requests` in order; each alarm gets its policy's ARN (`arns`: those of policies registered already,
+    where only their alarm is sent). Returns policy name -> ARN. `critical(call)`: the context each write runs in
+    (a deploy's `SignalGuard.critical`: a signal lets the write in flight finish, then stops before the next, so a
+    rollback undoes, and names, only what was made)."""
+    arns = dict(arns or {})
     for request in requests:
         body = with_policy_arns(request, arns)
         with critical(request.operation):
@@ -157,6 +161,29 @@ def apply_scaling(aas: Any, cloudwatch: Any, requests: list[ScalingRequest],
                 cloudwatch.put_metric_alarm(**body)
         on_written(request)
     return arns
+
+
+def read_registered(aas: Any, cloudwatch: Any, component: str) -> RegisteredScaling:
+    """What Application Auto Scaling and CloudWatch hold for `component`: its scalable target, its policies (read
+    only when a target is registered: none without one), its wake-up alarm. Reads only; an AWS error raises."""
+    rid = resource_id(component)
+    targets = aas.describe_scalable_targets(ServiceNamespace=NAMESPACE, ResourceIds=[rid],
+                                            ScalableDimension=COPY_DIMENSION).get("ScalableTargets", [])
+    policies = [p for page in aas.get_paginator("describe_scaling_policies").paginate(
+        ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=COPY_DIMENSION)
+        for p in page.get("ScalingPolicies", [])] if targets else []
+    alarms = [a for page in cloudwatch.get_paginator("describe_alarms").paginate(
+        AlarmNames=[wake_alarm_name(component)], AlarmTypes=["MetricAlarm"]) for a in page.get("MetricAlarms", [])]
+    return RegisteredScaling(target=targets[0] if targets else None, policies=policies,
+                             wake_alarm=alarms[0] if alarms else None)
+
+
+def scaling_gap(component: str, tags: PeagleTags, registered: RegisteredScaling) -> tuple[Any, list[str]]:
+    """(the scaling the component's deploy asked for, or None; the steps of it not registered as asked), from
+    peagle's tags (its copies, `peagle:scale-to-zero`, `peagle:copies-autoscale`) and what is registered."""
+    intended = intended_scaling(component, copies=tags.instance_count or 1, idle=tags.scale_to_zero,
+                                autoscale=tags.copies_autoscale, registered=registered)
+    return intended, (intended.missing(registered) if intended is not None else [])
 
 
 # removal ----------------------------------------------------------------------------------------------------------
@@ -393,7 +420,17 @@ class ComponentStatus(BaseModel):
     wake_alarm: AlarmState | None = None
     idle_alarm: AlarmState | None = Field(None, description="an older peagle's idle alarm, where one is left")
     warning: str | None = Field(None, description="the scale-in rule is in ALARM and did not act, and what to do")
+    scaling_intended: str | None = Field(None, description="the scaling its deploy asked for (scale to zero, "
+                                         "--autoscale), from peagle's tags; None: its copies are fixed")
+    scaling_registered: list[str] = Field(default_factory=list, description="the steps of it registered as asked")
+    scaling_missing: list[str] = Field(default_factory=list, description="the steps of it not registered (or "
+                                       "registered otherwise): 'peagle recover NAME' registers them")
     detail: str | None = Field(None, description="what could not be read")
+
+    @property
+    def unfinished(self) -> bool:
+        """Something of what its deploy asked for is not there: the component itself, or part of its scaling."""
+        return self.status == "missing" or bool(self.scaling_missing)
 
 
 def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endpoint: dict[str, Any],
@@ -403,7 +440,9 @@ def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endp
 
     found = describe_component(sm, name)
     if found is None:
-        return ComponentStatus(name=name, status="missing", detail="DescribeInferenceComponent: no such component")
+        row = ComponentStatus(name=name, status="missing", idle=tags.scale_to_zero)
+        _compare_scaling(row, tags, RegisteredScaling())  # none of it can be registered on no component
+        return row
     runtime = found.get("RuntimeConfig") or {}
     requirements = (found.get("Specification") or {}).get("ComputeResourceRequirements") or {}
     variant = next(iter(described_endpoint.get("ProductionVariants") or []), {})
@@ -419,6 +458,7 @@ def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endp
     rid = resource_id(name)
     low_alarm: str | None = None
     activities: list[dict[str, Any]] | None = None
+    registered: RegisteredScaling | None = RegisteredScaling()  # None: part of it could not be read
     try:
         targets = aas.describe_scalable_targets(ServiceNamespace=NAMESPACE, ResourceIds=[rid],
                                                 ScalableDimension=COPY_DIMENSION).get("ScalableTargets", [])
@@ -427,6 +467,7 @@ def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endp
                 "MaxCapacity")
             policies = aas.describe_scaling_policies(ServiceNamespace=NAMESPACE, ResourceId=rid,
                                                      ScalableDimension=COPY_DIMENSION).get("ScalingPolicies", [])
+            registered = RegisteredScaling(target=targets[0], policies=policies)
             row.policies = [p["PolicyName"] for p in policies]
             row.scale_in, low_alarm = _scale_in_rule(policies)
             if row.scale_in is not None:
@@ -438,6 +479,7 @@ def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endp
         if error is None:
             raise
         row.scaling = "unknown"
+        registered = None
         problems.append(f"Application Auto Scaling: {error.one_line()}")
     if cloudwatch is not None:
         try:
@@ -446,6 +488,8 @@ def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endp
                                    reason=alarm.get("StateReason"), since=_utc(alarm.get("StateUpdatedTimestamp")))
                 if alarm["AlarmName"] == wake_alarm_name(name):
                     row.wake_alarm = state
+                    if registered is not None:
+                        registered = registered.model_copy(update={"wake_alarm": alarm})
                 elif alarm["AlarmName"] == legacy_idle_alarm_name(name):
                     row.idle_alarm = state
                 if alarm["AlarmName"] == low_alarm or (row.scale_in == "legacy-alarm"
@@ -455,12 +499,25 @@ def read_component(sm: Any, aas: Any, cloudwatch: Any, name: str, described_endp
             error = translate_error(exc)
             if error is None:
                 raise
+            registered = None
             problems.append(f"CloudWatch: {error.one_line()}")
+    if registered is not None and cloudwatch is not None:  # without the wake-up alarm read, nothing is compared
+        _compare_scaling(row, tags, registered)
     if activities is not None:
         row.last_scale_in = last_scale_in(activities)
         row.warning = _did_not_act(row, row.endpoint or name, now or peagle_clock.now())
     row.detail = "; ".join(problems) or None
     return row
+
+
+def _compare_scaling(row: ComponentStatus, tags: PeagleTags, registered: RegisteredScaling) -> None:
+    """The scaling its deploy asked for against what is registered (`row.scaling_*`)."""
+    intended, missing = scaling_gap(row.name, tags, registered)
+    if intended is None:
+        return
+    row.scaling_intended = intended.describe()
+    row.scaling_missing = [intended.step_label(step) for step in missing]
+    row.scaling_registered = [intended.step_label(step) for step in intended.steps if step not in missing]
 
 
 def _scale_in_rule(policies: list[dict[str, Any]]) -> tuple[Literal["target-tracking", "legacy-alarm"] | None,
@@ -528,6 +585,8 @@ def _utc(value: Any) -> datetime | None:
 def summary(row: ComponentStatus) -> str:
     """One line for `status`: copies, instances, the scaling (the scale-in rule, its alarm, whether it ever acted)
     and the wake-up."""
+    if row.status == "missing":
+        return f"inference component {row.name} missing: SageMaker holds no component of that name"
     copies = f"{_n(row.current_copies)}/{_n(row.desired_copies)} copies"
     instances = f"{_n(row.current_instances)} instance{'s' if row.current_instances != 1 else ''}"
     text = f"inference component {row.name} {row.status}: {copies}, {instances}"
@@ -548,6 +607,15 @@ def summary(row: ComponentStatus) -> str:
     elif row.scaling == "unknown":
         text += "; scaling unknown"
     return text
+
+
+def scaling_line(row: ComponentStatus) -> str | None:
+    """One line for `status` where the scaling its deploy asked for is not all registered: what was asked, what is
+    registered, what is missing (None: all of it is, or it asked for none)."""
+    if row.scaling_intended is None or not row.scaling_missing:
+        return None
+    return (f"scaling intended: {row.scaling_intended}; registered: {', '.join(row.scaling_registered) or 'nothing'}"
+            f"; missing: {', '.join(row.scaling_missing)}")
 
 
 def _n(value: int | None) -> str:

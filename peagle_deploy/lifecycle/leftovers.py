@@ -5,11 +5,13 @@ Every config and model peagle creates carries `peagle:managed=true` and `peagle:
 was made for; an update's `NAME-u...` resources too). What was made before that tag existed is matched by its
 name: `NAME` (deploy) or `NAME-u<time>` (update). A config is in use while an endpoint serves it or is updating
 to it; a model while a config in use, or any config that is not itself a leftover, names it, or an inference
-component does. When the components cannot be listed, no model is a leftover, but for one case where peagle's own
-records prove the answer: on a mock of AWS that does not implement ListInferenceComponents (plain moto, which has
-no inference component at all: `aws.MockLacksOperation`), a model that a classic endpoint config names, or that
-peagle tagged for a classic endpoint (no `peagle:hosting=component`), is a config's model, named by no component
-(`References.free_of_components`). An inference component peagle made is a leftover once its endpoint is gone
+component does, or (a model peagle made for a component) while its endpoint exists and hosts no component yet: the
+deploy was cut short before its component, and `peagle recover` completes it with that model
+(`References.awaiting_component`). When the components cannot be listed, no model is a leftover, but for one case
+where peagle's own records prove the answer: on a mock of AWS that does not implement ListInferenceComponents (plain
+moto, which has no inference component at all: `aws.MockLacksOperation`), a model that a classic endpoint config
+names, or that peagle tagged for a classic endpoint (no `peagle:hosting=component`), is a config's model, named by no
+component (`References.free_of_components`). An inference component peagle made is a leftover once its endpoint is gone
 (SageMaker leaves a component behind when its endpoint is deleted).
 
 One that nothing uses may still be in the making: a deploy's config and model before its CreateEndpoint carry the
@@ -96,6 +98,16 @@ class References:
         if any(model in models for models in self.config_models.values()):
             return True
         return tags is not None and tags.managed and tags.hosting != "component"
+
+    def awaiting_component(self) -> set[str]:
+        """Endpoints made for inference components (their config names no model) that host none: a deploy cut short
+        between CreateEndpoint and CreateInferenceComponent, which `peagle recover` completes with the model peagle
+        made for them. None while the components cannot be listed (then no model is unused anyway)."""
+        if self.components_unknown is not None:
+            return set()
+        hosting = {ref.endpoint for ref in self.components.values()}
+        return {endpoint for endpoint, config in self.endpoint_config.items()
+                if config in self.config_models and not self.config_models[config] and endpoint not in hosting}
 
     def users(self, config: str, *, besides: set[str] = frozenset()) -> list[str]:
         """Endpoints (not in `besides`) that serve `config` or are updating to it."""
@@ -187,6 +199,9 @@ def find_leftovers(sm: Any, refs: References, *, endpoint: str | None = None, re
         if refs.components_unknown is None or refs.components_lacking else {}
     if refs.components_unknown is not None:  # only those whose own records prove no component names them
         models = {m: tags for m, tags in models.items() if refs.free_of_components(m, tags)}
+    awaiting = refs.awaiting_component()  # their model is their deploy's unfinished part, not unused
+    models = {m: tags for m, tags in models.items()
+              if not (tags.hosting == "component" and endpoint_of(m, tags) in awaiting)}
     found = [Leftover(kind="endpoint_config", name=c, endpoint=endpoint_of(c, tags), lease=leases.get(c),
                       region=region, regions_tried=tags.regions_tried) for c, tags in configs.items()]
     found += [Leftover(kind="model", name=m, endpoint=endpoint_of(m, tags), lease=model_leases.get(m), region=region,

@@ -10,17 +10,23 @@ anyway and says from whom. Abandoned work (its lease expired) is taken over and 
 
 For each peagle endpoint (NAME, or all of them with --all):
 1. Creating or Updating: wait until SageMaker settles (what it moves to is never touched meanwhile), only where
-   something of peagle's is left to finish once it has (an abandoned deploy or update, the intended autoscaling);
-   otherwise it is left to SageMaker, said in one line;
+   something of peagle's is left to finish once it has (an abandoned deploy or update, the intended autoscaling, the
+   component of an endpoint made for one); otherwise it is left to SageMaker, said in one line;
 2. an unfinished cleanup (`peagle:deleting`): the endpoint is deleted with its autoscaling, as was asked; so is
    the endpoint of an abandoned sweep (`peagle:sweep-id`, its lease expired), as the sweep's teardown would;
-3. an unfinished update (`peagle:update-*`, written before the update's first write): settled on the new config,
+3. an endpoint peagle made for its own inference component (`peagle:hosting=component`) whose deploy was cut short
+   (`component_finish`): the component is created from the deploy's plan where it is missing, waited for where it
+   is Creating; where the deploy cannot be completed (its model gone, the endpoint or the component Failed), the
+   whole stack is removed in SageMaker's order, as the deploy's rollback would have;
+4. an unfinished update (`peagle:update-*`, written before the update's first write): settled on the new config,
    the update is completed; on the old one, it is reverted; either way the labels (`peagle:k`, `peagle:mode`,
    instances) are rewritten from the served config and the intent is cleared;
-4. the intended autoscaling (the update's, or `peagle:autoscale`) is registered where it is not; a component that
-   scales to zero by an older peagle's idle rule is moved to AWS's recipe (`scaling_migration`);
-5. the peagle-made configs and models of the endpoint (NAME) or of the region (--all) that nothing uses are
-   deleted: the previous config of a completed update, the new one of a reverted update, what a SIGKILL left;
+5. the intended autoscaling (the update's, or `peagle:autoscale`) is registered where it is not; a component that
+   scales to zero by an older peagle's idle rule is moved to AWS's recipe (`scaling_migration`), and what its
+   deploy asked for (scale to zero, `--autoscale`) is registered where it is not or only in part;
+6. the peagle-made configs and models of the endpoint (NAME) or of the region (--all) that nothing uses are
+   deleted: the previous config of a completed update, the new one of a reverted update, what a SIGKILL left (never
+   the model an endpoint made for a component still needs: `leftovers.References.awaiting_component`);
    so are peagle's acceptance alarms and metric filters whose endpoint is gone (`acceptance_watch.orphans`), and
    after an update the alarm is moved to the K that serves (`acceptance_watch.align`).
 
@@ -218,6 +224,11 @@ def _finishing(tags: dict[str, str], peagle: PeagleTags, lease: Any, described: 
     if peagle.autoscale is not None and (peagle.hosting != "component" and not any(
             v.get("ManagedInstanceScaling") for v in described.get("ProductionVariants") or [])):
         return "its autoscaling, registered once it is InService"
+    from .component_finish import own_component
+
+    component = own_component(peagle)
+    if component is not None and described["EndpointStatus"] == "Creating":  # no component before InService
+        return f"its inference component {component} and its scaling, which its deploy makes once it is InService"
     return None
 
 
@@ -265,9 +276,19 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
         done.status = described["EndpointStatus"]
     elif described["EndpointStatus"] != "InService":
         reason = described.get("FailureReason") or "no reason given"
+        if _component_missing(sm, peagle, read):  # a component deploy cut short: nothing of it can serve
+            return _remove_unfinished(session, sm, name, done, f"endpoint {name} is {described['EndpointStatus']}: "
+                                                               f"{reason}")
         raise EndpointFailed(f"endpoint {name} is {described['EndpointStatus']}: {reason}",
                              f"nothing peagle can finish: see 'peagle logs {name}', remove it with "
                              f"'peagle cleanup {name} --yes'")
+    from .component_finish import Unfinishable
+
+    try:
+        own = _finish_component(session, sm, described, tags, peagle, lease, done, read=read, timeout_s=timeout_s,
+                                sleep=sleep, clock=clock, on_progress=on_progress, note=note)
+    except Unfinishable as exc:
+        return _remove_unfinished(session, sm, name, done, exc.reason)
     from .component_status import model_of
 
     intent = read_update_intent(tags)
@@ -291,6 +312,8 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
         done.actions.append(f"the update {intent.from_config} -> {intent.to_config} {_said(done.update)}: serves "
                             f"{served.endpoint_config} ({served.label()})")
     labels = _labels(served, intended)
+    if peagle.hosting == "component":  # its peagle:instance-count is the deploy's copies, not the variant's instances
+        labels.pop("peagle:instance-count", None)
     changed = {k: v for k, v in labels.items() if tags.get(k) != v}
     if changed:
         sm.add_tags(ResourceArn=described["EndpointArn"], Tags=[{"Key": k, "Value": v} for k, v in changed.items()])
@@ -303,6 +326,10 @@ def _recover_endpoint(session: Any, sm: Any, name: str, *, read: Read, timeout_s
         from .scaling_migration import move_endpoint
 
         done.actions += move_endpoint(session, sm, described, peagle)
+    if own is not None:  # what its deploy asked for that is not registered (a deploy cut short)
+        from .component_finish import register_missing
+
+        done.actions += register_missing(session, own, tags, peagle, read=read)
     done.actions += _align_acceptance(session, name, component or peagle_component(sm, described, peagle), served,
                                       tags)
     if intent is not None:
@@ -329,6 +356,51 @@ def _align_acceptance(session: Any, name: str, component: str | None, served: Se
     group = component_log_group(owner) if component else endpoint_log_group(owner)
     return align(session.client("logs"), session.client("cloudwatch"), owner, group, k=served.k, mode=served.mode,
                  tags_for=lambda: {k: v for k, v in tags.items() if not k.startswith("aws:")})
+def _component_missing(sm: Any, peagle: PeagleTags, read: Read) -> bool:
+    """An endpoint peagle made for its own inference component, which SageMaker does not hold."""
+    from .component_finish import own_component
+    from .components import describe_component
+
+    component = own_component(peagle)
+    return component is not None and read(lambda: describe_component(sm, component)) is None
+
+
+def _finish_component(session: Any, sm: Any, described: dict[str, Any], tags: dict[str, str], peagle: PeagleTags,
+                      lease: Any, done: EndpointRecovery, *, read: Read, timeout_s: float,
+                      sleep: Callable[[float], None], clock: Callable[[], float], on_progress: Progress | None,
+                      note: Callable[[str], None]) -> str | None:
+    """An endpoint peagle made for its own inference component (`component_finish`): the component created from its
+    deploy's plan where it is missing, waited for where it is Creating; the component to register the scaling of
+    (None: none, or not one in service). Unfinishable: the deploy cannot be completed. An update's component is the
+    update's to settle (`_settled_component`)."""
+    from .component_finish import Unfinishable, create_missing, own_component, wait_for
+    from .components import describe_component
+
+    component = own_component(peagle)
+    if component is None or read_update_intent(tags) is not None:
+        return None
+    found = read(lambda: describe_component(sm, component))
+    if found is None:
+        done.actions += create_missing(session, sm, component, described, tags, peagle, read=read,
+                                       timeout_s=timeout_s, sleep=sleep, clock=clock, on_progress=on_progress,
+                                       note=note)
+        return component
+    status = found.get("InferenceComponentStatus")
+    if status in ("Creating", "Updating"):
+        note(f"inference component {component} is {status}: waiting until SageMaker settles, then registering its "
+             "scaling")
+        found = wait_for(sm, component, timeout_s=timeout_s, sleep=sleep, clock=clock, on_progress=on_progress,
+                         endpoint=described["EndpointName"])
+        status = found.get("InferenceComponentStatus")
+    if status == "Failed" and lease is not None and lease.operation == "deploy":  # its deploy would roll back
+        raise Unfinishable(f"inference component {component} is Failed: {found.get('FailureReason') or 'no reason'}")
+    return component if status == "InService" else None
+
+
+def _remove_unfinished(session: Any, sm: Any, name: str, done: EndpointRecovery, why: str) -> EndpointRecovery:
+    """A deploy that cannot be completed: what it made removed, as its rollback would have."""
+    return _finish_deletion(session, sm, name, done, what=f"its deploy cannot be completed ({why}), so what it made "
+                                                          "was removed")
 
 
 def _settled_component(sm: Any, described: dict[str, Any], peagle: PeagleTags, *, timeout_s: float,

@@ -15,7 +15,8 @@ move writes, `apply_move` writes it; `peagle update NAME --scale-to-zero` (or an
    peagle's is never touched, and is said).
 The scalable target and the wake-up policy and alarm are the same in both rules and stay. Idempotent: a move cut
 short (a signal, a refused write) leaves something of the old rule, which the next `read_move` finds.
-`scaling_from_live` is the pure part: the live target and policies -> the scaling AWS's recipe asks for.
+`scale_to_zero.scaling_from_live` is the pure part: the live target and policies -> the scaling AWS's recipe asks
+for.
 """
 
 from __future__ import annotations
@@ -24,17 +25,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..autoscale import POLICY_NAME, AutoscalePolicy
+from ..autoscale import POLICY_NAME
 from ..scale_to_zero import (
     COPY_DIMENSION,
     LEGACY_IDLE_POLICY,
     NAMESPACE,
-    SCALE_IN_METRIC,
-    WAKE_POLICY,
-    ComponentScaling,
-    IdleRule,
     legacy_idle_alarm_name,
     resource_id,
+    scaling_from_live,
 )
 from ..tags import PeagleTags
 
@@ -63,26 +61,6 @@ class ScalingMove(BaseModel):
         if self.delete_alarm:
             found.append(f"DeleteAlarms {self.delete_alarm} (its metric-math idle alarm)")
         return found
-
-
-def scaling_from_live(component: str, target: dict[str, Any] | None, policies: list[dict[str, Any]]
-                      ) -> ComponentScaling:
-    """The scaling AWS's recipe asks for, from the component's live scalable target and policies (pure): minimum 0,
-    the maximum it has, the wake-up's copies (its step policy's ExactCapacity), and target tracking on the
-    concurrency per copy with the target it had (an older `--autoscale`), else the guide's."""
-    wake = next((p for p in policies if p.get("PolicyName") == WAKE_POLICY), None)
-    steps = ((wake or {}).get("StepScalingPolicyConfiguration") or {}).get("StepAdjustments") or []
-    wake_copies = max(1, int(steps[0].get("ScalingAdjustment") or 1)) if steps else 1
-    most = max(wake_copies, int((target or {}).get("MaxCapacity") or wake_copies))
-    tracking = next((p.get("TargetTrackingScalingPolicyConfiguration") for p in policies
-                     if p.get("TargetTrackingScalingPolicyConfiguration")), None) or {}
-    metric = (tracking.get("PredefinedMetricSpecification") or {}).get("PredefinedMetricType")
-    autoscale = None
-    if tracking.get("TargetValue") and metric == SCALE_IN_METRIC:
-        autoscale = AutoscalePolicy(min_capacity=1, max_capacity=most, metric="concurrency",
-                                    target=float(tracking["TargetValue"]))
-    return ComponentScaling(component=component, min_copies=0, max_copies=most, autoscale=autoscale,
-                            idle=IdleRule(), wake_copies=wake_copies)
 
 
 def read_move(aas: Any, cloudwatch: Any, component: str) -> ScalingMove | None:

@@ -266,8 +266,9 @@ def _no_component_named(session: Any, name: str) -> PeagleError:
     region = f" --region {session.region}" if getattr(session, "region", None) else ""
     return EndpointFailed(f"endpoint {name} is made for inference components and hosts none now (SageMaker lists "
                           "none)", f"'peagle status {name}{region}' shows what it holds and bills; 'peagle recover "
-                          f"{name}{region}' finishes what a peagle deploy left, 'peagle cleanup {name}{region} --yes' "
-                          "removes it")
+                          f"{name}{region}' completes the peagle deploy that made it (its component, then its "
+                          "scaling) or, where that cannot be done, removes it; 'peagle cleanup "
+                          f"{name}{region} --yes' removes it")
 
 
 class OpenAIRouteTarget(HttpTarget):

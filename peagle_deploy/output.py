@@ -59,7 +59,7 @@ def stdout_closed() -> NoReturn:
 
 def human_duration(seconds: float | None) -> str:
     """1h05m, 6m16s, 45s, 2d03h (durations.format_duration); '-' for unknown. The sign is the caller's to phrase."""
-    from .durations import format_duration
+    from .inputs import format_duration
 
     return "-" if seconds is None else format_duration(round(abs(seconds)))
 

@@ -83,8 +83,10 @@ def parse_capacity_reservation(arn: str | None, preference: str | None, region: 
             raise UsageError("--capacity-reservation-preference needs --capacity-reservation",
                              "pass --capacity-reservation arn:aws:sagemaker:<region>:<account>:ml-reservation/<name>")
         return None
+    from .inputs import choose, exact
+
     pattern, choices = _reservation_shape()
-    arn = arn.strip()
+    arn = exact(arn, "--capacity-reservation")
     if not (20 <= len(arn) <= 258) or not re.fullmatch(pattern, arn):
         raise UsageError(f"--capacity-reservation {arn!r} is not an ML capacity reservation ARN",
                          "pass arn:aws:sagemaker:<region>:<12-digit account>:ml-reservation/<name>")
@@ -93,10 +95,8 @@ def parse_capacity_reservation(arn: str | None, preference: str | None, region: 
         raise UsageError(f"--capacity-reservation is in {where or 'no region'}, the deploy in {region}",
                          f"pass --region {where}, or a reservation in {region}" if where else
                          f"pass the reservation's ARN with its region ({region})")
-    if preference is not None and preference not in choices:
-        raise UsageError(f"--capacity-reservation-preference {preference!r} is not one SageMaker knows",
-                         f"pass one of: {', '.join(choices)} (or leave it out: the reservation first, then "
-                         "on-demand capacity)")
+    if preference is not None:
+        choose(preference, "--capacity-reservation-preference", {c: c for c in choices}, what="one SageMaker knows")
     return CapacityReservation(arn=arn, preference=preference)
 
 

@@ -74,6 +74,7 @@ class LazyCommands(TyperGroup):
             holder = typer.Typer(rich_markup_mode="rich")
             module.register(holder)
             for loaded, command in typer.main.get_group(holder).commands.items():
+                _strict_numbers(command)
                 self._commands.setdefault(loaded, command)
         return self._commands.get(name)
 
@@ -92,6 +93,40 @@ class LazyCommands(TyperGroup):
         if args:
             self._load(ctx.token_normalize_func(args[0]) if ctx.token_normalize_func else args[0])
         return super().resolve_command(ctx, args)
+
+
+class _StrictNumber:
+    """A numeric option's coercion, after the value as typed is read by peagle's one rule (inputs.strict_number):
+    Typer's own (pydantic's) would take ' 3', '+3', '1_0' and other scripts' digits."""
+
+    def __init__(self, inner, flag: str, whole: bool):  # noqa: ANN001 - Typer's RuntimeParam
+        self.inner, self.flag, self.whole = inner, flag, whole
+
+    def coerce(self, value, param, ctx):  # noqa: ANN001, ANN201 - Typer's signature
+        from ..inputs import strict_number
+
+        return self.inner.coerce(strict_number(value, self.flag, self.whole), param=param, ctx=ctx)
+
+
+def _strict_numbers(command) -> None:  # noqa: ANN001 - a Click command or group
+    """Every int or float option of `command` (and of its subcommands) read by peagle's rule before Typer's."""
+    import typing
+
+    for sub in getattr(command, "commands", {}).values():
+        _strict_numbers(sub)
+    for param in command.params:
+        descriptor = getattr(param, "type_descriptor", None)
+        flags = [opt for opt in getattr(param, "opts", []) if opt.startswith("--")]
+        if descriptor is None or not flags or isinstance(param.get_runtime_param(), _StrictNumber):
+            continue
+        kinds, todo = set(), [descriptor.annotation]
+        while todo:
+            kind = todo.pop()
+            if kind in (int, float, bool):
+                kinds.add(kind)
+            todo.extend(typing.get_args(kind))
+        if kinds & {int, float} and bool not in kinds:
+            param._runtime_param = _StrictNumber(param.get_runtime_param(), max(flags, key=len), float not in kinds)
 
 
 app = typer.Typer(
@@ -124,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: usage errors become one line and exit 2, never a help box or traceback."""
     import sys
 
+    from ..errors import PeagleError
     from ..output import stdout_closed
 
     args = sys.argv[1:] if argv is None else list(argv)
@@ -133,6 +169,8 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=args, prog_name="peagle", standalone_mode=False)
     except typer.Abort:
         _fail("aborted", None, 130, args)
+    except PeagleError as exc:  # a value refused while Click reads the options (inputs.strict_number)
+        _fail(exc.message, exc.hint, int(exc.exit_code), args)
     except BrokenPipeError:
         stdout_closed()
     except SystemExit as exc:

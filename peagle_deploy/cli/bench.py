@@ -139,7 +139,7 @@ def bench_run(
                              "pass the type the server runs on, e.g. --instance-type ml.g7e.2xlarge")
         from ..runtime.target_ref import TRANSPORTS, parse_target
 
-        from ..durations import parse_duration
+        from ..inputs import parse_duration
 
         # bad input: exit 2 first; --transport both benches each of an endpoint's transports (a URL is refused)
         ref = parse_target(target, transport=TRANSPORTS[0] if transport == "both" else transport)
@@ -309,10 +309,9 @@ def bench_advise(
         if result is not None and rates is not None:
             raise UsageError("give a results file or --rates, not both", "drop one of them")
         if rates is not None:
-            try:
-                values = [float(x) for x in rates.split(",") if x.strip()]
-            except ValueError:
-                raise UsageError(f"--rates {rates!r} is not a list of numbers", "e.g. --rates 0.85,0.70,0.56") from None
+            from ..inputs import read_numbers
+
+            values = read_numbers(rates, "--rates", "0.85,0.70,0.56", whole=False)
             kind = "conditional" if conditional else "cumulative"
         elif result is not None:
             from ..bench.results import read_result
@@ -431,13 +430,9 @@ def bench_agree(
         from ..errors import EndpointFailed, UsageError
         from ..runtime.target_ref import parse_target
 
-        try:
-            temperatures = sorted({float(t) for t in temperature.split(",") if t.strip()})
-        except ValueError:
-            raise UsageError(f"--temperature {temperature!r} is not a list of numbers", "e.g. --temperature 0,1") \
-                from None
-        if not temperatures or any(not 0 <= t <= 2 for t in temperatures):
-            raise UsageError(f"--temperature {temperature!r} needs values from 0 to 2", "e.g. --temperature 0,1")
+        from ..inputs import read_numbers
+
+        temperatures = sorted(set(read_numbers(temperature, "--temperature", "0,1", whole=False)))
         base_ref, cand_ref = parse_target(baseline), parse_target(candidate)
         same = target_identity(base_ref, region) == target_identity(cand_ref, region)
         if same and not allow_same_target:

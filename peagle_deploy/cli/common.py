@@ -79,25 +79,32 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
 
 
 def check_text() -> None:
-    """Every option of the running command whose value goes to AWS as typed (inputs.TEXT_CHECKS)."""
+    """Every option of the running command whose value goes to AWS as typed (inputs.TEXT_CHECKS), and every endpoint
+    NAME argument (inputs.ARGUMENT_CHECKS)."""
     from typer._click.globals import get_current_context
 
-    from ..inputs import TEXT_CHECKS
+    from ..inputs import ARGUMENT_CHECKS, TEXT_CHECKS
 
     ctx = get_current_context(silent=True)
     if ctx is None:
         return
     for param in ctx.command.params:
-        check = TEXT_CHECKS.get(param.name or "")
-        if check is not None and param.opts and isinstance(ctx.params.get(param.name), str):
-            check(ctx.params[param.name], max(param.opts, key=len))
+        value = ctx.params.get(param.name or "")
+        if not isinstance(value, str) or not param.opts:
+            continue
+        if any(opt.startswith("-") for opt in param.opts):
+            check = TEXT_CHECKS.get(param.name or "")
+            if check is not None:
+                check(value, max(param.opts, key=len))
+        elif (check_argument := ARGUMENT_CHECKS.get(param.name or "")) is not None:
+            check_argument(value, ctx.command.name or "")
 
 
 def check_numbers() -> None:
     """Every numeric option of the command being run, against the one table (`peagle_deploy.numbers`)."""
     from typer._click.globals import get_current_context  # typer's own Click: the running command's context
 
-    from ..numbers import check_params
+    from ..inputs import check_params
 
     ctx = get_current_context(silent=True)
     if ctx is None:

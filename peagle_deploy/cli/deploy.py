@@ -34,7 +34,7 @@ def deploy(
     accept_eula: Annotated[bool, typer.Option(help="Accept the model licence (required for gated models).")] = False,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="Extra tag KEY=VALUE (repeatable).")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="Extra container env KEY=VALUE (repeatable).")] = None,
-    ttl: Annotated[str | None, typer.Option(help="Expiry, e.g. 90s, 15m, 4h, 1h30m, 2d (cleanup --expired removes it).")] = None,
+    ttl: Annotated[str | None, typer.Option(help="Expiry, 15m to 30d, e.g. 4h, 1h30m, 2d (cleanup --expired removes it).")] = None,
     autoscale: Annotated[str | None, typer.Option(
         help="MIN:MAX instances for Application Auto Scaling (registered once InService; needs a target).")] = None,
     target_concurrency: Annotated[float | None, typer.Option(
@@ -84,7 +84,7 @@ def deploy(
     def body(out):
         from ..autoscale import parse_autoscale
         from ..aws import resolve_region
-        from ..durations import parse_duration
+        from ..inputs import parse_duration
         from ..inputs import TTL_MAX, parse_env, parse_max_price, parse_tags
         from ..plan import PlanRequest
         from ..errors import UsageError

@@ -37,7 +37,7 @@ def openai(
         from datetime import datetime, timezone
 
         from ..aws import AwsSession
-        from ..durations import parse_duration
+        from ..inputs import parse_duration
         from ..errors import UsageError
         from ..inputs import validate_name
         from ..runtime.openai_route import MAX_LIFETIME, base_url, make_token

@@ -191,7 +191,7 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
     from ..bench.datasets import load_dataset
     from ..bench.runner import parse_concurrency
     from ..errors import UsageError
-    from ..durations import parse_duration
+    from ..inputs import parse_duration
     from ..inputs import TTL_MAX
     from ..sweep.config import SweepRequest, configurations, new_sweep_id, parse_ks, parse_modes, parse_url_specs
 
@@ -385,7 +385,7 @@ def _report(sf, out_dir: Path):
 
 
 def render_plan(console, plan) -> None:
-    from ..durations import format_duration
+    from ..inputs import format_duration
     from ..output import print_table
 
     if plan.layout is not None:
@@ -410,7 +410,7 @@ def render_plan(console, plan) -> None:
 
 def _render_layout(console, plan) -> None:
     """--hosting component: the one endpoint, each component's body summary, and both layouts' estimates."""
-    from ..durations import format_duration
+    from ..inputs import format_duration
     from ..output import print_table
     from ..speculative import DRAFTER_CHANNEL
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .common import JsonOpt, ProfileOpt, RegionOpt, YesOpt, run
+from .common import JsonOpt, ProfileOpt, RegionOpt, YesOpt, given, run
 
 
 def register(app: typer.Typer) -> None:
@@ -49,7 +49,7 @@ def update(
     def body(out):
         from ..autoscale import parse_autoscale
         from ..aws import AwsSession, resolve_region
-        from ..durations import parse_duration
+        from ..inputs import parse_duration
         from ..errors import UsageError
         from ..inputs import parse_max_price
         from ..lifecycle.update_plan import UpdateRequest, check_request
@@ -66,8 +66,8 @@ def update(
             name=name, region=resolve_region(region), mode=parse_mode(mode) if mode is not None else None, k=k,
             instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
             instance_count=instance_count, allow_any_instance=allow_any_instance,
-            accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # durations.BOUNDS: 0s to 1h
-            rollback_alarms=list(rollback_alarm or []), autoscale=policy)
+            accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # inputs.DURATION_BOUNDS: 0s to 1h
+            bake_given=given("bake"), rollback_alarms=list(rollback_alarm or []), autoscale=policy)
         check_request(request)
         price_limit = parse_max_price(max_price_per_hour)
         if timeout <= 0:

@@ -76,6 +76,7 @@ class UpdateRequest(BaseModel):
     allow_any_instance: bool = False
     accept_eula: bool = False
     bake: timedelta = BAKE_DEFAULT
+    bake_given: bool = Field(False, description="--bake was typed (a component's update has no baking period)")
     rollback_alarms: list[str] = Field(default_factory=list)
     autoscale: AutoscalePolicy | None = Field(default=None, description="--autoscale: registered after success")
 
@@ -198,6 +199,9 @@ def check_component_update(request: UpdateRequest, name: str) -> None:
                                       ("--instance-count", request.instance_count),
                                       ("--autoscale", request.autoscale),
                                       ("--rollback-alarm", request.rollback_alarms)) if value]
+    if request.bake_given and not given:
+        raise UsageError(f"--bake is the baking period of an endpoint's blue/green update; {name} hosts its model as "
+                         "an inference component, whose update has none", "drop --bake")
     if given:
         raise UsageError(f"endpoint {name!r} hosts its model as an inference component: peagle update changes its K "
                          f"or mode, not {', '.join(given)}",

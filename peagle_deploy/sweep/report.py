@@ -175,7 +175,7 @@ def layout_lines(report: SweepReport) -> list[str]:
         return []
     lines = [f"layout: {layout.description}"]
     if layout.hosting == "component":
-        from ..durations import format_duration
+        from ..inputs import format_duration
 
         cost = ("an unknown price" if layout.classic_estimated_usd is None
                 else f"about ${layout.classic_estimated_usd:,.2f}")

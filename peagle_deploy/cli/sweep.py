@@ -153,8 +153,9 @@ def _apply_on_resume(sf, *, budget: float | None, profile: str | None, url: list
     if changes:
         state.request = state.request.model_copy(update=changes)
     if budget is not None:
+        estimated = state.plan.estimated_usd
         state.plan = state.plan.model_copy(update={"budget_usd": budget,
-                                                   "within_budget": state.plan.estimated_usd <= budget})
+                                                   "within_budget": None if estimated is None else estimated <= budget})
 
 
 def _configurations(sf, names: list[str]) -> list[str]:
@@ -244,7 +245,7 @@ def _hosting(hosting: str | None, *, url: list[str] | None, parallel: int) -> st
 def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool) -> None:
     from ..aws import credentials_available
     from ..errors import UsageError
-    from ..sweep.estimate import plan_sweep
+    from ..sweep.estimate import budget_refusal, plan_sweep
     from ..sweep.state import ConfigState, StateFile, SweepState
 
     if not dry_run and not request.uses_urls:
@@ -270,7 +271,9 @@ def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool)
         from ..sweep.runner import check_url_labels
 
         check_url_labels(request.configurations, out, trust_labels=request.trust_labels)
-    if not plan.within_budget:
+    elif (refusal := budget_refusal(plan)) is not None:  # a budget its plan could not check: nothing deploys
+        raise refusal
+    if plan.within_budget is False:
         raise UsageError(f"the sweep is estimated at ${plan.estimated_usd:,.2f}, over --budget "
                          f"${request.budget_usd:,.2f}", "raise --budget, or sweep fewer modes, K or levels "
                          "(see --dry-run)")
@@ -396,14 +399,12 @@ def render_plan(console, plan) -> None:
         unknown = c.price_per_hour_usd is None and c.instance_type
         price = "unknown" if unknown else "-" if c.price_per_hour_usd is None else f"{c.price_per_hour_usd:,.2f}"
         rows.append([c.label, c.endpoint, c.instance_type or "-", price, format_duration(c.estimated_s),
-                     "?" if unknown else f"{c.estimated_usd:,.2f}"])
+                     "?" if c.estimated_usd is None else f"{c.estimated_usd:,.2f}"])
     print_table(console, ["configuration", "endpoint", "instance", "$/h", "est. time", "est. $"], rows,
                 title=f"sweep {plan.sweep_id} of {plan.model} ({plan.target}): the plan")
-    budget = ("no --budget" if plan.budget_usd is None
-              else f"{'within' if plan.within_budget else 'OVER'} --budget ${plan.budget_usd:,.2f}")
-    console.print(f"total about ${plan.estimated_usd:,.2f} ({budget}), about "
-                  f"{format_duration(plan.estimated_wall_s)} with {plan.parallel} at once; concurrency "
-                  f"{','.join(map(str, plan.concurrency))}", markup=False, soft_wrap=True)
+    console.print(f"{_total(plan)} ({_budget(plan)}), about {format_duration(plan.estimated_wall_s)} with "
+                  f"{plan.parallel} at once; concurrency {','.join(map(str, plan.concurrency))}", markup=False,
+                  soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}", markup=False, soft_wrap=True)
 
@@ -424,26 +425,36 @@ def _render_layout(console, plan) -> None:
     print_table(console, ["configuration", "inference component (and model)", "batch", "GPUs", "memory MB", "copies",
                           "SM_VLLM_SPECULATIVE_CONFIG", "drafter channel"], rows,
                 title="one component per configuration, measured one at a time (--json: every body)")
-    unknown = layout.price_per_hour_usd is None
     print_table(console, ["layout", "instances", "est. time", "est. $"], [
         ["components (this sweep)", f"1 x {layout.instance_type}", format_duration(layout.estimated_s),
-         "?" if unknown else f"{layout.estimated_usd:,.2f}"],
+         "?" if layout.estimated_usd is None else f"{layout.estimated_usd:,.2f}"],
         ["classic: one endpoint per configuration", f"{len(classic.configurations)} x {classic.instance_type}",
          format_duration(classic.estimated_s),
-         "?" if classic.price_per_hour_usd is None else f"{classic.estimated_usd:,.2f}"]],
+         "?" if classic.estimated_usd is None else f"{classic.estimated_usd:,.2f}"]],
         title="estimates side by side")
-    budget = ("no --budget" if plan.budget_usd is None
-              else f"{'within' if plan.within_budget else 'OVER'} --budget ${plan.budget_usd:,.2f}")
-    if unknown or classic.price_per_hour_usd is None:
+    if layout.estimated_usd is None or classic.estimated_usd is None:
         than = "the prices are unknown, so the layouts are not compared in dollars"
     else:
         difference = layout.estimated_usd - classic.estimated_usd
         than = f"${abs(difference):,.2f} {'more' if difference > 0 else 'less'} than the classic layout"
-    console.print(f"total about ${plan.estimated_usd:,.2f} ({budget}; {than}), about "
-                  f"{format_duration(plan.estimated_wall_s)}; concurrency {','.join(map(str, plan.concurrency))}",
-                  markup=False, soft_wrap=True)
+    console.print(f"{_total(plan)} ({_budget(plan)}; {than}), about {format_duration(plan.estimated_wall_s)}; "
+                  f"concurrency {','.join(map(str, plan.concurrency))}", markup=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}", markup=False, soft_wrap=True)
+
+
+def _total(plan) -> str:
+    return "total unknown" if plan.estimated_usd is None else f"total about ${plan.estimated_usd:,.2f}"
+
+
+def _budget(plan) -> str:
+    """What the plan says of --budget: none, within or over it, or not checked and why (an unknown price)."""
+    if plan.budget_usd is None:
+        return "no --budget" + (f"; {plan.price_unknown}" if plan.price_unknown else "")
+    if plan.within_budget is None:
+        fix = f": {plan.price_fix}, docs/configuration.md#prices" if plan.price_fix else ""
+        return f"--budget ${plan.budget_usd:,.2f} not checked: {plan.price_unknown}{fix}"
+    return f"{'within' if plan.within_budget else 'OVER'} --budget ${plan.budget_usd:,.2f}"
 
 
 def _speculative(config: str | None) -> str:

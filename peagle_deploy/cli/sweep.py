@@ -174,15 +174,15 @@ def _configurations(sf, names: list[str]) -> list[str]:
 
 def _measure_again(sf, labels: list[str]) -> None:
     """--redo: these configurations are measured again (deployed, benched, torn down); what they cost stays
-    counted. Their old result and outputs files are left where they are, out of the state. One whose endpoint
-    may still exist keeps its status, so the resume removes that endpoint first."""
+    counted. Their old result and outputs files stay in the state (and in the report) until a new result replaces
+    them: a run that measures nothing leaves the report as it was. One whose endpoint may still exist keeps its
+    status, so the resume removes that endpoint first."""
     from ..sweep.state import LIVE
 
     for label in labels:
         cs = sf.state.configs[label]
         sf.state.configs[label] = cs.model_copy(update={
-            "status": cs.status if cs.status in LIVE else "pending", "measured": False, "result_file": None,
-            "outputs_file": None, "outputs_note": None, "error": None})
+            "status": cs.status if cs.status in LIVE else "pending", "measured": False, "error": None})
 
 
 def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget, parallel,
@@ -329,16 +329,22 @@ def _continue(out, sf, *, out_dir: Path, resumed: bool, deployments: dict | None
                  + (f", removed {', '.join(removed)} left by the earlier run" if removed else ""))
     else:
         sf.save()
+    results_before = {label: cs.result_file for label, cs in sf.state.configs.items()}
     failure: BaseException | None = None
     try:
         sweep.run(lanes)
     except PeagleError as exc:
         failure = exc
-    report = _report(sf, out_dir)
-    for warning in report.warnings if report is not None else []:
+    measured = any(cs.measured and cs.result_file != results_before.get(label)
+                   for label, cs in sf.state.configs.items())
+    keep = not measured and _report_exists(out_dir)  # a run that measured nothing leaves the report as it was
+    report = _report(sf, out_dir, write=not keep)
+    if keep:
+        out.note(f"the report in {out_dir} is left as it was: nothing was measured")
+    for warning in report.warnings if report is not None and not keep else []:
         out.warn(warning)
     if failure is not None:
-        if report is not None:
+        if report is not None and not keep:
             out.note(f"partial report: {', '.join(report.files)}")
         raise failure
 
@@ -370,20 +376,37 @@ def _check_results_present(sf) -> None:
             raise UsageError(f"the result of {label} ({path}) cannot be read ({exc.message})", fix) from None
 
 
-def _report(sf, out_dir: Path):
+def _report_exists(out_dir: Path) -> bool:
+    from ..sweep.report import REPORT_FILES
+
+    return any((Path(out_dir) / name).exists() for name in REPORT_FILES)
+
+
+def _report(sf, out_dir: Path, *, write: bool = True):
+    """The report of every result in the state (written to `out_dir` unless `write` is false). A result file that
+    cannot be read any more (one `--redo` is measuring again) is left out, as a missing one is."""
     from ..bench.results import read_result
+    from ..errors import UsageError
     from ..sweep.report import build_report, write_report
 
     results = {}
     for label, cs in sf.state.configs.items():
         if cs.result_file and sf.resolve(cs.result_file).exists():
-            result = read_result(sf.resolve(cs.result_file))
+            try:
+                result = read_result(sf.resolve(cs.result_file))
+            except UsageError:
+                continue
             if result.target.model is None:  # a --url server that did not name its model: the sweep's MODEL
                 result = result.model_copy(update={"target": result.target.model_copy(
                     update={"model": sf.state.request.model})})
             results[label] = result
     report = build_report(sf.state, results, base=sf.path.parent)
-    write_report(report, out_dir)
+    if write:
+        write_report(report, out_dir)
+    else:
+        from ..sweep.report import REPORT_FILES
+
+        report.files = [str(Path(out_dir) / name) for name in REPORT_FILES if (Path(out_dir) / name).exists()]
     return report
 
 

@@ -116,7 +116,7 @@ def test_a_signal_at_each_new_step_leaves_nothing(emu, signum, moment, action, s
     (["--scale-to-zero", "--idle", "2d"], "--idle '2d' is longer than 1d"),
     (["--scale-to-zero", "--idle", "30s"], "--idle '30s' is shorter than 1m"),
     (["--idle", "15m"], "--idle only applies with --scale-to-zero"),
-    (["--hosting", "serverless"], "--hosting 'serverless' is not endpoint or component"),
+    (["--hosting", "serverless"], "--hosting 'serverless' is not a hosting: pass --hosting endpoint or component"),
     (["--hosting", "component", "--env", "SM_VLLM_TENSOR_PARALLEL_SIZE=2"],
      "the component needs 2 GPUs (tensor parallel degree) and ml.g7e.2xlarge has 1"),
     (["--hosting", "component", "--no-wait"], "an inference component is created once its endpoint is InService"),

@@ -15,7 +15,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,7 +28,7 @@ import pytest
 from .cli_runner import run_cli
 from .conftest import emptied
 from .documented_commands import (
-    DOCS_PAGE, BEGIN, END, DocumentedLine, Group, documented_lines, extract, load_table, markdown, page_with,
+    DOCS_PAGE, BEGIN, EMULATOR, END, DocumentedLine, Group, documented_lines, extract, load_table, markdown, page_with,
 )
 from .forked_peagle import forked_peagle
 
@@ -213,13 +216,50 @@ class Runs:
             env["PATH"] = f"{folder / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         for name in group.files:
             (folder / name).write_text(TABLE.files[name], encoding="utf-8")
+        self.serving: subprocess.Popen | None = None
+        served_by: int | None = None  # the index of the line that started it
+        outcomes: list[Outcome] = []
         try:
-            return [self._one(command, group, values, env, folder) for command in group.run]
+            for command in group.run:
+                outcomes.append(self._one(command, group, values, env, folder))
+                if self.serving is not None and served_by is None:
+                    served_by = len(outcomes) - 1
         finally:
             if group.local:
                 run_cli("local", "stop", env=env, cwd=folder)
+            if self.serving is not None and served_by is not None:  # the reader's `kill %1`: it stops cleanly
+                self.serving.send_signal(signal.SIGTERM)
+                out, err = self.serving.communicate(timeout=120)
+                outcomes[served_by] = Outcome(outcomes[served_by].command, self.serving.returncode, out, err)
+                self.serving = None
             if not group.state:
                 self.state = None  # its lines may have changed what the next group would find
+        return outcomes
+
+    def _serve(self, text: str, env: dict[str, str], folder: Path) -> Outcome:
+        """docs/ci.md's `python -m peagle_deploy.testing serve ... &`: started in the background as the reader starts
+        it; its export lines (its --env-file) then replace the AWS settings of the group's later lines."""
+        argv = shlex.split(text.rstrip(" &"))
+        argv[0] = sys.executable
+        if "--env-file" not in argv:
+            argv += ["--env-file", "emulator.env"]
+        env_file = folder / argv[argv.index("--env-file") + 1]
+        proc = subprocess.Popen(argv, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300  # importing moto on a loaded machine: a bound on a hang, not a speed
+        while not env_file.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                out, err = proc.communicate()
+                return Outcome(text, proc.returncode if proc.returncode is not None else -1, out, err)
+            time.sleep(0.1)
+        for key in [key for key in env if key.startswith("AWS_")]:
+            del env[key]
+        for line in env_file.read_text(encoding="utf-8").splitlines():
+            name, _, value = line.removeprefix("export ").partition("=")
+            env[name] = shlex.split(value)[0]
+        self.serving = proc
+        return Outcome(text, 0, "", "")
 
     def _one(self, command: str, group: Group, values: dict[str, str], env: dict[str, str], folder: Path) -> Outcome:
         expect = TABLE.expect.get(command, {})
@@ -230,7 +270,12 @@ class Runs:
         extra = expect["append"] if "append" in expect else _append_rule(command, group)
         if extra:
             text = f"{text} {extra.format(**values)}"
-        if _SHELL.search(re.sub(r"'[^']*'", "", text)) or re.match(r"[A-Za-z_]\w*=", text):  # or NAME=value peagle
+        if EMULATOR.match(text):  # the emulator's shell entry point: this Python's, as the reader's venv has it
+            text = re.sub(r"^\S*python3?(?= )", sys.executable, text)
+            if shlex.split(text)[3:4] == ["serve"]:
+                return self._serve(text, env, folder)
+        if (_SHELL.search(re.sub(r"'[^']*'", "", text)) or re.match(r"[A-Za-z_]\w*=", text)  # or NAME=value peagle
+                or EMULATOR.match(text)):
             then = f" && {expect['then']}" if "then" in expect else ""
             shell_env = {**env, "PATH": f"{Path(forked_peagle()).parent}{os.pathsep}{env.get('PATH', '')}"}
             done = subprocess.run(["bash", "-c", f"set -o pipefail; {text}{then}"], cwd=folder, env=shell_env,
@@ -280,3 +325,5 @@ def test_documented_line_runs(group, index, runs):
     assert outcome.code == expected, shown
     output = outcome.stdout + outcome.stderr
     assert "Traceback" not in output and not UNEXPECTED.search(output), shown
+    shows = TABLE.expect.get(command, {}).get("shows")
+    assert shows is None or re.search(shows, " ".join(output.split())), f"the docs say it shows /{shows}/\n{shown}"

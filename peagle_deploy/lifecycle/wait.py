@@ -121,15 +121,29 @@ def poll_until_in_service(describe: Callable[[], dict[str, Any]], *, what: str,
     raise AssertionError("unreachable")
 
 
+def component_capacity_hint(instance_type: str) -> str:
+    """What a component deploy that met no capacity can do: it runs on one instance type (no instance pools, no
+    reservation: plan_pools.check_pool_request refuses both), so another type or region, or later."""
+    from ..instances import instance_table
+
+    sizes = list(instance_table().instances)
+    larger = sizes[sizes.index(instance_type) + 1] if instance_type in sizes[:-1] else None
+    other = f"--instance-type {larger}" if larger else "another --instance-type"
+    return (f"SageMaker found no {instance_type} capacity in this region: try again later, or pass {other} or "
+            "another --region (an inference component runs on one instance type: no instance pools or capacity "
+            "reservation; docs/capacity.md)")
+
+
 def wait_in_service(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[float], None],
-                    clock: Callable[[], float], on_progress: Progress | None = None) -> dict[str, Any]:
-    """Poll until InService (returns the description), Failed (EndpointFailed; QuotaError when SageMaker found no
-    capacity) or the timeout (WaitTimeout). A poll that fails transiently is a missed poll, not a failure;
-    READ_ATTEMPTS in a row give up with the AWS error's own exit code (never 'endpoint failed')."""
+                    clock: Callable[[], float], on_progress: Progress | None = None,
+                    capacity_hint: str = CAPACITY_HINT) -> dict[str, Any]:
+    """Poll until InService (returns the description), Failed (EndpointFailed; QuotaError with `capacity_hint` when
+    SageMaker found no capacity) or the timeout (WaitTimeout). A poll that fails transiently is a missed poll, not a
+    failure; READ_ATTEMPTS in a row give up with the AWS error's own exit code (never 'endpoint failed')."""
 
     def failed(status: str, reason: str) -> Exception:
         if is_capacity_failure(reason):  # no instance to be had, of any type listed: capacity, exit 4
-            return QuotaError(f"endpoint {name} is {status}: {reason}", CAPACITY_HINT)
+            return QuotaError(f"endpoint {name} is {status}: {reason}", capacity_hint)
         return EndpointFailed(f"endpoint {name} is {status}: {reason}",
                               f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})")
 

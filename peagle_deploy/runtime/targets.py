@@ -233,8 +233,8 @@ def refused_request(session: Any, ref: TargetRef, message: str, code: str | None
                           "a component that scales to zero wakes on this refusal (peagle invoke waits for it)")
     if "inference component name header is required" in message.lower():
         return UsageError(f"endpoint {name} hosts inference components and the request named none",
-                          "pass --component NAME (peagle could not list them: it needs "
-                          "sagemaker:ListInferenceComponents)")
+                          "name the one to address with the command's component option (peagle could not list them: "
+                          "it needs sagemaker:ListInferenceComponents; peagle status NAME shows them)")
     try:
         described = session.client("sagemaker").describe_endpoint(EndpointName=name)
     except Exception:  # noqa: BLE001 - it does not exist (or cannot be described)

@@ -84,9 +84,10 @@ CASES += [
          stderr=r"CloudWatch alarm 'nope' does not exist"),
     # hints that work: the K bound every command shares, NAME (update has no --name)
     dict(id="k-zero-hint", argv=["update", "prod", "--k", "0"], exit=2,
-         stderr=r"--k must be at least 1, got 0: pass --k 1\.\.32, or --mode off"),
-    dict(id="k-above-every-drafter", argv=["update", "prod", "--k", "40"], exit=2,
-         stderr=r"--k 40 is above peagle's limit of 32: pass --k 1\.\.32$"),
+         stderr=r"--k must be at least 1, got 0: pass --k 1 or more, or --mode off"),
+    # the bound is the endpoint's drafter's (qwen3-coder's: 18), read from it: its hint is a K that works (issue 49)
+    dict(id="k-above-the-drafter", argv=["update", "peagle-autoscaled", "--k", "40", "--dry-run"], exit=2,
+         stderr=r"--k 40 is deeper than the qwen3-coder drafter was trained for \(18\): pass --k 1\.\.18$"),
     dict(id="k-float-text", argv=["update", "prod", "--k", "1e3"], exit=2, stderr=r"--k '1e3' is not a whole number: pass e\.g\. --k 3"),
     dict(id="name-empty", argv=["update", "", "--k", "4"], exit=2,
          stderr=r"^error: NAME is empty: pass the endpoint's name \(peagle status lists peagle's endpoints\)$"),

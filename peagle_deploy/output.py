@@ -281,6 +281,10 @@ class Output:
         # no line for `message` itself: a step that fails at once leaves only its one error line
         yield PlainProgress(self.info, clock=clock)
 
+    def interactive_input(self) -> bool:
+        """Whether a question can be asked (stdin is a terminal)."""
+        return sys.stdin is not None and sys.stdin.isatty()
+
     def confirm(self, question: str, *, yes: bool) -> None:
         """Ask before something that costs money or deletes. No terminal and no --yes: refuse."""
         from .errors import UsageError

@@ -85,7 +85,9 @@ class ModeComparison(BaseModel):
             return None
         return "p-eagle" if len(self.peagle_wins) > len(self.eagle3_wins) else "eagle3"
 
-    def summary(self) -> str:
+    def summary(self, kind: str = "measured") -> str:
+        """One line; `kind` says where the figures come from: measured here, or published (aws-blog)."""
+
         def levels(cs: list[int]) -> str:
             return ", ".join(f"c={c}" for c in cs)
 
@@ -94,7 +96,7 @@ class ModeComparison(BaseModel):
             parts.append(f"P-EAGLE faster at {levels(self.peagle_wins)}")
         if self.eagle3_wins:
             parts.append(f"EAGLE-3 faster at {levels(self.eagle3_wins)}")
-        return "measured (best K of each mode): " + "; ".join(parts)
+        return f"{'published' if kind == 'published' else 'measured'} (best K of each mode): " + "; ".join(parts)
 
 
 def label(mode: str | None, k: int | None, fallback: str = "?") -> str:
@@ -151,7 +153,7 @@ def build_table(points: Iterable[Point], title: str, source: str, **labels: obje
     table = CompareTable(title=title, source=source, columns=ordered, rows=rows, **labels)
     comparison = mode_comparison(table)
     if comparison is not None and comparison.levels:
-        table.notes.append(comparison.summary())
+        table.notes.append(comparison.summary(table.kind))
         if comparison.eagle3_wins:
             table.notes.append("EAGLE-3 was faster here: deploy --mode eagle3 for those loads. Some vLLM versions "
                                "run parallel drafting on an older model runner (see `peagle status` / docs/"

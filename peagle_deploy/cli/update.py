@@ -170,9 +170,11 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
                     f"Really run {plan.target.instance_count} x {plan.target.instance_type}?", yes=False)
     out.confirm(f"Update {plan.endpoint_name} from {plan.current.label(with_instances=True)} to "
                 f"{plan.target.label(with_instances=True)}?", yes=yes)
+    from ..lifecycle.wait import progress_text
+
     with _writing(request), out.status(f"updating {plan.endpoint_name}") as show:
         def progress(status, elapsed, doing):
-            show(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
+            show(f"{plan.endpoint_name}: {progress_text(status, elapsed, doing)}")
 
         result = run_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note,
                             sleep=clock.sleep, clock=clock.monotonic)
@@ -196,9 +198,11 @@ def _update_component(out, session, plan, *, dry_run: bool, yes: bool, timeout: 
         render_component_update(out.err_console, plan, title="peagle update: about to change", bodies=False)
     out.confirm(f"Update inference component {plan.component} of {plan.endpoint_name} from {plan.current.label()} "
                 f"to {plan.target.label()}?", yes=yes)
+    from ..lifecycle.wait import progress_text
+
     with lock, out.status(f"updating {plan.component}") as show:
         def progress(status, elapsed, doing):
-            show(f"{plan.component}: {status} ({int(elapsed)}s) - {doing}")
+            show(f"{plan.component}: {progress_text(status, elapsed, doing)}")
 
         result = run_component_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note,
                                       sleep=clock.sleep, clock=clock.monotonic)
@@ -209,11 +213,11 @@ def _update_component(out, session, plan, *, dry_run: bool, yes: bool, timeout: 
 
 def _print_result(out, result, headline: str) -> None:
     """Either shape's finished update: the headline, the verification, what became of the previous resources."""
-    from ..lifecycle.verify import overall, render_checks
+    from ..lifecycle.verify import headline, overall, render_checks
 
     def human(console):
         console.print(headline, soft_wrap=True)
-        console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
+        console.print(f"  verification: {headline(result.verification)}", soft_wrap=True, markup=False)
         render_checks(console, result.verification)
         for outcome in result.removed:
             label = "endpoint config" if outcome.kind == "endpoint_config" else "model"

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import EndpointFailed, UsageError
+from ..errors import CredentialsError, EndpointFailed, UsageError
 from ..runtime.target_ref import TargetRef
 
 _NAME = re.compile(r"^[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?\Z")  # botocore's InferenceComponentName, <= 63
@@ -55,6 +55,8 @@ def address_component(ref: TargetRef, session: Any, component: str | None = None
         error = translate_error(exc)
         if error is None:
             raise
+        if isinstance(error, CredentialsError) and error.message.startswith("no usable AWS credentials"):
+            raise error from None  # the requests would fail the same way: said once, by the command's own line
         to = f"inference component {wanted} (not checked)" if wanted else f"endpoint {ref.name} itself"
         note(f"could not list the inference components of {ref.name} ({error.one_line()}); the requests go to {to}")
         return with_component(ref, wanted) if wanted else ref

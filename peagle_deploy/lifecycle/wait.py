@@ -27,6 +27,11 @@ def log_group(name: str) -> str:
     return f"/aws/sagemaker/Endpoints/{name}"
 
 
+def progress_text(status: str, elapsed: float, doing: str) -> str:
+    """'Creating (40s) - provisioning the GPU instance'; 'InService (0s)' (never 'InService - InService')."""
+    return f"{status} ({int(elapsed)}s)" + (f" - {doing}" if doing and doing != status else "")
+
+
 def doing(status: str, elapsed: float) -> str:
     """What SageMaker is most likely doing, for the progress line."""
     if status != "Creating":

@@ -182,6 +182,7 @@ class Table:
     not_run: dict[tuple[str, str], str]  # (doc, command) -> reason
     files: dict[str, str]
     append: dict[str, str]
+    without_credentials: list[str] = field(default_factory=list)  # patterns of lines that need no AWS account
 
     def group_of(self, doc: str, command: str) -> Group | None:
         return next((g for g in self.groups if g.doc == doc and command in g.run), None)
@@ -191,7 +192,8 @@ def load_table(path: Path = TABLE) -> Table:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     groups = [Group(name=name, **spec) for name, spec in data["group"].items()]
     not_run = {(entry["doc"], entry["command"]): entry["reason"] for entry in data["not_run"]}
-    return Table(groups, data.get("expect", {}), not_run, data.get("files", {}), data.get("append", {}))
+    return Table(groups, data.get("expect", {}), not_run, data.get("files", {}), data.get("append", {}),
+                 data.get("without_credentials", {}).get("runs", []))
 
 
 def how_run(table: Table, line: DocumentedLine) -> str:

@@ -100,6 +100,41 @@ def parse_capacity_reservation(arn: str | None, preference: str | None, region: 
     return CapacityReservation(arn=arn, preference=preference)
 
 
+# the reservations SageMaker's API can read, by the resource type of their ARN (botocore 1.44's model): a training
+# plan (DescribeTrainingPlan, whose TargetResources include endpoints) and a reserved capacity; no call reads another
+# type (an `ml-reservation/` ARN): CreateEndpointConfig is the first to refuse it, and the deploy then rolls back
+_READERS = {"training-plan": ("describe_training_plan", "TrainingPlanName", "training plan"),
+            "reserved-capacity": ("describe_reserved_capacity", "ReservedCapacityArn", "reserved capacity")}
+
+
+def read_reservation(session: Any, reservation: CapacityReservation) -> str | None:
+    """Read the reservation before anything is created, where the API allows (`_READERS`): one that does not exist
+    is refused (UsageError: exit 2, nothing made). Returns a note when it could not be read (the deploy goes on and
+    CreateEndpointConfig decides), None when it was read or no call reads it."""
+    from .aws import error_code, error_message, translate_error
+
+    kind = reservation.arn.split(":", 5)[-1].split("/", 1)[0]
+    if kind not in _READERS:
+        return None
+    method, key, what = _READERS[kind]
+    try:
+        getattr(session.client("sagemaker"), method)(**{key: reservation.arn})
+    except Exception as exc:  # noqa: BLE001 - a refused read is said, a missing reservation is refused
+        text = error_message(exc).lower()
+        if error_code(exc) in ("ResourceNotFound", "ValidationException") and (
+                "not found" in text or "does not exist" in text or "could not find" in text):
+            raise UsageError(f"--capacity-reservation {reservation.arn}: SageMaker has no such {what} in "
+                             f"{session.region} ({error_message(exc)})",
+                             "pass the ARN of one of the account's (aws sagemaker list-training-plans lists them)"
+                             ) from None
+        error = translate_error(exc)
+        if error is None:
+            raise
+        return f"could not read --capacity-reservation {reservation.arn} ({error.one_line()}); going on " \
+               "(CreateEndpointConfig refuses one that does not exist)"
+    return None
+
+
 class Quota(BaseModel):
     """The Service Quotas value '<type> for endpoint usage' and the instances of that type in use."""
 

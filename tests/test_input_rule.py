@@ -151,3 +151,23 @@ def test_a_type_left_out_of_an_update_list_is_said(emu, tmp_path):
     line = one_error(done.stderr)
     assert "already serves K=3, 1 x ml.g7e.2xlarge" in line and "ml.g7e.4xlarge left out (the JumpStart spec has no " \
         "image for it" in line, line
+
+
+def test_a_reservation_that_does_not_exist_is_refused_before_any_create(emu, tmp_path):
+    """A capacity reservation ARN that does not exist reached CreateModel and CreateEndpointConfig before it was
+    refused. Where SageMaker's API reads one (a training plan: DescribeTrainingPlan), peagle reads it first: one
+    line, exit 2, nothing created; one that exists deploys."""
+    missing = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/no-such-plan"
+    emu.calls.clear()
+    done = run_cli("deploy", "qwen3-coder", "--name", "reserved", "--role", emu.role_arn, "--yes",
+                   "--capacity-reservation", missing, env=emu.env, cwd=tmp_path)
+    assert done.code == 2, done.stderr  # after the plan it showed: the one error line
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: --capacity-reservation {missing}: SageMaker has no "
+                                                     "such training plan in us-east-1"), done.stderr
+    assert not [call for call in emu.calls if call.startswith(("Create", "Put", "Add", "Register"))], emu.calls
+    plan = emu.add_capacity_reservation("ml.g7e.2xlarge", 1, name="team-a", kind="training-plan")
+    assert plan == "arn:aws:sagemaker:us-east-1:123456789012:training-plan/team-a"
+    made = run_cli("deploy", "qwen3-coder", "--name", "reserved", "--role", emu.role_arn, "--yes",
+                   "--capacity-reservation", plan, env=emu.env, cwd=tmp_path)
+    assert made.code == 0, made.stderr

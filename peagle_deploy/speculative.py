@@ -39,6 +39,18 @@ def parse_mode(value: str, *, flag: str = "--mode") -> Mode:
     return choose(value, flag, {m.value: m for m in Mode}, what="a mode", spellings=_OTHER_WORDS)
 
 
+def parse_mode_with_k(value: str, k: object | None, *, flag: str = "--mode") -> Mode:
+    """`parse_mode`, for a command that also took --k: a misspelt off given with --k is told both fixes at once (the
+    spelling's hint alone would lead into the next refusal, '--k has no effect with --mode off')."""
+    try:
+        return parse_mode(value, flag=flag)
+    except UsageError as exc:
+        if k is not None and exc.hint == f"pass {flag} {Mode.OFF.value}":
+            raise UsageError(exc.message, f"pass {flag} {Mode.OFF.value} and drop --k (off drafts nothing, so it "
+                                          "takes no K)") from None
+        raise
+
+
 def parse_modes(text: str, *, flag: str = "--modes", example: str = "off,eagle3,p-eagle") -> list[Mode]:
     """A comma-separated list of modes, each as `parse_mode` takes it."""
     from .inputs import choose_many

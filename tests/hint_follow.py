@@ -103,12 +103,18 @@ def follow(argv: list[str], line: str, takes_value: dict[str, bool], *, folder: 
         return [Followup(set_flag(argv, named[1], v), [named[1]], "add one") for v in values]
     if match := DROP.search(hint):
         out = list(argv)
+        dropped = [f for f in re.split(r", | and ", match[1]) if f.startswith("--")]
         for flag in re.split(r", | and ", match[1]):
             if flag == "MODEL" and len(out) > 1 and not out[1].startswith("-"):
                 out = [out[0], *out[2:]]
             elif flag in takes_value:
                 out = drop_flag(out, flag, takes_value[flag])
-        return [Followup(out, [f for f in re.split(r", | and ", match[1]) if f.startswith("--")], "drop")]
+        # `pass --mode off and drop --k`: the value the hint names before the drop is set too
+        for flag, value in FLAG_VALUE.findall(_own(hint[:match.start()])):
+            if takes_value.get(flag) and value and not PLACEHOLDER.match(value) and looks_like_a_value(value):
+                out = set_flag(out, flag, first_value(value.rstrip(".")))
+                dropped.append(flag)
+        return [Followup(out, dropped, "drop")]
     if (match := AT_MOST.search(hint)) and named:
         return [Followup(set_flag(argv, named[1], match[1]), [named[1]], "at most")]
     for flag, value in FLAG_VALUE.findall(_own(hint)):

@@ -129,9 +129,9 @@ def bench_run(
         from ..errors import UsageError
         from ..safe_write import tidy_new_dirs
 
-        from ..speculative import parse_mode
+        from ..speculative import parse_mode_with_k
 
-        mode_ = parse_mode(mode, flag="--mode").value if mode is not None else None
+        mode_ = parse_mode_with_k(mode, k).value if mode is not None else None
         if k is not None and mode is None:
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
         if instance_type and "," in instance_type:  # the price of a URL target is one type's

@@ -91,7 +91,7 @@ def deploy(
         from ..inputs import parse_instance_types
         from ..lifecycle.regions import parse_regions
         from ..pools import parse_capacity_reservation
-        from ..speculative import parse_mode
+        from ..speculative import parse_mode_with_k
         from .render_plan import render_plan
 
         from ..plan_component import parse_hosting
@@ -113,7 +113,7 @@ def deploy(
             raise UsageError("--capacity-reservation names a reservation in one region; --region lists "
                              f"{len(regions)}", "pass one --region with --capacity-reservation")
         request = PlanRequest(
-            model=model, model_id=model_id, model_version=model_version, mode=parse_mode(mode), k=k, name=name,
+            model=model, model_id=model_id, model_version=model_version, mode=parse_mode_with_k(mode, k), k=k, name=name,
             instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
             provision_timeout_s=provision_timeout, max_price_per_hour_usd=max_price_per_hour,
             capacity_reservation=parse_capacity_reservation(capacity_reservation, capacity_reservation_preference,

@@ -51,9 +51,9 @@ def start(
         from ..inputs import parse_env
         from ..local import environment as env_mod
         from ..local import runner
-        from ..speculative import parse_mode
+        from ..speculative import parse_mode_with_k
 
-        container = env_mod.build_environment(model_dir, drafter, alias=model, mode=parse_mode(mode), k=k,
+        container = env_mod.build_environment(model_dir, drafter, alias=model, mode=parse_mode_with_k(mode, k), k=k,
                                               env=parse_env(env or []))
         from ..local import engine as engine_mod
 

@@ -53,7 +53,7 @@ def update(
         from ..errors import UsageError
         from ..inputs import parse_max_price
         from ..lifecycle.update_plan import UpdateRequest, check_request
-        from ..speculative import parse_mode
+        from ..speculative import parse_mode_with_k
 
         policy = None
         if autoscale is not None or target_concurrency is not None or target_invocations is not None:
@@ -63,7 +63,7 @@ def update(
 
         types = parse_instance_types(instance_type)
         request = UpdateRequest(
-            name=name, region=resolve_region(region), mode=parse_mode(mode) if mode is not None else None, k=k,
+            name=name, region=resolve_region(region), mode=parse_mode_with_k(mode, k) if mode is not None else None, k=k,
             instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
             instance_count=instance_count, allow_any_instance=allow_any_instance,
             accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # inputs.DURATION_BOUNDS: 0s to 1h

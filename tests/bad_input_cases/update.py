@@ -112,7 +112,7 @@ CASES += [
          stderr=r"--timeout must be at least 1 and at most 86400 seconds"),
     # flags that agree: the one mode parser (P-EAGLE and EAGLE-3 work as for deploy); refusals still refuse
     dict(id="mode-spelled-off-with-k", argv=["update", "prod", "--mode", "OFF", "--k", "3"], exit=2,
-         stderr=r"--mode 'OFF' is not a mode: pass --mode off$"),
+         stderr=r"--mode 'OFF' is not a mode: pass --mode off and drop --k \(off drafts nothing, so it takes no K\)$"),
 ]
 
 # a pasted name with its line break: refused before AWS (a regex's $ matches before a final newline; \Z does not)

@@ -39,10 +39,6 @@ from .errors import UsageError
 T = TypeVar("T")
 
 
-def _quoted(value: str) -> str:
-    return repr(value)
-
-
 # numbers -------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -135,18 +131,18 @@ def read_number(text: str, flag: str, *, whole: bool = True) -> int | float:
         return int(text) if whole else float(text)
     example = BOUNDS[flag].example if flag in BOUNDS else ("3" if whole else "0.5")
     cleaned = _ascii_digits(text.strip()).replace("_", "").removeprefix("+")
-    fix = f"pass {flag} {int(cleaned) if whole else cleaned}" if _number_form(cleaned, whole) else \
-        f"pass e.g. {flag} {example}"
+    meant = _number_form(cleaned, whole) and (flag not in BOUNDS or BOUNDS[flag].holds(float(cleaned)))
+    fix = f"pass {flag} {int(cleaned) if whole else cleaned}" if meant else f"pass e.g. {flag} {example}"
     if text != text.strip() and _number_form(text.strip(), whole):
-        raise UsageError(f"{flag} {_quoted(text)} has spaces around the number", fix)
+        raise UsageError(f"{flag} {text!r} has spaces around the number", fix)
     if any(unicodedata.decimal(ch, None) is not None and not "0" <= ch <= "9" for ch in text):
-        raise UsageError(f"{flag} {_quoted(text)} is written with digits other than 0-9", fix)
+        raise UsageError(f"{flag} {text!r} is written with digits other than 0-9", fix)
     if _number_form(cleaned, whole):
-        raise UsageError(f"{flag} {_quoted(text)} is not written as peagle writes numbers", fix)
+        raise UsageError(f"{flag} {text!r} is not written as peagle writes numbers", fix)
     if whole and _number_form(text, False) and float(text).is_integer() and \
             (flag not in BOUNDS or BOUNDS[flag].holds(float(text))):
-        raise UsageError(f"{flag} {_quoted(text)} is not a whole number", f"pass {flag} {int(float(text))}")
-    raise UsageError(f"{flag} {_quoted(text)} is not {'a whole number' if whole else 'a number'}",
+        raise UsageError(f"{flag} {text!r} is not a whole number", f"pass {flag} {int(float(text))}")
+    raise UsageError(f"{flag} {text!r} is not {'a whole number' if whole else 'a number'}",
                      f"pass e.g. {flag} {example}")
 
 
@@ -432,6 +428,9 @@ def read_numbers(text: str, flag: str, example: str, *, whole: bool = True) -> l
 
 # names and deploy values ---------------------------------------------------------------------------------------
 
+MAX_POOLS = 5  # SageMaker's InstancePoolList: 1..5 (pools.py plans them)
+POOL_SEPARATOR = ","
+
 NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*\Z")
 NAME_MAX = 63
 ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}\Z")
@@ -494,8 +493,6 @@ def check_instance_type(value: str | None, flag: str = "--instance-type") -> str
 
 def parse_instance_types(value: str | None, flag: str = "--instance-type") -> list[str]:
     """`--instance-type` as a priority list: one type, or types separated by commas (at most 5, none twice)."""
-    from .pools import MAX_POOLS, POOL_SEPARATOR
-
     if value is None:
         return []
     if POOL_SEPARATOR not in value:
@@ -541,12 +538,12 @@ def partition_of(region: str) -> str | None:
     None for a region botocore does not know (the region check names that problem)."""
     import botocore.session
 
-    from .aws import botocore_exceptions
-
     try:
         return botocore.session.get_session().get_partition_for_region(region)
-    except botocore_exceptions().UnknownRegionError:
-        return None
+    except Exception as exc:  # botocore's UnknownRegionError (its exceptions are imported by aws.py alone)
+        if type(exc).__name__ == "UnknownRegionError":
+            return None
+        raise
 
 
 def validate_role_arn(arn: str, region: str | None = None) -> str:

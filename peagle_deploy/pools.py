@@ -20,11 +20,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import UsageError
+from .inputs import MAX_POOLS, POOL_SEPARATOR  # noqa: F401 - the list rule's, named here too
 from .pricing import Price
 
-MAX_POOLS = 5  # InstancePoolList: 1..5
 PROVISION_TIMEOUT_RANGE = (300, 3600)  # VariantInstanceProvisionTimeoutInSeconds
-POOL_SEPARATOR = ","
 TAG_SEPARATOR = "+"  # peagle:instance-type of a pooled endpoint: AWS tag values allow '+', not ','
 # SageMaker's FailureReason when no instance could be provisioned (with or without pools); both texts begin so
 CAPACITY_REASON_PREFIX = "Unable to provision requested ML compute capacity"

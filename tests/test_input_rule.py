@@ -83,14 +83,6 @@ def test_an_empty_name_is_refused_not_read_as_every_endpoint(no_aws, tmp_path):
         2, "error: NAME is empty: pass the endpoint's name, or no NAME for every peagle endpoint")
 
 
-def test_a_name_nothing_answers_to_is_not_a_recovery(emu, tmp_path):
-    """`recover no-such` said "nothing left to finish" and exited 0: a name that matches nothing is exit 2."""
-    done = run_cli("recover", "no-such", env=emu.env, cwd=tmp_path)
-    assert done.code == 2, done.stderr
-    assert one_error(done.stderr).startswith("error: no endpoint named no-such and nothing peagle made for it in "
-                                             "us-east-1: check the name (peagle status lists peagle's endpoints)")
-
-
 def test_bake_on_a_component_update_is_refused(emu, tmp_path):
     """A component's update has no baking period: `--bake` is refused, not ignored."""
     made = run_cli("deploy", "qwen3-coder", "--name", "c1", "--hosting", "component", "--role", emu.role_arn,

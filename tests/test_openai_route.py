@@ -136,7 +136,8 @@ def test_openai_refuses_an_endpoint_that_is_not_in_service(route):
     route.script_endpoints(creating_polls=5)
     route.create_endpoint_stack("still-creating")
     result = run_cli("openai", "still-creating")
-    assert result.code == 6 and "still-creating is Creating, not InService" in result.stderr
+    # not InService yet: nothing failed, so exit 2 (wait for it), as `peagle update` says of it; Failed is 6 (issue 49)
+    assert result.code == 2 and "still-creating is Creating, not InService: wait for it" in result.stderr
     assert "sagemaker-api-key" not in result.stdout + result.stderr
 
 
@@ -261,7 +262,7 @@ def test_invoke_over_the_route_by_option_and_by_url(route):
 
 @pytest.mark.parametrize("setup, code, text", [
     ("missing", 2, "no endpoint named 'gone-ep' in us-east-1"),
-    ("creating", 6, "is Creating, not InService"),
+    ("creating", 2, "is Creating, not InService: wait for it"),
     ("refused", 3, "SageMaker refused the bearer token for route-ep (HTTP 403: Authentication failed"),
     ("container", 6, "answered HTTP 500: CUDA out of memory"),
 ])

@@ -239,7 +239,8 @@ def _options_panel(*, name: str, params: list, ctx, markup_mode, console) -> Non
         if isinstance(param, TyperArgument):
             names = [param.display_name_raw + ("..." if param.metavar is None and param.nargs != 1 else "")]
         else:
-            names = [*param.opts, *param.secondary_opts]
+            # long names first, then short ones (-h): Click keeps --help's names in a set, in no fixed order
+            names = sorted(param.opts, key=lambda o: not o.startswith("--")) + list(param.secondary_opts)
         label = Text()
         for i, option in enumerate(names):
             negative = option in getattr(param, "secondary_opts", [])

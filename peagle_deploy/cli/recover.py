@@ -64,12 +64,6 @@ def recover(
         except Signalled as exc:
             raise Interrupted(f"interrupted by {exc.name}", f"run '{again}' again to finish") from None
         several = len(searched) > 1
-        if name and all(report.nothing_of and _nothing(report) for _, report in searched):
-            # a name nothing answers to: a typo, or a recover that finished already; either way not exit 0
-            raise UsageError(f"no endpoint named {name} and nothing peagle made for it in "
-                             f"{', '.join(there for there, _ in searched)}",
-                             "check the name (peagle status lists peagle's endpoints); a recover that finished "
-                             "already leaves nothing to find")
 
         def human(console):
             for there, report in searched:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from ..aws import is_not_found, is_transient, translate_error
+from ..clock import POLL_ENV, poll_intervals  # noqa: F401 - the one poll setting (runtime/waking.py reads it too)
 from ..errors import EndpointFailed, QuotaError, WaitTimeout
 from ..pools import is_capacity_failure
 
@@ -46,27 +47,6 @@ def doing(status: str, elapsed: float) -> str:
 CAPACITY_HINT = ("SageMaker found no capacity for the instance types in this region: try again later, list more "
                  "--instance-type values in priority order (instance pools), or use a capacity reservation "
                  "(docs/capacity.md)")
-POLL_ENV = "PEAGLE_POLL_INTERVAL_S"  # a fixed poll interval (e.g. 0 against a local emulator in CI)
-
-
-def _fixed_interval() -> float | None:
-    import os
-
-    value = os.environ.get(POLL_ENV, "").strip()
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None
-
-
-def poll_intervals(first: float = 2.0, factor: float = 1.5, cap: float = 30.0):
-    fixed = _fixed_interval()
-    while fixed is not None:
-        yield fixed
-    delay = first
-    while True:
-        yield delay
-        delay = min(cap, delay * factor)
 
 
 def read_retrying(call: Callable[[], T], *, sleep: Callable[[float], None], attempts: int = READ_ATTEMPTS) -> T:

@@ -50,8 +50,8 @@ class ColdStart(BaseModel):
 
 def backoff() -> Iterator[float]:
     """The waits between requests to a component waking up: 5 s growing to 30 s, or PEAGLE_POLL_INTERVAL_S when it
-    is set, as for every other poll of peagle's (lifecycle/wait.py; 0 against the emulator in CI, docs/ci.md)."""
-    from ..lifecycle.wait import poll_intervals
+    is set, as for every other poll of peagle's (clock.py; 0 against the emulator in CI, docs/ci.md)."""
+    from ..clock import poll_intervals
 
     return poll_intervals(first=BACKOFF_FIRST_S, factor=BACKOFF_FACTOR, cap=BACKOFF_CAP_S)
 

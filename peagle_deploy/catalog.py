@@ -110,12 +110,16 @@ def load_catalog() -> dict[str, ModelEntry]:
 def get_model(alias: str) -> ModelEntry:
     """The entry for an alias (or a JumpStart model id); unknown names suggest the closest alias."""
     catalog = load_catalog()
-    key = alias.strip().lower()
-    if key in catalog:
-        return catalog[key]
+    if alias in catalog:
+        return catalog[alias]
     for entry in catalog.values():
-        if entry.model_id == key:
+        if entry.model_id == alias:
             return entry
+    key = alias.strip().lower()  # only to name the model meant (peagle takes it as `peagle models` spells it)
+    meant = catalog[key].alias if key in catalog else next((e.alias for e in catalog.values() if e.model_id == key),
+                                                           None)
+    if meant is not None:
+        raise UsageError(f"unknown model {alias!r}", f"pass {meant} (as peagle models spells it)")
     close = difflib.get_close_matches(key, list(catalog), n=1, cutoff=0.4)
     hint = f"did you mean {close[0]!r}?" if close else ""
     hint = (hint + " " if hint else "") + f"choose one of {', '.join(catalog)} (see peagle models)"

@@ -21,3 +21,28 @@ monotonic = time.monotonic
 def now() -> datetime:
     """The wall clock, in UTC."""
     return datetime.now(UTC)
+
+
+POLL_ENV = "PEAGLE_POLL_INTERVAL_S"  # a fixed poll interval (e.g. 0 against a local emulator in CI, docs/ci.md)
+
+
+def _fixed_interval() -> float | None:
+    import os
+
+    value = os.environ.get(POLL_ENV, "").strip()
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
+def poll_intervals(first: float = 2.0, factor: float = 1.5, cap: float = 30.0):
+    """The waits between polls: `first` growing by `factor` up to `cap`, or PEAGLE_POLL_INTERVAL_S when it is set
+    (every poll of peagle's: the InService waits, read retries, the wake-up of a component at zero)."""
+    fixed = _fixed_interval()
+    while fixed is not None:
+        yield fixed
+    delay = first
+    while True:
+        yield delay
+        delay = min(cap, delay * factor)

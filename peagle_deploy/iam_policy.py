@@ -309,6 +309,14 @@ COMMANDS: dict[str, list[Permission]] = {
            resources=("arn:aws:iam::*:role/*",),
            unobserved="authorized inside CreateModel, not an API call of its own"),
         _p("sagemaker:DescribeEndpoint", "wait for InService"),
+        _p("sagemaker:DescribeTrainingPlan", "--capacity-reservation of a training plan: read it before anything is "
+                                             "created (one that does not exist creates nothing)",
+           resources=(_SM + "training-plan/*",),
+           unobserved="only with a training plan's ARN, which this test's deploys do not pass "
+                      "(tests/test_input_rule.py deploys with one against the emulator)"),
+        _p("sagemaker:DescribeReservedCapacity", "--capacity-reservation of a reserved capacity: read it first too",
+           resources=(_SM + "reserved-capacity/*",),
+           unobserved="only with a reserved capacity's ARN; the emulator models training-plan reservations only"),
         _p("sagemaker:DescribeModel", "verify the live speculative config, drafter channel and VPC config"),
         _p("sagemaker:DescribeEndpointConfig", "verify the live instance type and KMS key"),
         _LOGS.model_copy(update={"why": "read vLLM's start-up lines (version, runner, parsed config; a component's "

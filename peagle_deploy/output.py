@@ -59,7 +59,7 @@ def stdout_closed() -> NoReturn:
 
 def human_duration(seconds: float | None) -> str:
     """1h05m, 6m16s, 45s, 2d03h (durations.format_duration); '-' for unknown. The sign is the caller's to phrase."""
-    from .durations import format_duration
+    from .inputs import format_duration
 
     return "-" if seconds is None else format_duration(round(abs(seconds)))
 
@@ -280,6 +280,10 @@ class Output:
             return
         # no line for `message` itself: a step that fails at once leaves only its one error line
         yield PlainProgress(self.info, clock=clock)
+
+    def interactive_input(self) -> bool:
+        """Whether a question can be asked (stdin is a terminal)."""
+        return sys.stdin is not None and sys.stdin.isatty()
 
     def confirm(self, question: str, *, yes: bool) -> None:
         """Ask before something that costs money or deletes. No terminal and no --yes: refuse."""

@@ -69,11 +69,11 @@ def check_component_request(request: PlanRequest) -> None:
 def parse_hosting(hosting: str | None, *, scale_to_zero: bool, idle: str | None,
                   wait: bool = True) -> tuple[Any, Any]:
     """`--hosting`, `--scale-to-zero` and `--idle` as (Hosting, IdleRule or None); one UsageError per mistake."""
+    from .inputs import choose
     from .scale_to_zero import parse_idle
 
-    text = (hosting or "").strip().lower()
-    if hosting is not None and text not in {h.value for h in Hosting}:
-        raise UsageError(f"--hosting {hosting!r} is not endpoint or component", "pass --hosting endpoint or component")
+    text = choose(hosting, "--hosting", {h.value: h.value for h in Hosting}, what="a hosting") \
+        if hosting is not None else ""
     if scale_to_zero and text == Hosting.ENDPOINT.value:
         raise UsageError("--scale-to-zero needs inference components, not --hosting endpoint",
                          "drop --hosting endpoint (--scale-to-zero hosts the model as an inference component)")

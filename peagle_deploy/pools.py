@@ -20,11 +20,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import UsageError
+from .inputs import MAX_POOLS, POOL_SEPARATOR  # noqa: F401 - the list rule's, named here too
 from .pricing import Price
 
-MAX_POOLS = 5  # InstancePoolList: 1..5
 PROVISION_TIMEOUT_RANGE = (300, 3600)  # VariantInstanceProvisionTimeoutInSeconds
-POOL_SEPARATOR = ","
 TAG_SEPARATOR = "+"  # peagle:instance-type of a pooled endpoint: AWS tag values allow '+', not ','
 # SageMaker's FailureReason when no instance could be provisioned (with or without pools); both texts begin so
 CAPACITY_REASON_PREFIX = "Unable to provision requested ML compute capacity"
@@ -83,8 +82,10 @@ def parse_capacity_reservation(arn: str | None, preference: str | None, region: 
             raise UsageError("--capacity-reservation-preference needs --capacity-reservation",
                              "pass --capacity-reservation arn:aws:sagemaker:<region>:<account>:ml-reservation/<name>")
         return None
+    from .inputs import choose, exact
+
     pattern, choices = _reservation_shape()
-    arn = arn.strip()
+    arn = exact(arn, "--capacity-reservation")
     if not (20 <= len(arn) <= 258) or not re.fullmatch(pattern, arn):
         raise UsageError(f"--capacity-reservation {arn!r} is not an ML capacity reservation ARN",
                          "pass arn:aws:sagemaker:<region>:<12-digit account>:ml-reservation/<name>")
@@ -93,11 +94,44 @@ def parse_capacity_reservation(arn: str | None, preference: str | None, region: 
         raise UsageError(f"--capacity-reservation is in {where or 'no region'}, the deploy in {region}",
                          f"pass --region {where}, or a reservation in {region}" if where else
                          f"pass the reservation's ARN with its region ({region})")
-    if preference is not None and preference not in choices:
-        raise UsageError(f"--capacity-reservation-preference {preference!r} is not one SageMaker knows",
-                         f"pass one of: {', '.join(choices)} (or leave it out: the reservation first, then "
-                         "on-demand capacity)")
+    if preference is not None:
+        choose(preference, "--capacity-reservation-preference", {c: c for c in choices}, what="one SageMaker knows")
     return CapacityReservation(arn=arn, preference=preference)
+
+
+# the reservations SageMaker's API can read, by the resource type of their ARN (botocore 1.44's model): a training
+# plan (DescribeTrainingPlan, whose TargetResources include endpoints) and a reserved capacity; no call reads another
+# type (an `ml-reservation/` ARN): CreateEndpointConfig is the first to refuse it, and the deploy then rolls back
+_READERS = {"training-plan": ("describe_training_plan", "TrainingPlanName", "training plan"),
+            "reserved-capacity": ("describe_reserved_capacity", "ReservedCapacityArn", "reserved capacity")}
+
+
+def read_reservation(session: Any, reservation: CapacityReservation) -> str | None:
+    """Read the reservation before anything is created, where the API allows (`_READERS`): one that does not exist
+    is refused (UsageError: exit 2, nothing made). Returns a note when it could not be read (the deploy goes on and
+    CreateEndpointConfig decides), None when it was read or no call reads it."""
+    from .aws import error_code, error_message, translate_error
+
+    kind = reservation.arn.split(":", 5)[-1].split("/", 1)[0]
+    if kind not in _READERS:
+        return None
+    method, key, what = _READERS[kind]
+    try:
+        getattr(session.client("sagemaker"), method)(**{key: reservation.arn})
+    except Exception as exc:  # noqa: BLE001 - a refused read is said, a missing reservation is refused
+        text = error_message(exc).lower()
+        if error_code(exc) in ("ResourceNotFound", "ValidationException") and (
+                "not found" in text or "does not exist" in text or "could not find" in text):
+            raise UsageError(f"--capacity-reservation {reservation.arn}: SageMaker has no such {what} in "
+                             f"{session.region} ({error_message(exc)})",
+                             "pass the ARN of one of the account's (aws sagemaker list-training-plans lists them)"
+                             ) from None
+        error = translate_error(exc)
+        if error is None:
+            raise
+        return f"could not read --capacity-reservation {reservation.arn} ({error.one_line()}); going on " \
+               "(CreateEndpointConfig refuses one that does not exist)"
+    return None
 
 
 class Quota(BaseModel):

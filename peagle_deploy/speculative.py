@@ -34,11 +34,11 @@ class Mode(StrEnum):
     OFF = "off"  # no speculation, no drafter channel: the plain baseline
 
 
-# every spelling of a mode any command accepts, case, spaces, '-' and '_' aside: P-EAGLE, peagle, EAGLE-3, none,
-# DFlash. A new mode is one entry here (and one in Mode).
-_MODE_SPELLINGS = {"peagle": Mode.P_EAGLE, "eagle3": Mode.EAGLE3, "dflash": Mode.DFLASH, "off": Mode.OFF,
-                   "none": Mode.OFF}
 SPECULATIVE_MODES = tuple(m.value for m in Mode if m is not Mode.OFF)  # p-eagle, eagle3, dflash
+# other words people write for a mode (lower case, without spaces, '-' or '_'): only to name the mode in a refusal
+# (`--mode peagle` -> "pass --mode p-eagle"); a mode is taken as Mode spells it (inputs.py's rule)
+_OTHER_WORDS = {"peagle": Mode.P_EAGLE.value, "parallel": Mode.P_EAGLE.value, "none": Mode.OFF.value,
+                "baseline": Mode.OFF.value}
 
 
 def drafter_channel(mode: Mode) -> str | None:
@@ -56,29 +56,43 @@ def mode_of(method: object, parallel_drafting: object) -> str | None:
     return None
 
 
-def parse_mode(value: str, *, flag: str | None = None) -> Mode:
-    """The one mode parser (deploy, update, local, bench, advise, sweep --modes and --url): `flag` names the option
-    in the refusal."""
-    key = "".join(ch for ch in (value or "").lower() if ch not in " _-")
-    if key in _MODE_SPELLINGS:
-        return _MODE_SPELLINGS[key]
-    message = f"{flag} {value!r} is not a mode" if flag else f"unknown mode {value!r}"
-    raise UsageError(message, f"use one of {', '.join(m.value for m in Mode)}")
+def parse_mode(value: str, *, flag: str = "--mode") -> Mode:
+    """The one mode parser (deploy, update, local, bench, advise, sweep --modes and --url): exactly a `Mode` value
+    (a table: a new mode is one entry); `flag` names the option in the refusal."""
+    from .inputs import choose
+
+    return choose(value, flag, {m.value: m for m in Mode}, what="a mode", spellings=_OTHER_WORDS)
+
+
+def parse_mode_with_k(value: str, k: object | None, *, flag: str = "--mode") -> Mode:
+    """`parse_mode`, for a command that also took --k: a misspelt off given with --k is told both fixes at once (the
+    spelling's hint alone would lead into the next refusal, '--k has no effect with --mode off')."""
+    try:
+        return parse_mode(value, flag=flag)
+    except UsageError as exc:
+        if k is not None and exc.hint == f"pass {flag} {Mode.OFF.value}":
+            raise UsageError(exc.message, f"pass {flag} {Mode.OFF.value} and drop --k (off drafts nothing, so it "
+                                          "takes no K)") from None
+        raise
+
+
+def parse_modes(text: str, *, flag: str = "--modes", example: str = "off,eagle3,p-eagle") -> list[Mode]:
+    """A comma-separated list of modes, each as `parse_mode` takes it."""
+    from .inputs import choose_many
+
+    return choose_many(text, flag, {m.value: m for m in Mode}, what="a mode", spellings=_OTHER_WORDS,
+                       example=example)
 
 
 def parse_k(value: str | int | None, *, max_k: int, model: str) -> int | None:
-    """K from the command line: a whole number from 1 to the drafter's trained depth (never beyond numbers.MAX_K,
-    the bound every command shares)."""
-    from .numbers import MAX_K
+    """K from the command line: a whole number (inputs.py's rule) from 1 to the drafter's trained depth (never beyond
+    inputs.MAX_K, the bound every command shares)."""
+    from .inputs import MAX_K, read_number
 
     if value is None:
         return None
     max_k = min(max_k, MAX_K)
-    text = str(value).strip()
-    try:
-        k = int(text)
-    except ValueError:
-        raise UsageError(f"--k must be a whole number, got {text!r}", f"pass --k 1..{max_k}") from None
+    k = value if isinstance(value, int) else read_number(str(value), "--k", whole=True)
     if k <= 0:
         raise UsageError(f"--k must be at least 1, got {k}", f"pass --k 1..{max_k}, or --mode off for no speculation")
     if k > max_k:

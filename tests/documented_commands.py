@@ -3,7 +3,8 @@ the suite runs each (tests/documented_commands.toml; tests/test_documented_comma
 
 A command line is one a reader would type: in a shell fence (```bash, ```sh, ```shell, ```console or a plain
 ```), a line whose command, or a command after `|`, `&&`, `||`, `;` or inside `$(...)`, is `peagle` or a path to
-it (`.venv/bin/peagle`), after any `NAME=value` assignments; lines joined at a trailing `\\`; a trailing `# comment` removed; in a ```console
+it (`.venv/bin/peagle`) or `python -m peagle_deploy.testing` (the emulator's shell entry point), after any
+`NAME=value` assignments; lines joined at a trailing `\\`; a trailing `# comment` removed; in a ```console
 transcript only the `$ ` lines (the prompt removed), with the `(exit N)` the transcript shows after it; in a
 ```yaml workflow the `run:` steps. An alternative in a comment (`# or: peagle recover --all`) is a command line
 too. docs/cli.md is generated help: it is read like the others and holds none. Whitespace outside quotes is
@@ -27,6 +28,8 @@ DOCS_PAGE = ROOT / "docs" / "documented-commands.md"
 SHELL_FENCES = {"", "bash", "sh", "shell", "zsh", "console"}
 _FENCE = re.compile(r"^\s*(```+|~~~+)\s*([\w+-]*)")
 _PEAGLE = re.compile(r"(?:^|[|;&(]\s*|\$\(\s*)(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?peagle(?=\s|\)|$)")
+# the emulator's shell entry point (docs/ci.md) is part of what a reader types too: `python -m peagle_deploy.testing`
+EMULATOR = re.compile(r"(?:^|[|;&(]\s*)(?:\S*/)?python3? -m peagle_deploy\.testing(?=\s|$)")
 _EXIT = re.compile(r"^\(exit (\d+)\)$")
 _ALTERNATIVE = re.compile(r"^\(?or:\s*(.+?)\)?$")
 
@@ -79,7 +82,7 @@ def split_comment(text: str) -> tuple[str, str | None]:
 
 
 def is_peagle(command: str) -> bool:
-    return bool(_PEAGLE.search(command))
+    return bool(_PEAGLE.search(command) or EMULATOR.search(command))
 
 
 def _logical_lines(lines: list[str], start: int) -> list[tuple[int, str]]:
@@ -179,6 +182,7 @@ class Table:
     not_run: dict[tuple[str, str], str]  # (doc, command) -> reason
     files: dict[str, str]
     append: dict[str, str]
+    without_credentials: list[str] = field(default_factory=list)  # patterns of lines that need no AWS account
 
     def group_of(self, doc: str, command: str) -> Group | None:
         return next((g for g in self.groups if g.doc == doc and command in g.run), None)
@@ -188,7 +192,8 @@ def load_table(path: Path = TABLE) -> Table:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     groups = [Group(name=name, **spec) for name, spec in data["group"].items()]
     not_run = {(entry["doc"], entry["command"]): entry["reason"] for entry in data["not_run"]}
-    return Table(groups, data.get("expect", {}), not_run, data.get("files", {}), data.get("append", {}))
+    return Table(groups, data.get("expect", {}), not_run, data.get("files", {}), data.get("append", {}),
+                 data.get("without_credentials", {}).get("runs", []))
 
 
 def how_run(table: Table, line: DocumentedLine) -> str:

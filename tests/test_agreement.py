@@ -304,3 +304,72 @@ def test_a_bad_schema_file_is_one_line_before_any_request(prompts, tmp_path, con
         assert off.requests == [] and spec.requests == []
     assert res.code == 2 and res.stderr.count("\n") == 1, res.stderr
     assert message.format(path=path) in res.stderr
+
+
+# issue 49 item 3: a false "OUTPUT CHANGED" for equal texts streamed in different chunkings ---------------------
+
+HELLO = ["Hello", ",", " wörld", " ✓", "!"]  # what the emulator's endpoints answer, one token per chunk
+
+
+def _sample(answers: list[list[str]], unit: str = "tokens") -> OutputSample:
+    return OutputSample(target="t", temperature=0.0, max_tokens=32, unit=unit,
+                        answers=[[Answer(tokens=tokens, text="".join(tokens))] for tokens in answers])
+
+
+def test_equal_texts_in_any_chunking_are_identical():
+    """A speculative server streams several tokens per chunk: equal texts, however they are cut, are equal."""
+    one_char = list("".join(HELLO))
+    greedy = greedy_agreement(_sample([HELLO, HELLO]), _sample([one_char, HELLO[:2] + [" wörld ✓!"]]))
+    assert (greedy.identical, greedy.identical_share, greedy.verdict, greedy.divergences) == (2, 1.0, "identical", [])
+    assert greedy.mean_common_prefix == greedy.mean_baseline_length
+
+
+def test_a_real_divergence_in_another_chunking_is_still_found_where_it_is():
+    changed = greedy_agreement(_sample([HELLO]), _sample([list("Hello, world!")]))
+    assert changed.identical == 0 and changed.unit == "characters"
+    assert [(d.position, d.baseline, d.candidate) for d in changed.divergences] == [(8, "ö", "o")]
+
+
+def test_answers_in_any_order_some_without_logprobs_agree(prompts):
+    """The baseline answers whole tokens but some of its answers come without logprobs (the emulator's answer when
+    two requests crossed), the candidate answers one character per token, in reverse order: every text is the
+    baseline's, so the outputs are identical (a sample with answers of both kinds is compared by characters)."""
+    import time
+
+    def some_without_logprobs(body: dict) -> list[str]:
+        if _prompt(body) % 3 == 0:
+            body.pop("logprobs", None)  # this answer comes without logprobs
+        return list(HELLO)
+
+    def reversed_chunks(body: dict) -> list[str]:
+        time.sleep(0.02 * (8 - _prompt(body)))  # later prompts answer first
+        return list("".join(HELLO))
+
+    with FakeVllm(answer=some_without_logprobs, **OFF) as off, FakeVllm(answer=reversed_chunks) as spec:
+        res = agree(off, spec, prompts)
+    assert res.code == 0, res.stderr
+    greedy = json.loads(res.stdout)["greedy"]
+    assert (greedy["identical_share"], greedy["verdict"], greedy["divergences"]) == (1.0, "identical", []), greedy
+    assert "OUTPUT CHANGED" not in res.stderr
+
+
+def test_the_emulator_answers_each_request_with_its_own_logprobs(emu):
+    """The emulated endpoint read the LAST request's body for `logprobs`: two requests at once (a sweep's agreement
+    check beside a bench) got each other's answer shape."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    run_cli("deploy", "qwen3-coder", "--name", "ep", "--role", emu.role_arn, "--yes", env=emu.env)
+    runtime = emu.client("sagemaker-runtime")
+
+    def invoke(logprobs: bool) -> dict:
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "logprobs": logprobs}
+        answer = runtime.invoke_endpoint(EndpointName="ep", Body=json.dumps(body), ContentType="application/json")
+        return json.loads(answer["Body"].read())
+
+    gate = emu.gate("InvokeEndpoint")  # the first request is held after the emulator read it
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(invoke, True)
+        gate.wait_entered()
+        assert "logprobs" not in invoke(False)["choices"][0]  # the second, without logprobs, meanwhile
+        gate.release()
+        assert [t["token"] for t in held.result()["choices"][0]["logprobs"]["content"]] == HELLO

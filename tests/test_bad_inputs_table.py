@@ -199,7 +199,7 @@ def hints(outcomes, emulator_server):
             continue
         for n, followup in enumerate(follow(case["argv"], lines[0], _options(case["argv"]), folder=got.folder)):
             argv = followup.argv
-            if "--watch" in argv:  # a fixed `status --watch` runs until Ctrl-C: test_output_piped.py watches it
+            if {"--watch", "-w"} & set(argv):  # a fixed `status --watch` runs until Ctrl-C: test_output_piped.py watches it
                 continue
             # what a followed hint then does for real is not the question: --dry-run where the command has one (a
             # sweep would deploy seven endpoints), but for the checks only a real run makes (the price guard)

@@ -137,7 +137,7 @@ def test_a_component_endpoint_that_hosts_none_is_said_so_not_blamed_on_a_permiss
 
 
 @pytest.mark.parametrize(("bad", "said"), [("soon", "is not a duration"), ("15", "has no unit: add one: 15s or 15m"),
-                                           ("3h", "is longer than 2h00m"), ("-1m", "is not a duration")])
+                                           ("3h", "is longer than 2h: pass at most 2h"), ("-1m", "is not a duration")])
 def test_a_malformed_wait_timeout_is_one_line_and_no_aws_call(emu, stack, bad, said):
     out = peagle(emu, "invoke", NAME, "hello", f"--wait-timeout={bad}")
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr

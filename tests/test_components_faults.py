@@ -135,7 +135,7 @@ def test_a_signal_mid_scaling_stops_after_the_write_in_flight_and_names_only_wha
     (["--scale-to-zero", "--idle", "2d"], "--idle 2d: the idle period is AWS's target tracking scale-in"),
     (["--scale-to-zero", "--idle", "30s"], ": drop --idle (AWS's target tracking takes a component to zero"),
     (["--idle", "15m"], "--idle only applies with --scale-to-zero"),
-    (["--hosting", "serverless"], "--hosting 'serverless' is not endpoint or component"),
+    (["--hosting", "serverless"], "--hosting 'serverless' is not a hosting: pass --hosting endpoint or component"),
     (["--hosting", "component", "--env", "SM_VLLM_TENSOR_PARALLEL_SIZE=2"],
      "the component needs 2 GPUs (tensor parallel degree) and ml.g7e.2xlarge has 1"),
     (["--hosting", "component", "--no-wait"], "an inference component is created once its endpoint is InService"),

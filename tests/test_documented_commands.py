@@ -15,7 +15,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,7 +28,7 @@ import pytest
 from .cli_runner import run_cli
 from .conftest import emptied
 from .documented_commands import (
-    DOCS_PAGE, BEGIN, END, DocumentedLine, Group, documented_lines, extract, load_table, markdown, page_with,
+    DOCS_PAGE, BEGIN, EMULATOR, END, DocumentedLine, Group, documented_lines, extract, load_table, markdown, page_with,
 )
 from .forked_peagle import forked_peagle
 
@@ -159,19 +162,37 @@ class Runs:
         self.emulator, self.vllm, self.vllm_off, self.tmp = emulator, vllm, vllm_off, tmp_path_factory
         self.done: dict[str, list[Outcome] | BaseException] = {}
         self.state: str | None = None  # the emulator state set up last
+        self.folders: dict[str, Path] = {}  # each group's working folder, as its lines left it
 
-    def of(self, group: Group) -> list[Outcome]:
-        if group.name not in self.done:
+    def of(self, group: Group, *, credentials: bool = True) -> list[Outcome]:
+        """The group's outcomes: with the emulator's credentials, or (`credentials` false) as a reader without an
+        AWS account runs the same lines, after them, in a copy of their folder (what they wrote is there)."""
+        key = group.name if credentials else f"{group.name} (no credentials)"
+        if key not in self.done:
             try:
-                self.done[group.name] = self._run(group)
+                if not credentials:
+                    self.of(group)
+                self.done[key] = self._run(group, credentials=credentials)
             except Exception as exc:  # noqa: BLE001 - every line of the group reports it, the set-up runs once
-                self.done[group.name] = exc
-        done = self.done[group.name]
+                self.done[key] = exc
+        done = self.done[key]
         if isinstance(done, BaseException):
             raise done
         return done
 
-    def _env(self, folder: Path) -> dict[str, str]:
+    def _env(self, folder: Path, *, credentials: bool = True) -> dict[str, str]:
+        """The emulator's environment (its endpoint and fake credentials); without credentials, a reader's with no
+        AWS account: an empty HOME (no ~/.aws) and no AWS variable but the one that says this is no EC2 instance
+        (botocore would otherwise ask the instance metadata service, a network call), and the prompt sets the
+        README's set-up fetched."""
+        if not credentials:
+            home = folder / "home"
+            home.mkdir(exist_ok=True)
+            from peagle_deploy.bench.benchmark_sets import cache_dir
+
+            return {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "NO_COLOR": "1", "COLUMNS": "200",
+                    "PEAGLE_STATE_DIR": str(folder / "state"), "AWS_EC2_METADATA_DISABLED": "true",
+                    "PEAGLE_CACHE_DIR": str(cache_dir())}  # the README's `peagle datasets fetch` was run
         env = {key: value for key, value in self.emulator.env.items()
                if key not in ("HF_MODEL_ID", "PEAGLE_DEBUG") and not key.startswith("SM_VLLM_")}
         env.update(NO_COLOR="1", COLUMNS="200", PEAGLE_STATE_DIR=str(folder / "state"))
@@ -195,11 +216,24 @@ class Runs:
                               start_ms=int((datetime.now(UTC) - timedelta(minutes=2)).timestamp() * 1000))
         self.state = key
 
-    def _run(self, group: Group) -> list[Outcome]:
-        self._set_up_state(group)
+    def _run(self, group: Group, *, credentials: bool = True) -> list[Outcome]:
         emu = self.emulator
-        folder = self.tmp.mktemp(f"doc-{group.name}")
-        env = self._env(folder)
+        if credentials:
+            self._set_up_state(group)
+            folder = self.tmp.mktemp(f"doc-{group.name}")
+            self.folders[group.name] = folder
+        else:  # what the lines with credentials left (a sweep's state, results/*.json), copied
+            import shutil
+
+            folder = self.tmp.mktemp(f"doc-{group.name}-no-credentials")
+            def left_behind(where: str, names: list[str]) -> list[str]:
+                """What a reader without an account would not have: a sweep's folder (the sweep needed an account),
+                the endpoints' files; the stand-in vllm and models are made again below."""
+                return [name for name in names if name in ("home", "bin", "models", "build") or name.endswith(".lock")
+                        or (Path(where, name) / "sweep-state.json").exists()]
+
+            shutil.copytree(self.folders[group.name], folder, dirs_exist_ok=True, symlinks=True, ignore=left_behind)
+        env = self._env(folder, credentials=credentials)
         values = {"vllm": self.vllm.url, "vllm_off": self.vllm_off.url, "aws": emu.endpoint_url, "role": emu.role_arn,
                   "folder": str(folder)}
         if group.local:
@@ -213,13 +247,50 @@ class Runs:
             env["PATH"] = f"{folder / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         for name in group.files:
             (folder / name).write_text(TABLE.files[name], encoding="utf-8")
+        self.serving: subprocess.Popen | None = None
+        served_by: int | None = None  # the index of the line that started it
+        outcomes: list[Outcome] = []
         try:
-            return [self._one(command, group, values, env, folder) for command in group.run]
+            for command in group.run:
+                outcomes.append(self._one(command, group, values, env, folder))
+                if self.serving is not None and served_by is None:
+                    served_by = len(outcomes) - 1
         finally:
             if group.local:
                 run_cli("local", "stop", env=env, cwd=folder)
-            if not group.state:
+            if self.serving is not None and served_by is not None:  # the reader's `kill %1`: it stops cleanly
+                self.serving.send_signal(signal.SIGTERM)
+                out, err = self.serving.communicate(timeout=120)
+                outcomes[served_by] = Outcome(outcomes[served_by].command, self.serving.returncode, out, err)
+                self.serving = None
+            if not group.state and credentials:
                 self.state = None  # its lines may have changed what the next group would find
+        return outcomes
+
+    def _serve(self, text: str, env: dict[str, str], folder: Path) -> Outcome:
+        """docs/ci.md's `python -m peagle_deploy.testing serve ... &`: started in the background as the reader starts
+        it; its export lines (its --env-file) then replace the AWS settings of the group's later lines."""
+        argv = shlex.split(text.rstrip(" &"))
+        argv[0] = sys.executable
+        if "--env-file" not in argv:
+            argv += ["--env-file", "emulator.env"]
+        env_file = folder / argv[argv.index("--env-file") + 1]
+        proc = subprocess.Popen(argv, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300  # importing moto on a loaded machine: a bound on a hang, not a speed
+        while not env_file.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                out, err = proc.communicate()
+                return Outcome(text, proc.returncode if proc.returncode is not None else -1, out, err)
+            time.sleep(0.1)
+        for key in [key for key in env if key.startswith("AWS_")]:
+            del env[key]
+        for line in env_file.read_text(encoding="utf-8").splitlines():
+            name, _, value = line.removeprefix("export ").partition("=")
+            env[name] = shlex.split(value)[0]
+        self.serving = proc
+        return Outcome(text, 0, "", "")
 
     def _one(self, command: str, group: Group, values: dict[str, str], env: dict[str, str], folder: Path) -> Outcome:
         expect = TABLE.expect.get(command, {})
@@ -230,7 +301,12 @@ class Runs:
         extra = expect["append"] if "append" in expect else _append_rule(command, group)
         if extra:
             text = f"{text} {extra.format(**values)}"
-        if _SHELL.search(re.sub(r"'[^']*'", "", text)) or re.match(r"[A-Za-z_]\w*=", text):  # or NAME=value peagle
+        if EMULATOR.match(text):  # the emulator's shell entry point: this Python's, as the reader's venv has it
+            text = re.sub(r"^\S*python3?(?= )", sys.executable, text)
+            if shlex.split(text)[3:4] == ["serve"]:
+                return self._serve(text, env, folder)
+        if (_SHELL.search(re.sub(r"'[^']*'", "", text)) or re.match(r"[A-Za-z_]\w*=", text)  # or NAME=value peagle
+                or EMULATOR.match(text)):
             then = f" && {expect['then']}" if "then" in expect else ""
             shell_env = {**env, "PATH": f"{Path(forked_peagle()).parent}{os.pathsep}{env.get('PATH', '')}"}
             done = subprocess.run(["bash", "-c", f"set -o pipefail; {text}{then}"], cwd=folder, env=shell_env,
@@ -280,3 +356,34 @@ def test_documented_line_runs(group, index, runs):
     assert outcome.code == expected, shown
     output = outcome.stdout + outcome.stderr
     assert "Traceback" not in output and not UNEXPECTED.search(output), shown
+    shows = TABLE.expect.get(command, {}).get("shows")
+    assert shows is None or re.search(shows, " ".join(output.split())), f"the docs say it shows /{shows}/\n{shown}"
+
+
+def _needs_no_account(command: str, group: Group, index: int) -> bool:
+    """Whether the docs say this line runs without an AWS account (the table's [without_credentials] patterns), or
+    it comes after docs/ci.md's `serve`, whose export lines give the shell the emulator's credentials."""
+    served = any(EMULATOR.match(line) and " serve " in f"{line} " for line in group.run[:index])
+    return served or any(re.search(pattern, command) for pattern in TABLE.without_credentials)
+
+
+@pytest.mark.parametrize("group,index", _cases())
+def test_documented_line_without_credentials(group, index, runs):
+    """Every documented line again, as a reader without an AWS account runs it (HOME empty, no AWS variables, in a
+    copy of what the lines with credentials left): a line the docs say needs no account runs as the docs say;
+    every other stops at once with one error line naming the credentials it needs (exit 2 or 3)."""
+    outcome = runs.of(group, credentials=False)[index]
+    command = group.run[index]
+    expect = {**TABLE.expect.get(command, {}), **TABLE.expect.get(command, {}).get("without_credentials", {})}
+    shown = (f"{command}\nran without credentials: {outcome.command}\nexit {outcome.code}\n"
+             f"stdout: {outcome.stdout[-1500:]}\nstderr: {outcome.stderr[-2000:]}")
+    output = outcome.stdout + outcome.stderr
+    assert "Traceback" not in output and not UNEXPECTED.search(output), shown
+    if "exit" in TABLE.expect.get(command, {}).get("without_credentials", {}) or _needs_no_account(command, group,
+                                                                                                     index):
+        assert outcome.code == expect.get("exit", 0), shown  # runs, as the docs say
+        return
+    errors = [line for line in outcome.stderr.splitlines() if line.startswith("error: ")]
+    assert outcome.code in (2, 3) and len(errors) == 1 and "credentials" in errors[0], shown
+    assert sum("credentials" in line for line in outcome.stderr.splitlines()) == 1, shown  # said once
+    assert not [line for line in outcome.stderr.splitlines() if line.startswith("warning: ")], shown

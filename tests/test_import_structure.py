@@ -37,7 +37,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("local",),
     ("lifecycle",),
     ("plan", "plan_component", "plan_pools"),
-    ("runtime", "pricing", "served_config", "jumpstart", "describe", "inputs", "pools"),
+    ("runtime", "pricing", "served_config", "jumpstart", "describe", "pools"),
     ("aws",),
 ]
 BOTTOM = len(FLOORS)

@@ -103,7 +103,7 @@ def test_target_kind_override(vllm):
 def test_endpoint_not_in_service(emu):
     emu.script_endpoints(creating_polls=100)
     emu.client("sagemaker").create_endpoint(EndpointName="young", EndpointConfigName="ep")
-    expect(ExitCode.FAILED, "endpoint young is Creating, not InService",
+    expect(ExitCode.USAGE, "endpoint young is Creating, not InService",  # not failed: wait for it (issue 49)
            lambda: PeagleClient("young").chat(build_request("x")))
 
 

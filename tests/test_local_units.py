@@ -201,3 +201,43 @@ def test_stop_group_reaches_grandchildren(tmp_path):
     assert stop_group(proc.pid, grace_s=10) is True
     assert group_members(proc.pid) == []
     assert stop_group(proc.pid) is False  # already gone
+
+
+# issue 49 item 6: `peagle local start` without vLLM said "cannot start vllm: No such file or directory (exit code
+# 127)", exit 6, after starting; now one line before anything starts, exit 2, naming what to do and whether a GPU
+# is visible.
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["no-gpu", "gpu"])
+def test_start_without_vllm_on_path_says_what_to_do_before_starting(tmp_path, monkeypatch, gpu):
+    from peagle_deploy.local import runner
+
+    from .cli_runner import run_cli
+    from .local_helpers import model_dirs
+
+    target, drafter = model_dirs(tmp_path / "models")
+    monkeypatch.setattr(runner, "gpu_visible", lambda: (gpu, "nvidia-smi lists 1 GPU" if gpu else
+                                                         "no nvidia-smi on PATH and no /dev/nvidia0"))
+    env = {"PATH": str(tmp_path / "empty-bin"), "HOME": str(tmp_path), "PEAGLE_STATE_DIR": str(tmp_path / "state")}
+    done = run_cli("local", "start", str(target), "--drafter", str(drafter), "--model", "qwen3-coder", env=env,
+                   cwd=tmp_path)
+    assert done.code == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: no vllm on PATH, so the entrypoint cannot start vLLM"), line
+    assert ("GPU visible here (nvidia-smi lists 1 GPU)" if gpu else
+            "no GPU is visible here (no nvidia-smi on PATH and no /dev/nvidia0)") in line, line
+    assert "install vLLM (docs/vllm-cpu.md" in line and "or run the image with --docker" in line, line
+    assert not (tmp_path / "state").exists() or not list((tmp_path / "state").rglob("*.json"))  # nothing started
+
+
+def test_gpu_visibility_is_read_from_what_the_machine_shows(tmp_path, monkeypatch):
+    from peagle_deploy.local import runner
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(runner, "NVIDIA_DEVICE", tmp_path / "nvidia0")
+    visible, why = runner.gpu_visible()
+    assert not visible and why == f"no nvidia-smi on PATH and no {tmp_path / 'nvidia0'}"
+    (tmp_path / "nvidia0").touch()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert runner.gpu_visible() == (False, "CUDA_VISIBLE_DEVICES is empty: no GPU is given to processes here")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert runner.gpu_visible() == (True, f"{tmp_path / 'nvidia0'} exists")

@@ -102,7 +102,8 @@ def test_a_refused_pricing_call_is_unknown_with_the_permission_to_add(emu, monke
      "renew the AWS credentials (expired or invalid: aws sso login, or new keys)"),
     ("ThrottlingException", "the Pricing API kept throttling (ThrottlingException)", "retry in a minute"),
 ])
-def test_an_unknown_price_says_what_is_true_network_credentials_or_throttling(emu, monkeypatch, fault, why, fix):
+def test_an_unknown_price_says_what_is_true_network_credentials_or_throttling(emu, monkeypatch, tmp_path, fault, why,
+                                                                            fix):
     """Only credentials that are missing or refused get the credentials hint; an unreachable Pricing API is the
     network's (port 9 on loopback: nothing listens)."""
     for key, value in emu.env.items():
@@ -116,10 +117,14 @@ def test_an_unknown_price_says_what_is_true_network_credentials_or_throttling(em
     price = json.loads(res.stdout)["plan"]["price"]
     assert (price["usd_per_hour"], price["detail"], price["fix"]) == (None, why, fix)
     assert price["hint"].endswith(f"docs/configuration.md#prices): {fix}")
-    budget = run_cli("sweep", "qwen3-coder", "--budget", "10", "--dry-run")
-    assert budget.code == 2
+    plan = run_cli("sweep", "qwen3-coder", "--budget", "10", "--dry-run")  # the plan, the budget said unchecked
+    assert plan.code == 0 and f"--budget $10.00 not checked: the SageMaker hosting price of ml.g7e.2xlarge is " \
+        f"unknown ({why}): {fix}" in " ".join(plan.stdout.split()), plan.stdout
+    budget = run_cli("sweep", "qwen3-coder", "--budget", "10", "--role", emu.role_arn, "--yes", cwd=tmp_path)
+    assert budget.code == 2  # a sweep that would deploy: refused, nothing made
     assert budget.stderr.strip() == (f"error: the SageMaker hosting price of ml.g7e.2xlarge is unknown ({why}), so "
                                      f"--budget cannot be checked: {fix} (docs/configuration.md#prices)")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_status_shows_the_price_its_per_day_figure_and_source(emu, monkeypatch):

@@ -186,7 +186,7 @@ def test_the_dry_run_prices_both_layouts_and_chooses_the_instance(emu):
 
 @pytest.mark.parametrize("extra,error", [
     (["--parallel", "2"], "--parallel 2 with --hosting component: the components share one instance"),
-    (["--hosting", "shared"], "--hosting 'shared' is not endpoint or component"),
+    (["--hosting", "shared"], "--hosting 'shared' is not a hosting: pass --hosting endpoint or component"),
     (["--instance-type", "ml.g5.12xlarge"], "instance type 'ml.g5.12xlarge' is not an ml.g7e instance"),
 ])
 def test_bad_input_is_one_line_and_creates_nothing(emu, tmp_path, extra, error):

@@ -160,3 +160,29 @@ def test_redo_is_refused_in_one_line_without_resume_or_for_an_unknown_configurat
     assert done.code == 2, done.stderr
     assert done.last_error.startswith(f"error: {error}"), done.stderr
     assert emu_server.calls == [] or "CreateEndpoint" not in emu_server.calls
+
+
+def test_a_refused_redo_or_resume_leaves_the_finished_report_as_it_was(emu_server, tmp_path):
+    """Issue 49 item 2: `--resume --redo off --budget 0.01` stops (exit 4) before any AWS call; it rewrote sweep.md,
+    .json and .png without off's figures and dropped off's result from the state. A configuration's result leaves
+    the report only once its new result is measured; a run that measured nothing leaves the report as it was (so
+    does a resume of a finished sweep under a budget below its spend)."""
+    SweepStandIn(emu_server).install()
+    emu = emu_server
+    args = ["sweep", "qwen3-coder", "--modes", "off,p-eagle", "--k", "3", *FAST, "--budget", "40", "--role",
+            emu.role_arn, "--yes", "--out", str(tmp_path)]
+    assert peagle.run(args, emu.env).code == 0
+    state_file = tmp_path / "sweep-state.json"
+    report_files = {name: (tmp_path / name).read_bytes() for name in ("sweep.md", "sweep.json", "sweep.png")}
+    off_result = json.loads(state_file.read_text())["configs"]["off"]["result_file"]
+    emu.calls.clear()
+
+    refused = peagle.run(["sweep", "--resume", str(state_file), "--redo", "off", "--budget", "0.01", "--yes"], emu.env)
+    assert refused.code == 4, refused.stderr
+    assert not [c for c in emu.calls if c.startswith(("Create", "Delete", "Update"))]
+    assert {name: (tmp_path / name).read_bytes() for name in report_files} == report_files
+    assert f"the report in {tmp_path} is left as it was: nothing was measured" in refused.stderr
+    assert json.loads(state_file.read_text())["configs"]["off"]["result_file"] == off_result  # still in the state
+
+    below = peagle.run(["sweep", "--resume", str(state_file), "--budget", "0.01"], emu.env)
+    assert {name: (tmp_path / name).read_bytes() for name in report_files} == report_files, below.stderr

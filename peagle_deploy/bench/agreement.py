@@ -173,15 +173,27 @@ def collect(target: str | TargetRef, prompts: Sequence[list[dict[str, str]]], *,
         for index, answer, unit in sorted(pool.map(one, range(total)), key=lambda r: r[0]):
             answers[index // samples].append(answer)
             units.add(unit)
+    unit: Unit = "tokens" if units == {"tokens"} else "characters"
+    if unit == "characters":  # some answers without logprobs: every answer of the sample by its characters
+        answers = [[a.model_copy(update={"tokens": list(a.text)}) for a in per] for per in answers]
     return OutputSample(target=target if isinstance(target, str) else target.name, temperature=temperature,
-                        max_tokens=max_tokens,
-                        unit="tokens" if units == {"tokens"} else "characters", answers=answers)
+                        max_tokens=max_tokens, unit=unit, answers=answers)
 
 
 def _as_unit(sample: OutputSample, unit: Unit) -> list[list[list[str]]]:
-    if unit == sample.unit:
+    """Each answer as tokens (both samples have them) or characters (its text: whatever its tokens were)."""
+    if unit == "tokens":
         return [[a.tokens for a in per] for per in sample.answers]
     return [[list(a.text) for a in per] for per in sample.answers]
+
+
+def _same_cut(b: list[str], c: list[str]) -> bool:
+    """Whether two token sequences part where their texts do: false when they first differ at tokens one of which
+    begins the other ('Hello' against 'H'), which is the same text cut into other chunks, not a divergence."""
+    if "".join(b) == "".join(c):
+        return True
+    i = next((i for i, (x, y) in enumerate(zip(b, c)) if x != y), min(len(b), len(c)))
+    return not (i < len(b) and i < len(c) and (b[i].startswith(c[i]) or c[i].startswith(b[i])))
 
 
 def _common_unit(a: OutputSample, b: OutputSample) -> Unit:
@@ -215,8 +227,13 @@ def poisson_lower(events: int, exposure: float, confidence: float = 0.95) -> flo
 
 def greedy_agreement(baseline: OutputSample, candidate: OutputSample, *,
                      noise_per_token: float = NOISE_PER_TOKEN) -> GreedyAgreement:
-    """Token-by-token comparison of the first answer to each prompt."""
+    """Token-by-token comparison of the first answer to each prompt. Equal texts are identical however they are cut
+    into tokens; when two answers are cut differently where they part, the whole check compares characters (a token
+    position would point at a difference of chunking, not of text)."""
     unit = _common_unit(baseline, candidate)
+    if unit == "tokens" and not all(_same_cut(b[0], c[0]) for b, c in zip(_as_unit(baseline, unit),
+                                                                           _as_unit(candidate, unit)) if b and c):
+        unit = "characters"
     base, cand = _as_unit(baseline, unit), _as_unit(candidate, unit)
     pairs = [(b[0], c[0]) for b, c in zip(base, cand) if b and c]
     identical = 0
@@ -229,6 +246,8 @@ def greedy_agreement(baseline: OutputSample, candidate: OutputSample, *,
             if x != y:
                 break
             prefix += 1
+        if "".join(b) == "".join(c):  # the same text in other chunks: identical, all of the baseline in common
+            c, prefix = b, len(b)
         prefixes.append(prefix)
         if b == c:
             identical += 1

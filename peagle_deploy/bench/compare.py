@@ -120,12 +120,14 @@ class ModeComparison(BaseModel):
             return None
         return counts[0][1]
 
-    def summary(self) -> str:
+    def summary(self, kind: str = "measured") -> str:
+        """One line; `kind` says where the figures come from: measured here, or published (aws-blog)."""
+
         def levels(cs: list[int]) -> str:
             return ", ".join(f"c={c}" for c in cs)
 
         parts = [f"{NAMES[mode]} faster at {levels(self.wins[mode])}" for mode in SPECULATIVE if self.wins.get(mode)]
-        return "measured (best K of each mode): " + "; ".join(parts)
+        return f"{'published' if kind == 'published' else 'measured'} (best K of each mode): " + "; ".join(parts)
 
 
 def label(mode: str | None, k: int | None, fallback: str = "?") -> str:
@@ -181,7 +183,7 @@ def build_table(points: Iterable[Point], title: str, source: str, **labels: obje
     table = CompareTable(title=title, source=source, columns=ordered, rows=rows, **labels)
     comparison = mode_comparison(table)
     if comparison is not None and comparison.levels:
-        table.notes.append(comparison.summary())
+        table.notes.append(comparison.summary(table.kind))
         if comparison.eagle3_wins and "p-eagle" in comparison.modes:
             table.notes.append("EAGLE-3 was faster here: deploy --mode eagle3 for those loads. Some vLLM versions "
                                "run parallel drafting on an older model runner (see `peagle status` / docs/"

@@ -79,13 +79,10 @@ class BenchRun:
 
 
 def parse_concurrency(text: str) -> list[int]:
-    try:
-        levels = [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise UsageError(f"--concurrency {text!r} is not a list of numbers", "use e.g. 1,4,8,32,128") from None
-    if not levels or any(c < 1 or c > 4096 for c in levels):
-        raise UsageError(f"--concurrency {text!r} needs numbers from 1 to 4096", "use e.g. 1,4,8,32,128")
-    return levels
+    """--concurrency 1,4,8: whole numbers within the one bound (inputs.py's rule for lists and numbers)."""
+    from ..inputs import read_numbers
+
+    return read_numbers(text, "--concurrency", "1,4,8,32")
 
 
 def check_out_dir(out_dir: Path) -> None:

@@ -8,7 +8,7 @@ from ..errors import UsageError
 
 
 def parse_span(text: str) -> timedelta:
-    from ..durations import parse_duration  # the one duration grammar (--ttl, --since, ...)
+    from ..inputs import parse_duration  # the one duration grammar (--ttl, --since, ...)
 
     return parse_duration(text, flag="--since")
 

@@ -76,6 +76,7 @@ class LazyCommands(TyperGroup):
             holder = typer.Typer(rich_markup_mode="rich")
             module.register(holder)
             for loaded, command in typer.main.get_group(holder).commands.items():
+                _strict_numbers(command)
                 self._commands.setdefault(loaded, command)
         return self._commands.get(name)
 
@@ -94,6 +95,63 @@ class LazyCommands(TyperGroup):
         if args:
             self._load(ctx.token_normalize_func(args[0]) if ctx.token_normalize_func else args[0])
         return super().resolve_command(ctx, args)
+
+
+class _StrictNumber:
+    """A numeric option's coercion, after the value as typed is read by peagle's one rule (inputs.strict_number):
+    Typer's own (pydantic's) would take ' 3', '+3', '1_0' and other scripts' digits."""
+
+    def __init__(self, inner, flag: str, whole: bool):  # noqa: ANN001 - Typer's RuntimeParam
+        self.inner, self.flag, self.whole = inner, flag, whole
+
+    def coerce(self, value, param, ctx):  # noqa: ANN001, ANN201 - Typer's signature
+        from ..inputs import strict_number
+
+        return self.inner.coerce(strict_number(value, self.flag, self.whole), param=param, ctx=ctx)
+
+
+class _NotEmptyPath:
+    """A path parameter's coercion, refusing an empty one first: Typer reads '' as '.', the current folder, so
+    `peagle bench advise ''` said 'result file . is a directory'."""
+
+    def __init__(self, inner, label: str, help_text: str):  # noqa: ANN001 - Typer's RuntimeParam
+        self.inner, self.label, self.help = inner, label, help_text
+
+    def coerce(self, value, param, ctx):  # noqa: ANN001, ANN201 - Typer's signature
+        from ..errors import UsageError
+
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, str) and not item.strip():
+                raise UsageError(f"{self.label} is empty", f"pass a path: {self.help}" if self.help else "pass a path")
+        return self.inner.coerce(value, param=param, ctx=ctx)
+
+
+def _strict_numbers(command) -> None:  # noqa: ANN001 - a Click command or group
+    """Every int or float option of `command` (and of its subcommands) read by peagle's rule before Typer's, and
+    every path parameter refusing an empty value."""
+    import pathlib
+    import typing
+
+    for sub in getattr(command, "commands", {}).values():
+        _strict_numbers(sub)
+    for param in command.params:
+        descriptor = getattr(param, "type_descriptor", None)
+        opts = list(getattr(param, "opts", []))
+        flags = [opt for opt in opts if opt.startswith("--")]
+        if descriptor is None or isinstance(param.get_runtime_param(), (_StrictNumber, _NotEmptyPath)):
+            continue
+        kinds, todo = set(), [descriptor.annotation]
+        while todo:
+            kind = todo.pop()
+            if kind in (int, float, bool, pathlib.Path):
+                kinds.add(kind)
+            todo.extend(typing.get_args(kind))
+        if flags and kinds & {int, float} and bool not in kinds:
+            param._runtime_param = _StrictNumber(param.get_runtime_param(), max(flags, key=len), float not in kinds)
+        elif pathlib.Path in kinds:
+            label = max(flags, key=len) if flags else (param.name or "path").upper()
+            first = (getattr(param, "help", None) or "").split(". ")[0].rstrip(".")
+            param._runtime_param = _NotEmptyPath(param.get_runtime_param(), label, first[:1].lower() + first[1:])
 
 
 app = typer.Typer(
@@ -126,15 +184,22 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: usage errors become one line and exit 2, never a help box or traceback."""
     import sys
 
+    from ..errors import PeagleError
     from ..output import stdout_closed
 
     args = sys.argv[1:] if argv is None else list(argv)
+    if len(args) <= 2 or "-h" in args or "--help" in args:  # a help page may be printed: no option name cut
+        from typer import rich_utils
+
+        rich_utils._print_options_panel = _options_panel
     _usable_stdio()
     stdout_was_devnull = _stdout_is_devnull()
     try:
         code = app(args=args, prog_name="peagle", standalone_mode=False)
     except typer.Abort:
         _fail("aborted", None, 130, args)
+    except PeagleError as exc:  # a value refused while Click reads the options (inputs.strict_number)
+        _fail(exc.message, exc.hint, int(exc.exit_code), args)
     except BrokenPipeError:
         stdout_closed()
     except SystemExit as exc:
@@ -158,6 +223,54 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         stdout_closed()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+# The options panel of `--help`, laid out so that no option name is ever cut (issue 49 item 8): Typer's own puts
+# the long, short and negative names (`--no-wait`), the type and the help in six columns, and at 80 columns Rich
+# shrinks them all and cuts names (`--capacity-reservation-p…`). Here all names of an option share one column, one
+# per line and never wrapped, the type beside them, and only the help wraps (a word longer than its column folds).
+def _options_panel(*, name: str, params: list, ctx, markup_mode, console) -> None:  # noqa: ANN001 - Typer's
+    from rich.panel import Panel
+    from rich.table import Column, Table
+    from rich.text import Text
+    from typer import rich_utils as ru
+    from typer.core import TyperArgument
+
+    rows = []
+    for param in params:
+        if isinstance(param, TyperArgument):
+            names = [param.display_name_raw + ("..." if param.metavar is None and param.nargs != 1 else "")]
+        else:
+            # long names first, then short ones (-h): Click keeps --help's names in a set, in no fixed order
+            names = sorted(param.opts, key=lambda o: not o.startswith("--")) + list(param.secondary_opts)
+        label = Text()
+        for i, option in enumerate(names):
+            negative = option in getattr(param, "secondary_opts", [])
+            label.append(("\n" if i else "") + option, style=ru.STYLE_NEGATIVE_OPTION if negative else ru.STYLE_OPTION)
+        kind = Text(style=ru.STYLE_TYPES, overflow="fold")
+        shown = param.display_type_rich(ctx=ctx)
+        if shown is not None:
+            kind.append(shown)
+        if param._get_number_range_help_str():
+            kind.append(ru.RANGE_STRING.format(param._get_number_range_help_str()))
+        required = Text(ru.REQUIRED_SHORT_STRING, style=ru.STYLE_REQUIRED_SHORT) if param.required else Text("")
+        helped = ru._get_parameter_help(param=param, ctx=ctx, markup_mode=markup_mode)
+        for item in getattr(helped, "renderables", []):  # a word longer than the column folds, never '…'
+            if isinstance(item, Text):
+                item.overflow = "fold"
+        rows.append((required, label, kind, helped))
+    if not rows:
+        return
+    any_required = any(str(row[0]) for row in rows)
+    columns = ([Column(no_wrap=True)] if any_required else []) + [
+        Column(no_wrap=True), Column(no_wrap=True), Column(overflow="fold", ratio=1)]
+    table = Table(*columns, highlight=True, show_header=False, expand=True, box=None, pad_edge=False,
+                  padding=(0, 1))
+    for required, *rest in rows:
+        table.add_row(*([required] if any_required else []), *rest)
+    console.print(Panel(table, border_style=ru.STYLE_OPTIONS_PANEL_BORDER, title=name,
+                        title_align=ru.ALIGN_OPTIONS_PANEL))
+
 
 
 def _usable_stdio() -> None:

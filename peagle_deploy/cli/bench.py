@@ -129,9 +129,9 @@ def bench_run(
         from ..errors import UsageError
         from ..safe_write import tidy_new_dirs
 
-        from ..speculative import parse_mode
+        from ..speculative import parse_mode_with_k
 
-        mode_ = parse_mode(mode, flag="--mode").value if mode is not None else None
+        mode_ = parse_mode_with_k(mode, k).value if mode is not None else None
         if k is not None and mode is None:
             raise UsageError("--k needs --mode", "pass --mode p-eagle or --mode eagle3 with --k")
         if instance_type and "," in instance_type:  # the price of a URL target is one type's
@@ -139,7 +139,7 @@ def bench_run(
                              "pass the type the server runs on, e.g. --instance-type ml.g7e.2xlarge")
         from ..runtime.target_ref import TRANSPORTS, parse_target
 
-        from ..durations import parse_duration
+        from ..inputs import parse_duration
 
         # bad input: exit 2 first; --transport both benches each of an endpoint's transports (a URL is refused)
         ref = parse_target(target, transport=TRANSPORTS[0] if transport == "both" else transport)
@@ -309,10 +309,9 @@ def bench_advise(
         if result is not None and rates is not None:
             raise UsageError("give a results file or --rates, not both", "drop one of them")
         if rates is not None:
-            try:
-                values = [float(x) for x in rates.split(",") if x.strip()]
-            except ValueError:
-                raise UsageError(f"--rates {rates!r} is not a list of numbers", "e.g. --rates 0.85,0.70,0.56") from None
+            from ..inputs import read_numbers
+
+            values = read_numbers(rates, "--rates", "0.85,0.70,0.56", whole=False)
             kind = "conditional" if conditional else "cumulative"
         elif result is not None:
             from ..bench.results import read_result
@@ -368,7 +367,8 @@ def _address(ref, component: str | None, flag: str, region: str | None, profile:
         return ref
     from ..aws import AwsSession
 
-    return address_component(ref, AwsSession(ref.session_region(region), profile), component, note=out.note)
+    return address_component(ref, AwsSession(ref.session_region(region), profile), component, note=out.note,
+                             flag=flag)
 
 
 @bench_app.command("agree")
@@ -434,13 +434,9 @@ def bench_agree(
         from ..errors import EndpointFailed, UsageError
         from ..runtime.target_ref import parse_target
 
-        try:
-            temperatures = sorted({float(t) for t in temperature.split(",") if t.strip()})
-        except ValueError:
-            raise UsageError(f"--temperature {temperature!r} is not a list of numbers", "e.g. --temperature 0,1") \
-                from None
-        if not temperatures or any(not 0 <= t <= 2 for t in temperatures):
-            raise UsageError(f"--temperature {temperature!r} needs values from 0 to 2", "e.g. --temperature 0,1")
+        from ..inputs import read_numbers
+
+        temperatures = sorted(set(read_numbers(temperature, "--temperature", "0,1", whole=False)))
         response_format = json_schema_format(json_schema) if json_schema is not None else None
         base_ref, cand_ref = parse_target(baseline), parse_target(candidate)
         same = target_identity(base_ref, region) == target_identity(cand_ref, region)

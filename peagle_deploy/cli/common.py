@@ -79,25 +79,51 @@ def run(json_mode: bool, body: Callable[[Output], Any]) -> None:
 
 
 def check_text() -> None:
-    """Every option of the running command whose value goes to AWS as typed (inputs.TEXT_CHECKS)."""
+    """Every option of the running command whose value goes to AWS as typed (inputs.TEXT_CHECKS), and every endpoint
+    NAME argument (inputs.ARGUMENT_CHECKS)."""
     from typer._click.globals import get_current_context
 
-    from ..inputs import TEXT_CHECKS
+    from ..inputs import ARGUMENT_CHECKS, TEXT_CHECKS
 
     ctx = get_current_context(silent=True)
     if ctx is None:
         return
     for param in ctx.command.params:
-        check = TEXT_CHECKS.get(param.name or "")
-        if check is not None and param.opts and isinstance(ctx.params.get(param.name), str):
-            check(ctx.params[param.name], max(param.opts, key=len))
+        value = ctx.params.get(param.name or "")
+        if not isinstance(value, str) or not param.opts:
+            continue
+        if any(opt.startswith("-") for opt in param.opts):
+            check = TEXT_CHECKS.get(param.name or "")
+            if check is not None:
+                check(value, max(param.opts, key=len))
+            if param.name == "region" and ctx.command.name not in REGION_LISTS:
+                one_region(value, ctx.command_path)
+        elif (check_argument := ARGUMENT_CHECKS.get(param.name or "")) is not None:
+            check_argument(value, ctx.command.name or "")
+
+
+# the commands whose --region takes a list (RegionsOpt, and deploy's order of regions to try); every other works in one
+REGION_LISTS = {"deploy", "status", "cleanup", "recover"}
+
+
+def one_region(value: str, command_path: str) -> None:
+    """A --region list given to a command that works in one region: refused before any AWS read (a sweep said the
+    list "has no JumpStart bucket" after reading AWS)."""
+    from ..errors import UsageError
+    from ..inputs import read_list
+
+    if "," not in value:
+        return
+    regions = read_list(value, "--region", "us-east-1")
+    raise UsageError(f"--region {value!r} lists {len(regions)} regions; {command_path} works in one",
+                     f"pass --region {regions[0]}, and run it again for each other region")
 
 
 def check_numbers() -> None:
     """Every numeric option of the command being run, against the one table (`peagle_deploy.numbers`)."""
     from typer._click.globals import get_current_context  # typer's own Click: the running command's context
 
-    from ..numbers import check_params
+    from ..inputs import check_params
 
     ctx = get_current_context(silent=True)
     if ctx is None:

@@ -66,7 +66,7 @@ def datasets_fetch(
         unknown = [n for n in chosen if n not in SETS]
         if unknown:
             raise UsageError(f"no published set named {', '.join(map(repr, unknown))}",
-                             f"use {' or '.join(SETS)} (other prompts: pass a JSONL file to --dataset)")
+                             f"use {' or '.join(SETS)} (other prompts: pass a JSONL file to peagle bench --dataset)")
         for name in chosen:
             with out.status(f"fetching {name}") as show:  # a spinner on a terminal; pip may take minutes
                 fetch(SETS[name], force=force, progress=show)

@@ -43,7 +43,7 @@ def deploy(
     allow_lossy: Annotated[bool, typer.Option(
         "--allow-lossy", help="Deploy a lossy rejection_sample_method (fly, synthetic) given in "
                               "SM_VLLM_SPECULATIVE_CONFIG instead of refusing it: outputs then differ from the target's.")] = False,
-    ttl: Annotated[str | None, typer.Option(help="Expiry, e.g. 90s, 15m, 4h, 1h30m, 2d (cleanup --expired removes it).")] = None,
+    ttl: Annotated[str | None, typer.Option(help="Expiry, 15m to 30d, e.g. 4h, 1h30m, 2d (cleanup --expired removes it).")] = None,
     autoscale: Annotated[str | None, typer.Option(
         help="MIN:MAX instances for Application Auto Scaling (registered once InService; needs a target).")] = None,
     target_concurrency: Annotated[float | None, typer.Option(
@@ -96,14 +96,14 @@ def deploy(
     def body(out):
         from ..autoscale import parse_autoscale
         from ..aws import resolve_region
-        from ..durations import parse_duration
+        from ..inputs import parse_duration
         from ..inputs import TTL_MAX, parse_env, parse_max_price, parse_tags
         from ..plan import PlanRequest
         from ..errors import UsageError
         from ..inputs import parse_instance_types
         from ..lifecycle.regions import parse_regions
         from ..pools import parse_capacity_reservation
-        from ..speculative import parse_mode
+        from ..speculative import parse_mode_with_k
         from .render_plan import render_plan
 
         from ..plan_component import parse_hosting
@@ -125,7 +125,7 @@ def deploy(
         if len(regions) > 1 and capacity_reservation is not None:
             raise UsageError("--capacity-reservation names a reservation in one region; --region lists "
                              f"{len(regions)}", "pass one --region with --capacity-reservation")
-        chosen_mode = parse_mode(mode)
+        chosen_mode = parse_mode_with_k(mode, k)
         drafter_uri, drafter_source = drafter, "--drafter" if drafter else None
         if chosen_mode.value == "dflash" and drafter is None:  # where `peagle drafter stage` recorded it
             from ..drafters import locate
@@ -152,7 +152,10 @@ def deploy(
             for other in regions:  # every region checked before any AWS call
                 check_region(other)
 
-        plan_in = functools.partial(_plan_in, request, profile)
+        from datetime import UTC, datetime
+
+        # one moment for every region's plan: the default name (and created-at) is the same in each (issue 49)
+        plan_in = functools.partial(_plan_in, request, profile, now=datetime.now(UTC).replace(microsecond=0))
         masked = functools.partial(_masked, show_secrets=show_secrets)
         replan_for = _replan_for
 
@@ -179,9 +182,10 @@ def deploy(
     run(json_output, body)
 
 
-def _plan_in(request, profile, there: str, tried: list[str] | None = None):
+def _plan_in(request, profile, there: str, tried: list[str] | None = None, *, now=None):
     """(the plan, its facts, the request) for region `there`: the one builder with that region. `tried`: with
-    --region A,B, the regions tried up to `there` (tagged on what it creates: `peagle:regions-tried`)."""
+    --region A,B, the regions tried up to `there` (tagged on what it creates: `peagle:regions-tried`); `now`: the
+    command's moment, the same for every region (the default name comes from it)."""
     from ..plan import FactSource, build_plan
 
     update = {"region": there} if there != request.region else {}
@@ -193,13 +197,13 @@ def _plan_in(request, profile, there: str, tried: list[str] | None = None):
         from ..aws import hide_broken_profile
 
         with hide_broken_profile():
-            return build_plan(asked, facts=facts), facts, asked
+            return build_plan(asked, facts=facts, now=now), facts, asked
     if asked.instance_pools:  # each pool held to its Service Quotas value (lifecycle/capacity.py)
         from ..aws import AwsSession
         from ..lifecycle.capacity import QuotaReader
 
         facts = FactSource(profile=profile, quota_lookup=QuotaReader(AwsSession(there, profile)))
-    return build_plan(asked, facts=facts), facts, asked
+    return build_plan(asked, facts=facts, now=now), facts, asked
 
 
 def _masked(plan, *, show_secrets: bool):
@@ -335,10 +339,11 @@ def _create(out, plan, session, *, replan, wait, timeout, keep_on_failure):
     """The deploy itself (a quota refusal of one pool answered by a replan: lifecycle/capacity.py)."""
     from .. import clock
     from ..lifecycle.capacity import deploy_with_replan
+    from ..lifecycle.wait import progress_text
 
     with out.status(f"creating {plan.endpoint_name}") as update:
         def progress(status, elapsed, doing):
-            update(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
+            update(f"{plan.endpoint_name}: {progress_text(status, elapsed, doing)}")
 
         return deploy_with_replan(plan, session, replan=replan, wait=wait, timeout_s=timeout,
                                   keep_on_failure=keep_on_failure, on_progress=progress, on_note=out.note,
@@ -361,7 +366,7 @@ def _report(out, plan, shown, session, result, attempts=None) -> None:
         if result.serving_pools:
             console.print(f"  {result.serving_pools}", markup=False, soft_wrap=True)
         if result.verification:
-            console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
+            console.print(f"  verification: {headline(result.verification)}", soft_wrap=True, markup=False)
         render_checks(console, result.verification)
         if result.autoscaling is not None:
             console.print(f"  autoscaling: {result.autoscaling.policy.describe()}", soft_wrap=True)
@@ -379,7 +384,7 @@ def _report(out, plan, shown, session, result, attempts=None) -> None:
                           markup=False, soft_wrap=True)
         console.print(f"  remove it with: peagle cleanup {result.endpoint_name} --region {result.region} --yes")
 
-    from ..lifecycle.verify import overall, render_checks
+    from ..lifecycle.verify import headline, overall, render_checks
 
     document = {"deployed": result, "plan": shown, **({"openai": route} if route else {})}
     if attempts is not None:

@@ -43,7 +43,7 @@ def invoke(
     def body(out):
         import sys
 
-        from ..durations import parse_duration
+        from ..inputs import parse_duration
         from ..errors import UsageError
         from ..runtime import PeagleClient, build_request, parse_payload
         from ..runtime.target_ref import parse_target

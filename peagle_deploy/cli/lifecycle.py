@@ -85,7 +85,7 @@ def status(
                 status_view.render(console, rows, unused=unused, missing=name, in_progress=building)
             for there, (its_rows, its_found) in searched if len(searched) > 1 else []:
                 if not its_rows and not its_found:
-                    console.print(nothing_line(there), markup=False, soft_wrap=True, highlight=False)
+                    console.print(nothing_line(there, name), markup=False, soft_wrap=True, highlight=False)
                     continue
                 status_view.render(console, its_rows, title=f"peagle endpoints in {there}", missing=name,
                                    unused=[lo for lo in its_found if not lo.in_progress],
@@ -125,7 +125,13 @@ def cleanup(
 
             validate_name(name)
         what = name or ("every peagle endpoint" if all_ else "every expired peagle endpoint")
-        out.confirm(f"Delete {what} (endpoint, endpoint config, model)?", yes=yes)
+        parts = "endpoint, endpoint config, model"
+        if name and not yes and out.interactive_input():  # the question names all that goes: read it first
+            from ..aws import resolve_region
+            from ..lifecycle.regions import parse_regions
+
+            parts = _what_goes(AwsSession(parse_regions(region, resolve_region(None))[0], profile), name) or parts
+        out.confirm(f"Delete {what} ({parts})?", yes=yes)
         from ..aws import resolve_region
         from ..errors import Interrupted
         from ..lifecycle.region_search import followable, search_regions
@@ -212,10 +218,37 @@ def _listing(session, name):
     found = [f"endpoint {row.name} ({row.status})" for row in rows]
     found += [f"unused {lo.label} {lo.name}" for lo in leftovers]
     if not found:
-        return nothing_line(where)
+        return nothing_line(where, name)
     remove = f"peagle cleanup {name} --region {where} --yes" if name else f"peagle cleanup --all --region {where} --yes"
     return f"checked {where}: peagle's {', '.join(found)} (a deploy found here tried it; not deleted: remove with " \
            f"'{remove}')"
+
+
+def _what_goes(session, name: str) -> str | None:
+    """What `cleanup NAME` deletes besides the endpoint, its config and model, read before the question: each
+    inference component it hosts, with its scalable target, scaling policies and their alarms. None when nothing
+    could be read (the question then names the endpoint, config and model; the cleanup itself says what it did)."""
+    from ..aws import translate_error
+    from ..lifecycle.components import list_components
+
+    try:
+        components = [c["InferenceComponentName"] for c in list_components(session.client("sagemaker"), name)]
+        aas = session.client("application-autoscaling")
+        parts = ["endpoint, endpoint config, model"]
+        for component in components:
+            resource = f"inference-component/{component}"
+            targets = aas.describe_scalable_targets(ServiceNamespace="sagemaker", ResourceIds=[resource])
+            policies = aas.describe_scaling_policies(ServiceNamespace="sagemaker", ResourceId=resource)
+            alarms = {a["AlarmName"] for p in policies.get("ScalingPolicies", []) for a in p.get("Alarms", [])}
+            count = len(policies.get("ScalingPolicies", []))
+            scaling = (f" with its scalable target, {count} scaling polic{'ies' if count != 1 else 'y'} and "
+                       f"{len(alarms)} alarm{'s' if len(alarms) != 1 else ''}") if targets.get("ScalableTargets") else ""
+            parts.append(f"inference component {component}{scaling}")
+    except Exception as exc:  # noqa: BLE001 - a read for the question only: the cleanup reads again and says
+        if translate_error(exc) is None:
+            raise
+        return None
+    return ", ".join(parts)
 
 
 def _across_regions(out, name, searched):
@@ -242,10 +275,10 @@ def _across_regions(out, name, searched):
         if report is None:
             if not error.message.startswith("no endpoint, endpoint config or model named"):
                 out.warn(f"{there}: {error.one_line()}")
-            said.append((there, nothing_line(there)))
+            said.append((there, nothing_line(there, name)))
             continue
         total.outcomes += report.outcomes
         total.skipped += report.skipped
         total.error = total.error or report.error
-        said.append((there, report.outcomes if report.outcomes or len(searched) == 1 else nothing_line(there)))
+        said.append((there, report.outcomes if report.outcomes or len(searched) == 1 else nothing_line(there, name)))
     return total, said

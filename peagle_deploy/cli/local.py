@@ -55,9 +55,9 @@ def start(
         from ..inputs import parse_env
         from ..local import environment as env_mod
         from ..local import runner
-        from ..speculative import parse_mode
+        from ..speculative import parse_mode_with_k
 
-        container = env_mod.build_environment(model_dir, drafter, alias=model, mode=parse_mode(mode), k=k,
+        container = env_mod.build_environment(model_dir, drafter, alias=model, mode=parse_mode_with_k(mode, k), k=k,
                                               env=parse_env(env or []), allow_lossy=allow_lossy)
         from ..local import engine as engine_mod
 
@@ -76,6 +76,10 @@ def start(
 
         with local_state.lock(name, "starting"):  # a second start (or a stop) of this name is refused meanwhile
             runner.preflight(container, name=name, port=port, engine=chosen)  # refusals: one line, nothing printed
+            visible, why = runner.gpu_visible()
+            if chosen is None and not visible:  # said before a start that may take minutes and then fail
+                out.note(f"no GPU is visible here ({why}): vLLM runs on the CPU only as its CPU build "
+                         "(docs/vllm-cpu.md); a GPU build stops at start-up")
             with out.status(f"starting local server {name}") as update:
                 def progress(elapsed, last_line):
                     # vLLM's latest line on a terminal; off one (a CI log) only the seconds: no copy of the log

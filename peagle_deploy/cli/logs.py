@@ -46,7 +46,7 @@ def show_logs(out, name: str, *, follow: bool, since: str, grep: str | None, reg
               profile: str | None, sleep: Callable[[float], None] = time.sleep,
               now: Callable[[], float] = time.time, component: str | None = None) -> None:
     """The command's body; `sleep` and `now` are injectable so tests never wait."""
-    from ..durations import parse_duration
+    from ..inputs import parse_duration
     from ..errors import UsageError
     from ..inputs import validate_name
     from ..lifecycle import logs as endpoint_logs

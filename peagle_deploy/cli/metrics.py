@@ -103,7 +103,7 @@ def _url_window(ref, window: str, out, sleep=None):
     from datetime import datetime, timedelta, timezone
 
     from ..bench.prometheus import scrape
-    from ..durations import parse_duration
+    from ..inputs import parse_duration
 
     seconds = parse_duration(window, flag="--window", minimum=timedelta(0)).total_seconds()  # 0s: totals
     from ..bench.server_facts import from_counters

@@ -37,7 +37,7 @@ def openai(
         from datetime import datetime, timezone
 
         from ..aws import AwsSession
-        from ..durations import parse_duration
+        from ..inputs import parse_duration
         from ..errors import UsageError
         from ..inputs import validate_name
         from ..runtime.openai_route import MAX_LIFETIME, base_url, make_token
@@ -111,9 +111,9 @@ def _route_name(url: str) -> str | None:
 
 
 def _require_in_service(session, name: str) -> None:
-    """Not found: exit 2 (bad input); found but not InService: exit 6, as `peagle invoke` says it."""
+    """Not found: exit 2 (bad input); Failed: exit 6; not InService yet: exit 2, as `peagle invoke` says it."""
     from ..aws import error_code, translate_error
-    from ..errors import EndpointFailed, UsageError
+    from ..errors import UsageError
 
     try:
         described = session.client("sagemaker").describe_endpoint(EndpointName=name)
@@ -125,8 +125,7 @@ def _require_in_service(session, name: str) -> None:
         if translated is None:
             raise
         raise translated from None
-    status = described.get("EndpointStatus")
-    if status != "InService":
-        reason = f" ({described['FailureReason']})" if described.get("FailureReason") else ""
-        raise EndpointFailed(f"endpoint {name} is {status}, not InService{reason}",
-                             f"wait for it (peagle status {name}); the route answers InService endpoints only")
+    if described.get("EndpointStatus") != "InService":  # Failed: exit 6; Creating and the like: 2, wait for it
+        from ..runtime.targets import not_in_service
+
+        raise not_in_service(name, described)

@@ -54,13 +54,14 @@ def recover(
         from ..lifecycle.region_search import nothing_line, search_regions
         from ..lifecycle.regions import parse_regions
         from ..lifecycle.signals import Signalled, SignalGuard
+        from ..lifecycle.wait import progress_text
 
         listed = parse_regions(region, resolve_region(None))
         again = f"peagle recover {name or '--all'} --region {','.join(listed)}"
         try:
             with SignalGuard(f"stopping: run '{again}' again to finish"), out.status("recovering") as show:
                 def progress(status, elapsed, doing):
-                    show(f"{status} ({int(elapsed)}s) - {doing}")
+                    show(progress_text(status, elapsed, doing))
 
                 # each listed region, then each one a --region A,B deploy found there tried (region_search.py)
                 searched = search_regions(listed, lambda there: run_recover(
@@ -73,7 +74,7 @@ def recover(
         def human(console):
             for there, report in searched:
                 if several and _nothing(report):
-                    console.print(nothing_line(there), markup=False, soft_wrap=True, highlight=False)
+                    console.print(nothing_line(there, name), markup=False, soft_wrap=True, highlight=False)
                     continue
                 _render(console, report, f"{there}: " if several else "")
 

@@ -142,7 +142,8 @@ def _hosting(plan: DeploymentPlan) -> str:
 
 
 def _autoscaling(plan: DeploymentPlan) -> str:
-    top = f"up to {_money(plan.max_price_per_hour_usd)}"
+    top = "up to an unknown price" if plan.max_price_per_hour_usd is None else \
+        f"up to {_money(plan.max_price_per_hour_usd)}"
     if plan.inference_component_name is None:
         return f"{plan.autoscaling.describe()}; {top}"
     policy = plan.autoscaling

@@ -155,8 +155,9 @@ def _apply_on_resume(sf, *, budget: float | None, profile: str | None, url: list
     if changes:
         state.request = state.request.model_copy(update=changes)
     if budget is not None:
+        estimated = state.plan.estimated_usd
         state.plan = state.plan.model_copy(update={"budget_usd": budget,
-                                                   "within_budget": state.plan.estimated_usd <= budget})
+                                                   "within_budget": None if estimated is None else estimated <= budget})
 
 
 def _configurations(sf, names: list[str]) -> list[str]:
@@ -175,15 +176,15 @@ def _configurations(sf, names: list[str]) -> list[str]:
 
 def _measure_again(sf, labels: list[str]) -> None:
     """--redo: these configurations are measured again (deployed, benched, torn down); what they cost stays
-    counted. Their old result and outputs files are left where they are, out of the state. One whose endpoint
-    may still exist keeps its status, so the resume removes that endpoint first."""
+    counted. Their old result and outputs files stay in the state (and in the report) until a new result replaces
+    them: a run that measures nothing leaves the report as it was. One whose endpoint may still exist keeps its
+    status, so the resume removes that endpoint first."""
     from ..sweep.state import LIVE
 
     for label in labels:
         cs = sf.state.configs[label]
         sf.state.configs[label] = cs.model_copy(update={
-            "status": cs.status if cs.status in LIVE else "pending", "measured": False, "result_file": None,
-            "outputs_file": None, "outputs_note": None, "error": None})
+            "status": cs.status if cs.status in LIVE else "pending", "measured": False, "error": None})
 
 
 def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmup, max_tokens, budget, parallel,
@@ -193,7 +194,7 @@ def _request(model, modes, k, concurrency, dataset, duration, num_prompts, warmu
     from ..bench.datasets import load_dataset
     from ..bench.runner import parse_concurrency
     from ..errors import UsageError
-    from ..durations import parse_duration
+    from ..inputs import parse_duration
     from ..inputs import TTL_MAX
     from ..sweep.config import SweepRequest, configurations, new_sweep_id, parse_ks, parse_modes, parse_url_specs
 
@@ -267,7 +268,7 @@ def _hosting(hosting: str | None, *, url: list[str] | None, parallel: int) -> st
 def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool) -> None:
     from ..aws import credentials_available
     from ..errors import UsageError
-    from ..sweep.estimate import plan_sweep
+    from ..sweep.estimate import budget_refusal, plan_sweep
     from ..sweep.state import ConfigState, StateFile, SweepState
 
     if not dry_run and not request.uses_urls:
@@ -293,7 +294,9 @@ def _start(out, request, *, dry_run, state_path: Path, out_dir: Path, yes: bool)
         from ..sweep.runner import check_url_labels
 
         check_url_labels(request.configurations, out, trust_labels=request.trust_labels)
-    if not plan.within_budget:
+    elif (refusal := budget_refusal(plan)) is not None:  # a budget its plan could not check: nothing deploys
+        raise refusal
+    if plan.within_budget is False:
         raise UsageError(f"the sweep is estimated at ${plan.estimated_usd:,.2f}, over --budget "
                          f"${request.budget_usd:,.2f}", "raise --budget, or sweep fewer modes, K or levels "
                          "(see --dry-run)")
@@ -349,16 +352,22 @@ def _continue(out, sf, *, out_dir: Path, resumed: bool, deployments: dict | None
                  + (f", removed {', '.join(removed)} left by the earlier run" if removed else ""))
     else:
         sf.save()
+    results_before = {label: cs.result_file for label, cs in sf.state.configs.items()}
     failure: BaseException | None = None
     try:
         sweep.run(lanes)
     except PeagleError as exc:
         failure = exc
-    report = _report(sf, out_dir)
-    for warning in report.warnings if report is not None else []:
+    measured = any(cs.measured and cs.result_file != results_before.get(label)
+                   for label, cs in sf.state.configs.items())
+    keep = not measured and _report_exists(out_dir)  # a run that measured nothing leaves the report as it was
+    report = _report(sf, out_dir, write=not keep)
+    if keep:
+        out.note(f"the report in {out_dir} is left as it was: nothing was measured")
+    for warning in report.warnings if report is not None and not keep else []:
         out.warn(warning)
     if failure is not None:
-        if report is not None:
+        if report is not None and not keep:
             out.note(f"partial report: {', '.join(report.files)}")
         raise failure
 
@@ -390,25 +399,42 @@ def _check_results_present(sf) -> None:
             raise UsageError(f"the result of {label} ({path}) cannot be read ({exc.message})", fix) from None
 
 
-def _report(sf, out_dir: Path):
+def _report_exists(out_dir: Path) -> bool:
+    from ..sweep.report import REPORT_FILES
+
+    return any((Path(out_dir) / name).exists() for name in REPORT_FILES)
+
+
+def _report(sf, out_dir: Path, *, write: bool = True):
+    """The report of every result in the state (written to `out_dir` unless `write` is false). A result file that
+    cannot be read any more (one `--redo` is measuring again) is left out, as a missing one is."""
     from ..bench.results import read_result
+    from ..errors import UsageError
     from ..sweep.report import build_report, write_report
 
     results = {}
     for label, cs in sf.state.configs.items():
         if cs.result_file and sf.resolve(cs.result_file).exists():
-            result = read_result(sf.resolve(cs.result_file))
+            try:
+                result = read_result(sf.resolve(cs.result_file))
+            except UsageError:
+                continue
             if result.target.model is None:  # a --url server that did not name its model: the sweep's MODEL
                 result = result.model_copy(update={"target": result.target.model_copy(
                     update={"model": sf.state.request.model})})
             results[label] = result
     report = build_report(sf.state, results, base=sf.path.parent)
-    write_report(report, out_dir)
+    if write:
+        write_report(report, out_dir)
+    else:
+        from ..sweep.report import REPORT_FILES
+
+        report.files = [str(Path(out_dir) / name) for name in REPORT_FILES if (Path(out_dir) / name).exists()]
     return report
 
 
 def render_plan(console, plan) -> None:
-    from ..durations import format_duration
+    from ..inputs import format_duration
     from ..output import print_table
 
     if plan.layout is not None:
@@ -419,21 +445,19 @@ def render_plan(console, plan) -> None:
         unknown = c.price_per_hour_usd is None and c.instance_type
         price = "unknown" if unknown else "-" if c.price_per_hour_usd is None else f"{c.price_per_hour_usd:,.2f}"
         rows.append([c.label, c.endpoint, c.instance_type or "-", price, format_duration(c.estimated_s),
-                     "?" if unknown else f"{c.estimated_usd:,.2f}"])
+                     "?" if c.estimated_usd is None else f"{c.estimated_usd:,.2f}"])
     print_table(console, ["configuration", "endpoint", "instance", "$/h", "est. time", "est. $"], rows,
                 title=f"sweep {plan.sweep_id} of {plan.model} ({plan.target}): the plan")
-    budget = ("no --budget" if plan.budget_usd is None
-              else f"{'within' if plan.within_budget else 'OVER'} --budget ${plan.budget_usd:,.2f}")
-    console.print(f"total about ${plan.estimated_usd:,.2f} ({budget}), about "
-                  f"{format_duration(plan.estimated_wall_s)} with {plan.parallel} at once; concurrency "
-                  f"{','.join(map(str, plan.concurrency))}", markup=False, soft_wrap=True)
+    console.print(f"{_total(plan)} ({_budget(plan)}), about {format_duration(plan.estimated_wall_s)} with "
+                  f"{plan.parallel} at once; concurrency {','.join(map(str, plan.concurrency))}", markup=False,
+                  soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}", markup=False, soft_wrap=True)
 
 
 def _render_layout(console, plan) -> None:
     """--hosting component: the one endpoint, each component's body summary, and both layouts' estimates."""
-    from ..durations import format_duration
+    from ..inputs import format_duration
     from ..output import print_table
     from ..speculative import drafter_channel, parse_mode
 
@@ -449,26 +473,36 @@ def _render_layout(console, plan) -> None:
     print_table(console, ["configuration", "inference component (and model)", "batch", "GPUs", "memory MB", "copies",
                           "SM_VLLM_SPECULATIVE_CONFIG", "drafter channel"], rows,
                 title="one component per configuration, measured one at a time (--json: every body)")
-    unknown = layout.price_per_hour_usd is None
     print_table(console, ["layout", "instances", "est. time", "est. $"], [
         ["components (this sweep)", f"1 x {layout.instance_type}", format_duration(layout.estimated_s),
-         "?" if unknown else f"{layout.estimated_usd:,.2f}"],
+         "?" if layout.estimated_usd is None else f"{layout.estimated_usd:,.2f}"],
         ["classic: one endpoint per configuration", f"{len(classic.configurations)} x {classic.instance_type}",
          format_duration(classic.estimated_s),
-         "?" if classic.price_per_hour_usd is None else f"{classic.estimated_usd:,.2f}"]],
+         "?" if classic.estimated_usd is None else f"{classic.estimated_usd:,.2f}"]],
         title="estimates side by side")
-    budget = ("no --budget" if plan.budget_usd is None
-              else f"{'within' if plan.within_budget else 'OVER'} --budget ${plan.budget_usd:,.2f}")
-    if unknown or classic.price_per_hour_usd is None:
+    if layout.estimated_usd is None or classic.estimated_usd is None:
         than = "the prices are unknown, so the layouts are not compared in dollars"
     else:
         difference = layout.estimated_usd - classic.estimated_usd
         than = f"${abs(difference):,.2f} {'more' if difference > 0 else 'less'} than the classic layout"
-    console.print(f"total about ${plan.estimated_usd:,.2f} ({budget}; {than}), about "
-                  f"{format_duration(plan.estimated_wall_s)}; concurrency {','.join(map(str, plan.concurrency))}",
-                  markup=False, soft_wrap=True)
+    console.print(f"{_total(plan)} ({_budget(plan)}; {than}), about {format_duration(plan.estimated_wall_s)}; "
+                  f"concurrency {','.join(map(str, plan.concurrency))}", markup=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}", markup=False, soft_wrap=True)
+
+
+def _total(plan) -> str:
+    return "total unknown" if plan.estimated_usd is None else f"total about ${plan.estimated_usd:,.2f}"
+
+
+def _budget(plan) -> str:
+    """What the plan says of --budget: none, within or over it, or not checked and why (an unknown price)."""
+    if plan.budget_usd is None:
+        return "no --budget" + (f"; {plan.price_unknown}" if plan.price_unknown else "")
+    if plan.within_budget is None:
+        fix = f": {plan.price_fix}, docs/configuration.md#prices" if plan.price_fix else ""
+        return f"--budget ${plan.budget_usd:,.2f} not checked: {plan.price_unknown}{fix}"
+    return f"{'within' if plan.within_budget else 'OVER'} --budget ${plan.budget_usd:,.2f}"
 
 
 def _speculative(config: str | None) -> str:

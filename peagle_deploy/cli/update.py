@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .acceptance_flags import AlarmOpt, FloorOpt
-from .common import JsonOpt, ProfileOpt, RegionOpt, YesOpt, run
+from .common import JsonOpt, ProfileOpt, RegionOpt, YesOpt, given, run
 
 
 def register(app: typer.Typer) -> None:
@@ -62,11 +62,11 @@ def update(
     def body(out):
         from ..autoscale import parse_autoscale
         from ..aws import AwsSession, resolve_region
-        from ..durations import parse_duration
+        from ..inputs import parse_duration
         from ..errors import UsageError
         from ..inputs import parse_max_price
         from ..lifecycle.update_plan import UpdateRequest, check_request
-        from ..speculative import parse_mode
+        from ..speculative import parse_mode_with_k
         from .acceptance_flags import acceptance_request
 
         policy = None
@@ -82,13 +82,13 @@ def update(
 
         types = parse_instance_types(instance_type)
         request = UpdateRequest(
-            name=name, region=resolve_region(region), mode=parse_mode(mode) if mode is not None else None, k=k,
-            drafter=drafter,
+            name=name, region=resolve_region(region), mode=parse_mode_with_k(mode, k) if mode is not None else None,
+            k=k, drafter=drafter,
             instance_type=types[0] if len(types) == 1 else None, instance_pools=types if len(types) > 1 else [],
             instance_count=instance_count, allow_any_instance=allow_any_instance,
-            accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # durations.BOUNDS: 0s to 1h
-            rollback_alarms=list(rollback_alarm or []), autoscale=policy, scale_to_zero=scale_to_zero,
-            allow_lossy=allow_lossy,
+            accept_eula=accept_eula, bake=parse_duration(bake, flag="--bake"),  # inputs.DURATION_BOUNDS: 0s to 1h
+            bake_given=given("bake"), rollback_alarms=list(rollback_alarm or []), autoscale=policy,
+            scale_to_zero=scale_to_zero, allow_lossy=allow_lossy,
             acceptance=acceptance_request(acceptance_alarm, acceptance_floor, note=out.note))
         check_request(request)
         price_limit = parse_max_price(max_price_per_hour)
@@ -222,9 +222,11 @@ def _update(out, session, request, *, price_limit: float, price_given: bool, dry
                     f"Really run {plan.target.instance_count} x {plan.target.instance_type}?", yes=False)
     out.confirm(f"Update {plan.endpoint_name} from {plan.current.label(with_instances=True)} to "
                 f"{plan.target.label(with_instances=True)}?", yes=yes)
+    from ..lifecycle.wait import progress_text
+
     with _writing(request), out.status(f"updating {plan.endpoint_name}") as show:
         def progress(status, elapsed, doing):
-            show(f"{plan.endpoint_name}: {status} ({int(elapsed)}s) - {doing}")
+            show(f"{plan.endpoint_name}: {progress_text(status, elapsed, doing)}")
 
         result = run_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note,
                             sleep=clock.sleep, clock=clock.monotonic)
@@ -248,9 +250,11 @@ def _update_component(out, session, plan, *, dry_run: bool, yes: bool, timeout: 
         render_component_update(out.err_console, plan, title="peagle update: about to change", bodies=False)
     out.confirm(f"Update inference component {plan.component} of {plan.endpoint_name} from {plan.current.label()} "
                 f"to {plan.target.label()}?", yes=yes)
+    from ..lifecycle.wait import progress_text
+
     with lock, out.status(f"updating {plan.component}") as show:
         def progress(status, elapsed, doing):
-            show(f"{plan.component}: {status} ({int(elapsed)}s) - {doing}")
+            show(f"{plan.component}: {progress_text(status, elapsed, doing)}")
 
         result = run_component_update(plan, session, timeout_s=timeout, on_progress=progress, on_note=out.note,
                                       sleep=clock.sleep, clock=clock.monotonic)
@@ -296,11 +300,12 @@ def _move_scaling(out, session, plan, *, dry_run: bool, yes: bool, lock) -> None
 
 def _print_result(out, result, headline: str) -> None:
     """Either shape's finished update: the headline, the verification, what became of the previous resources."""
+    from ..lifecycle.verify import headline as verified_headline
     from ..lifecycle.verify import overall, render_checks
 
     def human(console):
         console.print(headline, soft_wrap=True)
-        console.print(f"  verification: {overall(result.verification)}", soft_wrap=True)
+        console.print(f"  verification: {verified_headline(result.verification)}", soft_wrap=True, markup=False)
         render_checks(console, result.verification)
         for outcome in result.removed:
             label = "endpoint config" if outcome.kind == "endpoint_config" else "model"

@@ -216,6 +216,10 @@ def deploy_endpoint(plan: DeploymentPlan, session: Any, *, wait: bool = True, ti
                          for p in plan.pools if p.kept]
             else:
                 notes = [check_quota(session, plan.instance_type, plan.instance_count)]
+            if plan.capacity_reservation is not None:  # read first where the API can: a missing one creates nothing
+                from ..pools import read_reservation
+
+                notes += [line for line in [read_reservation(session, plan.capacity_reservation)] if line]
             for line in notes:
                 note(line)
             sm = session.client("sagemaker")

@@ -36,7 +36,7 @@ from .quota import check_quota
 from .signals import SignalGuard
 from .teardown import Outcome
 from .verify import Check, require, startup_check, verify
-from .wait import Progress, read_retrying, wait_in_service
+from .wait import Progress, component_capacity_hint, read_retrying, wait_in_service
 
 COMPONENT_CREATE = ("inference_component", "create_inference_component", "CreateInferenceComponent")
 ROLLBACK_WAIT_S, HURRIED_WAIT_S = 900.0, 300.0  # a component's deletion, before its endpoint may go
@@ -118,7 +118,7 @@ def deploy_component(plan: DeploymentPlan, session: Any, *, wait: bool = True, t
                 _create(sm, guard, rollback, kind, field, call, plan, holder)
                 note(f"created {kind.replace('_', ' ')} {plan.endpoint_name}")
             wait_in_service(sm, plan.endpoint_name, timeout_s=timeout_s, sleep=sleep, clock=clock,
-                            on_progress=on_progress)
+                            on_progress=on_progress, capacity_hint=component_capacity_hint(plan.instance_type))
             _create(sm, guard, rollback, *COMPONENT_CREATE, plan, holder)
             note(f"created inference component {name}")
             described = wait_component(sm, name, timeout_s=max(0.0, timeout_s - (clock() - start)), sleep=sleep,

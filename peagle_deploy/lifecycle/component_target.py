@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import EndpointFailed, UsageError
+from ..errors import CredentialsError, EndpointFailed, UsageError
 from ..runtime.target_ref import TargetRef
 
 _NAME = re.compile(r"^[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?\Z")  # botocore's InferenceComponentName, <= 63
@@ -26,22 +26,24 @@ FAILED = {"Failed", "Deleting"}  # a component in these states serves nothing, n
 
 
 def address_component(ref: TargetRef, session: Any, component: str | None = None, *,
-                      note: Callable[[str], None] = lambda _line: None, serving: bool = True) -> TargetRef:
+                      note: Callable[[str], None] = lambda _line: None, serving: bool = True,
+                      flag: str = "--component") -> TargetRef:
     """`ref` addressed to the inference component its endpoint hosts (or `component`, checked against the
     endpoint's); unchanged for an endpoint that hosts none. One ListInferenceComponents, read-retried. `serving`:
-    a Failed or Deleting component is refused (False: addressed anyway, as `logs` reads why it failed)."""
+    a Failed or Deleting component is refused (False: addressed anyway, as `logs` reads why it failed). `flag`: the
+    command's option that names the component (bench agree has one per target), which the hints name."""
     if component is not None and (len(component) > 63 or not _NAME.match(component)):
-        raise UsageError(f"--component {component!r} is not an inference component name",
+        raise UsageError(f"{flag} {component!r} is not an inference component name",
                          "letters, digits and hyphens, at most 63 (peagle status NAME shows the endpoint's)")
     wanted = component or ref.inference_component
     if ref.kind != "sagemaker":
         if component:
-            raise UsageError(f"--component names an inference component of a SageMaker endpoint; {ref.name} is a "
-                             "server URL", "drop --component")
+            raise UsageError(f"{flag} names an inference component of a SageMaker endpoint; {ref.name} is a "
+                             "server URL", f"drop {flag}")
         return ref
     if component and ref.inference_component and component != ref.inference_component:
-        raise UsageError(f"--component {component} differs from the component the URL names "
-                         f"({ref.inference_component})", "drop --component, or pass the URL of that component")
+        raise UsageError(f"{flag} {component} differs from the component the URL names "
+                         f"({ref.inference_component})", f"drop {flag}, or pass the URL of that component")
     from .. import clock
     from ..aws import translate_error
     from .components import list_components
@@ -53,6 +55,8 @@ def address_component(ref: TargetRef, session: Any, component: str | None = None
         error = translate_error(exc)
         if error is None:
             raise
+        if isinstance(error, CredentialsError) and error.message.startswith("no usable AWS credentials"):
+            raise error from None  # the requests would fail the same way: said once, by the command's own line
         to = f"inference component {wanted} (not checked)" if wanted else f"endpoint {ref.name} itself"
         note(f"could not list the inference components of {ref.name} ({error.one_line()}); the requests go to {to}")
         return with_component(ref, wanted) if wanted else ref
@@ -60,15 +64,15 @@ def address_component(ref: TargetRef, session: Any, component: str | None = None
     if not names:
         if wanted:
             raise UsageError(f"endpoint {ref.name} hosts no inference component (asked for {wanted})",
-                             "drop --component: the requests go to the endpoint itself")
+                             f"drop {flag}: the requests go to the endpoint itself")
         return ref
     if wanted and wanted not in names:
         raise UsageError(f"endpoint {ref.name} hosts no inference component {wanted!r}; it hosts "
-                         f"{', '.join(sorted(names))}", f"pass --component {sorted(names)[0]}"
-                         if len(names) == 1 else "pass --component with one of them")
+                         f"{', '.join(sorted(names))}", f"pass {flag} {sorted(names)[0]}"
+                         if len(names) == 1 else f"pass {flag} with one of them")
     if not wanted and len(names) > 1:
         raise UsageError(f"endpoint {ref.name} hosts {len(names)} inference components ({', '.join(sorted(names))})",
-                         "pick one with --component NAME")
+                         f"pick one with {flag} NAME")
     chosen = wanted or names[0]
     status = next(c.get("InferenceComponentStatus") for c in hosted if c["InferenceComponentName"] == chosen)
     if serving and status in FAILED:

@@ -33,7 +33,11 @@ def search_regions(listed: list[str], look: Callable[[str], Found],
     return done
 
 
-def nothing_line(region: str) -> str:
+def nothing_line(region: str, name: str | None = None) -> str:
+    """What a region search says of a region where it found nothing: of NAME's, when a NAME was asked for (other
+    peagle endpoints may well be there), else of peagle's."""
+    if name:
+        return f"checked {region}: no endpoint named {name} and nothing peagle made for it"
     return f"checked {region}: nothing of peagle's"
 
 

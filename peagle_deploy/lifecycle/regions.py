@@ -19,7 +19,7 @@ from ..errors import PeagleError, QuotaError, UsageError
 from ..pools import CAPACITY_REASON_PREFIX
 
 REGION_SEPARATOR = ","
-_REGION = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-\d+$")
+_REGION = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-[0-9]+\Z")
 
 
 def is_region_name(text: str) -> bool:
@@ -32,12 +32,13 @@ def parse_regions(value: str | None, default: str) -> list[str]:
         return [default]
     if REGION_SEPARATOR not in value:  # one region: as before the list existed (the plan's checks judge it)
         return [value]
-    regions = [part.strip() for part in value.split(REGION_SEPARATOR)]
+    from ..inputs import read_list
+
+    regions = read_list(value, "--region", "us-east-1,us-west-2")  # commas without spaces, no empty entry
     fix = "pass --region us-east-1,us-west-2 (regions in the order to try, separated by commas)"
     for region in regions:
         if not _REGION.match(region):
-            raise UsageError(f"--region {value!r}: {region!r} is not an AWS region name" if region else
-                             f"--region {value!r} has an empty entry", fix)
+            raise UsageError(f"--region {value!r}: {region!r} is not an AWS region name", fix)
     twice = sorted({r for r in regions if regions.count(r) > 1})
     if twice:
         raise UsageError(f"--region lists {twice[0]} twice", "list each region once, in the order to try")

@@ -36,7 +36,7 @@ from ..pools import POOL_SEPARATOR, CapacityReservation, configured_pools, tag_v
 from ..pricing import Price
 from ..served_config import spec_of_environment
 from ..container.lossless import ALLOW_LOSSY_ENV
-from ..speculative import DFLASH_CHANNEL, DRAFTER_CHANNELS, ENV_VAR, Mode, parse_k
+from ..speculative import DFLASH_CHANNEL, DRAFTER_CHANNELS, ENV_VAR, Mode
 from ..tags import INTENT_KEYS, PeagleTags
 from .intent import UpdateIntent, read_update_intent, recover_command
 from .lease import fresh_lease
@@ -81,6 +81,7 @@ class UpdateRequest(BaseModel):
     allow_any_instance: bool = False
     accept_eula: bool = False
     bake: timedelta = BAKE_DEFAULT
+    bake_given: bool = Field(False, description="--bake was typed (a component's update has no baking period)")
     rollback_alarms: list[str] = Field(default_factory=list)
     autoscale: AutoscalePolicy | None = Field(default=None, description="--autoscale: registered after success")
     scale_to_zero: bool = Field(default=False, description="--scale-to-zero: a component that scales to zero by an "
@@ -197,7 +198,7 @@ def check_request(request: UpdateRequest) -> None:
             and request.instance_count is None and request.autoscale is None and not request.scale_to_zero):
         raise UsageError("nothing to update", "pass --k, --mode, --instance-type, --instance-count or --autoscale")
     if request.k is not None:
-        parse_k(request.k, max_k=10**6, model="")  # the form now; the drafter's depth once the model is known
+        _k_form(request.k)  # the form now; the bound is the drafter's, once the endpoint's model is known
         if request.mode is Mode.OFF:
             raise UsageError("--k has no effect with --mode off", "drop --k, or choose --mode p-eagle, eagle3 or dflash")
     if request.instance_count is not None:
@@ -215,6 +216,16 @@ def check_request(request: UpdateRequest) -> None:
         raise UsageError("a --rollback-alarm is given twice", "pass each alarm once")
 
 
+def _k_form(value: str | int) -> None:
+    """--k as a whole number of at least 1 (inputs.py's rule), before any AWS call; how deep is the drafter's to say
+    (qwen3-coder's takes 18, gpt-oss-20b's 10), once the endpoint's model is read, so its hint is a K that works."""
+    from ..inputs import read_number
+
+    k = value if isinstance(value, int) else read_number(str(value), "--k", whole=True)
+    if k < 1:
+        raise UsageError(f"--k must be at least 1, got {k}", "pass --k 1 or more, or --mode off for no speculation")
+
+
 def check_component_update(request: UpdateRequest, name: str) -> None:
     """What `update` changes on a component-based endpoint (lifecycle/component_update.py): K and mode only; the
     rest in one line."""
@@ -222,6 +233,9 @@ def check_component_update(request: UpdateRequest, name: str) -> None:
                                       ("--instance-count", request.instance_count),
                                       ("--autoscale", request.autoscale),
                                       ("--rollback-alarm", request.rollback_alarms)) if value]
+    if request.bake_given and not given:
+        raise UsageError(f"--bake is the baking period of an endpoint's blue/green update; {name} hosts its model as "
+                         "an inference component, whose update has none", "drop --bake")
     if given:
         raise component_refusal(name, given)
 
@@ -646,10 +660,14 @@ def plan_update(live: Live, request: UpdateRequest, *, now: datetime | None = No
                      instance_count=after.instance_count)
     pool_models = [{**body, "PrimaryContainer": _pool_container(container, after, body), "Tags": tag_list}
                    for body in after.create_pool_models]
+    dropped = "; ".join(f"{pool.instance_type} left out ({pool.left_out})" for pool in after.pools if not pool.kept)
     if target.model_dump(exclude={"endpoint_config", "model"}) == current.model_dump(
             exclude={"endpoint_config", "model"}) and not new_model:
-        raise UsageError(f"endpoint {request.name!r} already serves {current.label(with_instances=True)}",
+        raise UsageError(f"endpoint {request.name!r} already serves {current.label(with_instances=True)}"
+                         + (f" ({dropped})" if dropped else ""),
                          "nothing to update; pass another --k, --mode, --instance-type or --instance-count")
+    if dropped:
+        notes.append(f"{dropped}; the new fleet uses {', '.join(after.pool_types) or after.instance_type}")
     autoscale_after = request.autoscale or tags.autoscale
     deregister_first = tags.autoscale is not None and target.instance_type != current.instance_type
     if request.autoscale is not None and (deregister_first or request.autoscale != tags.autoscale):

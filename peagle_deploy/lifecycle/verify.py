@@ -208,6 +208,20 @@ def overall(checks: list[Check]) -> str:
     return VERIFIED if checks and all(c.state == VERIFIED for c in checks) else NOT_VERIFIED
 
 
+def headline(checks: list[Check]) -> str:
+    """The verification in one line, naming the checks that decide it: 'FAILED (drafter channel)', 'not verified
+    (vLLM start-up; the other 4 checks verified)', 'verified (5 checks)'."""
+    state = overall(checks)
+    deciding = [c.name for c in checks if c.state == state] if state != VERIFIED else []
+    rest = len([c for c in checks if c.state == VERIFIED])
+    if state == VERIFIED:
+        return f"{VERIFIED} ({len(checks)} check{'s' if len(checks) != 1 else ''})"
+    if not deciding:
+        return state
+    others = f"; the other {rest} check{'s' if rest != 1 else ''} verified" if rest else ""
+    return f"{state} ({', '.join(deciding)}{others})"
+
+
 def render_checks(console: Any, checks: list[Check]) -> None:
     """One line per check: verified (green), FAILED (red), not verified with why and how (yellow)."""
     from rich.markup import escape

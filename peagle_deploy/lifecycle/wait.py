@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from ..aws import is_not_found, is_transient, translate_error
+from ..clock import POLL_ENV, poll_intervals  # noqa: F401 - the one poll setting (runtime/waking.py reads it too)
 from ..errors import EndpointFailed, QuotaError, WaitTimeout
 from ..pools import is_capacity_failure
 
@@ -27,6 +28,11 @@ def log_group(name: str) -> str:
     return f"/aws/sagemaker/Endpoints/{name}"
 
 
+def progress_text(status: str, elapsed: float, doing: str) -> str:
+    """'Creating (40s) - provisioning the GPU instance'; 'InService (0s)' (never 'InService - InService')."""
+    return f"{status} ({int(elapsed)}s)" + (f" - {doing}" if doing and doing != status else "")
+
+
 def doing(status: str, elapsed: float) -> str:
     """What SageMaker is most likely doing, for the progress line."""
     if status != "Creating":
@@ -41,27 +47,6 @@ def doing(status: str, elapsed: float) -> str:
 CAPACITY_HINT = ("SageMaker found no capacity for the instance types in this region: try again later, list more "
                  "--instance-type values in priority order (instance pools), or use a capacity reservation "
                  "(docs/capacity.md)")
-POLL_ENV = "PEAGLE_POLL_INTERVAL_S"  # a fixed poll interval (e.g. 0 against a local emulator in CI)
-
-
-def _fixed_interval() -> float | None:
-    import os
-
-    value = os.environ.get(POLL_ENV, "").strip()
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None
-
-
-def poll_intervals(first: float = 2.0, factor: float = 1.5, cap: float = 30.0):
-    fixed = _fixed_interval()
-    while fixed is not None:
-        yield fixed
-    delay = first
-    while True:
-        yield delay
-        delay = min(cap, delay * factor)
 
 
 def read_retrying(call: Callable[[], T], *, sleep: Callable[[float], None], attempts: int = READ_ATTEMPTS) -> T:
@@ -121,15 +106,29 @@ def poll_until_in_service(describe: Callable[[], dict[str, Any]], *, what: str,
     raise AssertionError("unreachable")
 
 
+def component_capacity_hint(instance_type: str) -> str:
+    """What a component deploy that met no capacity can do: it runs on one instance type (no instance pools, no
+    reservation: plan_pools.check_pool_request refuses both), so another type or region, or later."""
+    from ..instances import instance_table
+
+    sizes = list(instance_table().instances)
+    larger = sizes[sizes.index(instance_type) + 1] if instance_type in sizes[:-1] else None
+    other = f"--instance-type {larger}" if larger else "another --instance-type"
+    return (f"SageMaker found no {instance_type} capacity in this region: try again later, or pass {other} or "
+            "another --region (an inference component runs on one instance type: no instance pools or capacity "
+            "reservation; docs/capacity.md)")
+
+
 def wait_in_service(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[float], None],
-                    clock: Callable[[], float], on_progress: Progress | None = None) -> dict[str, Any]:
-    """Poll until InService (returns the description), Failed (EndpointFailed; QuotaError when SageMaker found no
-    capacity) or the timeout (WaitTimeout). A poll that fails transiently is a missed poll, not a failure;
-    READ_ATTEMPTS in a row give up with the AWS error's own exit code (never 'endpoint failed')."""
+                    clock: Callable[[], float], on_progress: Progress | None = None,
+                    capacity_hint: str = CAPACITY_HINT) -> dict[str, Any]:
+    """Poll until InService (returns the description), Failed (EndpointFailed; QuotaError with `capacity_hint` when
+    SageMaker found no capacity) or the timeout (WaitTimeout). A poll that fails transiently is a missed poll, not a
+    failure; READ_ATTEMPTS in a row give up with the AWS error's own exit code (never 'endpoint failed')."""
 
     def failed(status: str, reason: str) -> Exception:
         if is_capacity_failure(reason):  # no instance to be had, of any type listed: capacity, exit 4
-            return QuotaError(f"endpoint {name} is {status}: {reason}", CAPACITY_HINT)
+            return QuotaError(f"endpoint {name} is {status}: {reason}", capacity_hint)
         return EndpointFailed(f"endpoint {name} is {status}: {reason}",
                               f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})")
 

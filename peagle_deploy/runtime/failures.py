@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from ..errors import CredentialsError, EndpointFailed, PeagleError, QuotaError, UsageError
+from ..errors import CredentialsError, EndpointFailed, ExitCode, PeagleError, QuotaError, UsageError
 
 
 def error_text(detail: str | bytes) -> str:
@@ -60,7 +60,10 @@ NO_CAPACITY_TEXT = "inference component has no capacity to process this request"
 
 class NoCapacity(EndpointFailed):
     """SageMaker refused a request to an inference component that has no copy in service (scaled to zero, or
-    its copies still starting): the refusal itself wakes a component that scales to zero (`runtime.waking`)."""
+    its copies still starting): the refusal itself wakes a component that scales to zero (`runtime.waking`). Nothing
+    failed: where it is not waited for (bench agree), it is exit 4, capacity, not 6."""
+
+    exit_code = ExitCode.QUOTA
 
 
 def is_no_capacity(code: str | None, text: str) -> bool:

@@ -222,6 +222,18 @@ class SageMakerTarget:
             raise EndpointFailed(f"{self.name} sent a corrupt event stream: {exc}", self.log_hint) from None
 
 
+def not_in_service(name: str, described: dict[str, Any]) -> PeagleError:
+    """An endpoint a request cannot reach yet: Failed is exit 6 (it failed); Creating, Updating or Deleting is
+    exit 2 (nothing failed: wait for it), as `peagle update` says of the same states."""
+    status = described.get("EndpointStatus")
+    if status == "Failed":
+        reason = f" ({described['FailureReason']})" if described.get("FailureReason") else ""
+        return EndpointFailed(f"endpoint {name} is Failed{reason}",
+                              f"see why with 'peagle logs {name}', or remove it with 'peagle cleanup {name} --yes'")
+    return UsageError(f"endpoint {name} is {status}, not InService",
+                      f"wait for it (peagle status {name} shows it) and run this again")
+
+
 def refused_request(session: Any, ref: TargetRef, message: str, code: str | None = "ValidationError"
                     ) -> PeagleError:
     """SageMaker's ValidationError for a request to `ref`: its inference component has no copy in service
@@ -230,7 +242,8 @@ def refused_request(session: Any, ref: TargetRef, message: str, code: str | None
     name = ref.name
     if ref.inference_component and is_no_capacity(code, message):
         return NoCapacity(f"{ref.described} has no copy in service: {message}",
-                          "a component that scales to zero wakes on this refusal (peagle invoke waits for it)")
+                          f"a component that scales to zero wakes on this refusal: 'peagle invoke {name} hi' waits "
+                          "for a copy (minutes); run this again once it answers")
     if "inference component name header is required" in message.lower():
         return _no_component_named(session, name)
     try:
@@ -239,8 +252,7 @@ def refused_request(session: Any, ref: TargetRef, message: str, code: str | None
         return UsageError(f"no endpoint named {name!r} in {session.region}",
                           "check the name and --region (peagle status lists peagle's endpoints)")
     if described["EndpointStatus"] != "InService":
-        return EndpointFailed(f"endpoint {name} is {described['EndpointStatus']}, not InService",
-                              f"wait for it (peagle status {name}) or read its FailureReason")
+        return not_in_service(name, described)
     return UsageError(f"SageMaker rejected the request: {message}", "check the payload")
 
 

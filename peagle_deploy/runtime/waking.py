@@ -51,10 +51,11 @@ class ColdStart(BaseModel):
 
 
 def backoff() -> Iterator[float]:
-    delay = BACKOFF_FIRST_S
-    while True:
-        yield delay
-        delay = min(BACKOFF_CAP_S, delay * BACKOFF_FACTOR)
+    """The waits between requests to a component waking up: 5 s growing to 30 s, or PEAGLE_POLL_INTERVAL_S when it
+    is set, as for every other poll of peagle's (clock.py; 0 against the emulator in CI, docs/ci.md)."""
+    from ..clock import poll_intervals
+
+    return poll_intervals(first=BACKOFF_FIRST_S, factor=BACKOFF_FACTOR, cap=BACKOFF_CAP_S)
 
 
 def until_served(attempt: Callable[[], T], ref: TargetRef, *, wait_timeout_s: float, out: Any,

@@ -58,7 +58,7 @@ class ComponentLayout(BaseModel):
     bench_s: float = Field(description="estimated: one configuration's bench")
     teardown_s: float
     estimated_s: float
-    estimated_usd: float
+    estimated_usd: float | None = Field(description="None: the instance's price is unknown")
     components: list[ComponentSummary]
     create_endpoint_config: dict[str, Any] = Field(description="CreateEndpointConfig: instances only")
     create_endpoint: dict[str, Any]
@@ -159,7 +159,7 @@ def plan_layout(request: SweepRequest, classic: dict[str, Any], *, offline: bool
         at_once=at_once, batches=[[c.label for c in batch] for batch in batches], choice=why,
         price_per_hour_usd=price, price_source=one.price_source, provision_s=request.provision_s,
         load_s=request.provision_s, bench_s=bench_s, teardown_s=request.teardown_s, estimated_s=seconds,
-        estimated_usd=round((price or 0) * seconds / 3600, 4), components=summaries,
+        estimated_usd=None if price is None else round(price * seconds / 3600, 4), components=summaries,
         create_endpoint_config=one.create_endpoint_config, create_endpoint=one.create_endpoint,
     ), plans
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 from ..errors import UsageError
 
 MODES = ("off", "eagle3", "p-eagle", "dflash")
-_URL_SPEC = re.compile(r"^(?P<mode>[^:=\s]+)(?::(?P<k>\d+))?=(?P<url>https?://\S+)$")
+_URL_SPEC = re.compile(r"^(?P<mode>[^:=\s]+)(?::(?P<k>[0-9]+))?=(?P<url>https?://\S+)\Z")
 # where `--resume` reads a --url's password (the state file never keeps it): one name for every URL when they share
 # it, else PEAGLE_SWEEP_URL_PASSWORD_<CONFIGURATION> (PEAGLE_SWEEP_URL_PASSWORD_P_EAGLE_K3); the state names it
 PASSWORD_ENV = "PEAGLE_SWEEP_URL_PASSWORD"
@@ -108,36 +108,18 @@ def new_sweep_id(now: datetime | None = None) -> str:
     return f"sw{now:%y%m%d-%H%M}-{secrets.token_hex(2)}"
 
 
-def parse_list(text: str, what: str, example: str) -> list[str]:
-    items = [x for x in (p.strip() for p in text.split(",")) if x]
-    if not items:
-        raise UsageError(f"--{what} {text!r} is empty", f"pass e.g. --{what} {example}")
-    return items
-
-
 def parse_modes(text: str) -> list[str]:
-    """--modes through the one mode parser (speculative.parse_mode): P-EAGLE and p-eagle alike, as deploy takes them."""
-    from ..speculative import parse_mode
+    """--modes through the one mode parser (speculative.parse_modes), each once, as listed."""
+    from ..speculative import parse_modes as modes_of
 
-    modes, bad = [], []
-    for item in parse_list(text, "modes", "off,eagle3,p-eagle"):
-        try:
-            modes.append(parse_mode(item).value)
-        except UsageError:
-            bad.append(item)
-    if bad:
-        raise UsageError(f"--modes has {', '.join(map(repr, bad))}", f"use {', '.join(MODES)}, comma-separated")
-    return list(dict.fromkeys(modes))
+    return list(dict.fromkeys(mode.value for mode in modes_of(text)))
 
 
 def parse_ks(text: str) -> list[int]:
-    try:
-        ks = [int(x) for x in parse_list(text, "k", "3,7,11")]
-    except ValueError:
-        raise UsageError(f"--k {text!r} is not a list of numbers", "pass e.g. --k 3,7,11") from None
-    if any(k < 1 or k > 32 for k in ks):
-        raise UsageError(f"--k {text!r} needs numbers from 1 to 32", "pass e.g. --k 3,7,11")
-    return sorted(set(ks))
+    """--k 3,7,11: whole numbers within the one bound of --k (inputs.BOUNDS), each once, in order."""
+    from ..inputs import read_numbers
+
+    return sorted(set(read_numbers(text, "--k", "3,7,11")))
 
 
 def configurations(modes: list[str], ks: list[int]) -> list[Configuration]:
@@ -153,16 +135,21 @@ def parse_url_specs(specs: list[str]) -> list[Configuration]:
     """--url MODE:K=URL (off=URL for the baseline), one per configuration."""
     out: list[Configuration] = []
     for spec in specs:
-        match = _URL_SPEC.match(spec.strip())
+        if spec != spec.strip() and _URL_SPEC.match(spec.strip()):
+            raise UsageError(f"--url {spec!r} has spaces around it", f"pass --url {spec.strip()}")
+        match = _URL_SPEC.match(spec)
         if not match:
             raise UsageError(f"--url {spec!r} is not MODE:K=URL", "pass e.g. --url p-eagle:7=http://host:8000/v1 "
                              "or --url off=http://host:8000/v1")
-        from ..speculative import parse_mode
+        from ..speculative import Mode, parse_mode
 
         try:
             mode, k = parse_mode(match["mode"]).value, match["k"]
         except UsageError as exc:
-            raise UsageError(f"--url {spec!r} has unknown mode {match['mode']!r}", exc.hint) from None
+            meant = exc.hint.removeprefix("pass --mode ") if exc.hint else "off, eagle3 or p-eagle"
+            raise UsageError(f"--url {spec!r} has unknown mode {match['mode']!r}",
+                             f"pass --url {meant}{':' + match['k'] if match['k'] else ''}={match['url']}"
+                             if meant in {m.value for m in Mode} else f"use {meant}") from None
         if (mode == "off") != (k is None):
             raise UsageError(f"--url {spec!r}: " + ("off takes no K" if mode == "off" else f"{mode} needs :K"),
                              "pass off=URL or p-eagle:7=URL")

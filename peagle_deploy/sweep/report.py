@@ -85,7 +85,7 @@ class SweepReport(BaseModel):
     status: str
     stopped_reason: str | None
     budget_usd: float | None
-    estimated_usd: float
+    estimated_usd: float | None = Field(description="None: a price was unknown when the sweep was planned")
     spent_usd: float
     layout: LayoutReport | None = None
     concurrency: list[int]
@@ -97,6 +97,10 @@ class SweepReport(BaseModel):
     removed: list[str]
     warnings: list[str] = Field(default_factory=list, description="greedy outputs that diverge beyond noise")
     files: list[str] = Field(default_factory=list)
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.2f}"
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -178,14 +182,14 @@ def layout_lines(report: SweepReport) -> list[str]:
         return []
     lines = [f"layout: {layout.description}"]
     if layout.hosting == "component":
-        from ..durations import format_duration
+        from ..inputs import format_duration
 
         cost = ("an unknown price" if layout.classic_estimated_usd is None
                 else f"about ${layout.classic_estimated_usd:,.2f}")
         took = f", {format_duration(layout.classic_estimated_s)}" if layout.classic_estimated_s else ""
         lines.append(f"the classic layout (one endpoint per configuration on {layout.classic_instance_type}) would "
                      f"have cost {cost}{took} (estimated, as the plan estimates; this sweep: estimated "
-                     f"${report.estimated_usd:,.2f}, spent ${report.spent_usd:,.4f})")
+                     f"{_usd(report.estimated_usd)}, spent ${report.spent_usd:,.4f})")
     return lines
 
 
@@ -303,7 +307,7 @@ def markdown(report: SweepReport) -> str:
     out = [f"# peagle sweep {report.sweep_id}: {report.model}", ""]
     budget = "no budget" if report.budget_usd is None else f"budget ${report.budget_usd:,.2f}"
     out.append(f"- status: {report.status}" + (f" ({report.stopped_reason})" if report.stopped_reason else ""))
-    out.append(f"- spent about ${report.spent_usd:,.4f} of {budget} (estimated ${report.estimated_usd:,.2f})")
+    out.append(f"- spent about ${report.spent_usd:,.4f} of {budget} (estimated {_usd(report.estimated_usd)})")
     out += [f"- {line}" for line in layout_lines(report)]
     if report.removed:
         out.append(f"- torn down: {', '.join(report.removed)}")

@@ -24,6 +24,8 @@ reset forgets it with the endpoint.
 
 from __future__ import annotations
 
+import json
+
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -158,12 +160,13 @@ class CapacityEmulation:
         self._quotas[(region or self.region, instance_type)] = value
 
     def add_capacity_reservation(self, instance_type: str, count: int, *, region: str | None = None,
-                                 name: str | None = None) -> str:
+                                 name: str | None = None, kind: str = "ml-reservation") -> str:
         """Register an ML capacity reservation of `count` x `instance_type` in `region`; returns its ARN (what a
-        variant's CapacityReservationConfig.MlReservationArn names)."""
+        variant's CapacityReservationConfig.MlReservationArn names). `kind`: the ARN's resource type; a
+        `training-plan` is also what DescribeTrainingPlan answers (by name or ARN), as SageMaker reads one."""
         region = region or self.region
         name = name or f"emulated-{len(self.reservations) + 1}"
-        arn = f"arn:aws:sagemaker:{region}:{ACCOUNT}:ml-reservation/{name}"
+        arn = f"arn:aws:sagemaker:{region}:{ACCOUNT}:{kind}/{name}"
         self.reservations[arn] = Reservation(arn, region, instance_type, int(count))
         return arn
 
@@ -349,7 +352,28 @@ class CapacityEmulation:
                 original(config_self, [v for v in production_variants if not v.get("InstancePools")])
             return wrapped
 
-        return [_wrap(sm_models.FakeEndpointConfig, "validate_production_variants", validate)]
+        def describe_training_plan(response_self: Any) -> Any:
+            """DescribeTrainingPlan of a registered `training-plan` reservation (by name or ARN); any other is
+            SageMaker's ResourceNotFound (botocore's model names that error; the wording is *assumed*)."""
+            from moto.core.responses import ActionResult
+            from moto.sagemaker.exceptions import ResourceNotFound
+
+            wanted = json.loads(response_self.body or "{}").get("TrainingPlanName", "")
+            region = response_self.region
+            found = next((r for r in self.reservations.values() if r.region == region and "training-plan/" in r.arn
+                          and wanted in (r.arn, r.arn.rsplit("/", 1)[-1])), None)
+            if found is None:
+                raise ResourceNotFound(message=f"Training plan {wanted} not found (emulated).")
+            return ActionResult({"TrainingPlanArn": found.arn, "TrainingPlanName": found.arn.rsplit("/", 1)[-1],
+                                 "Status": "Active", "TotalInstanceCount": found.count,
+                                 "AvailableInstanceCount": found.count, "InUseInstanceCount": 0,
+                                 "TargetResources": ["endpoint"]})
+
+        from moto.sagemaker.responses import SageMakerResponse
+        from unittest import mock
+
+        return [_wrap(sm_models.FakeEndpointConfig, "validate_production_variants", validate),
+                mock.patch.object(SageMakerResponse, "describe_training_plan", describe_training_plan, create=True)]
 
     # the model ---------------------------------------------------------------------------------
     def _new_fleet(self, config: Any) -> _Fleet:

@@ -659,8 +659,8 @@ class SageMakerEmulator(CapacityEmulation):
     @contextmanager
     def server(cls, region: str = "us-east-1", seed_jumpstart: bool = True,
                middlewares: list[Middleware] | None = None, set_env: bool = True,
-               backend: Any = None, regions: tuple[str, ...] = ()) -> Iterator[SageMakerEmulator]:
-        """moto's server on 127.0.0.1 (a free port) in a thread; `emulator.env` is for subprocesses.
+               backend: Any = None, regions: tuple[str, ...] = (), port: int = 0) -> Iterator[SageMakerEmulator]:
+        """moto's server on 127.0.0.1 (`port`, default a free one) in a thread; `emulator.env` is for subprocesses.
 
         With set_env (default) this process's environment points at it too, until the block ends.
         """
@@ -698,7 +698,7 @@ class SageMakerEmulator(CapacityEmulation):
         for middleware in [runtime_middleware, openai_route_middleware, pricing_middleware, *([backend.middleware] if backend else []),
                            router_middleware, *(middlewares or [])]:
             app = middleware(app, emulator)
-        server = Server("127.0.0.1", 0, app, QuietHandler)
+        server = Server("127.0.0.1", port, app, QuietHandler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         with ExitStack() as stack:
             stack.enter_context(mock.patch.object(settings, "TEST_SERVER_MODE", False))

@@ -154,11 +154,12 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
         name = match["name"]
         length = int(environ.get("CONTENT_LENGTH") or 0)
         try:
-            script.requests.append(json.loads(environ["wsgi.input"].read(length) or b"{}"))
+            request = json.loads(environ["wsgi.input"].read(length) or b"{}")
         except ValueError:
-            script.requests.append({})
+            request = {}
+        script.requests.append(request)  # this request's own body below: another may be appended meanwhile
         if script.on_request is not None:
-            script.on_request(environ.get("HTTP_X_AMZN_SAGEMAKER_INFERENCE_COMPONENT") or name, script.requests[-1])
+            script.on_request(environ.get("HTTP_X_AMZN_SAGEMAKER_INFERENCE_COMPONENT") or name, request)
         caller = re.search(r"\bapp/(\S+)", environ.get("HTTP_USER_AGENT", ""))
         gate = emulator._take_gate("InvokeEndpoint" if match["op"] == "invocations"
                                    else "InvokeEndpointWithResponseStream", caller[1] if caller else None)
@@ -189,7 +190,7 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
             return [reply[2]]
         if match["op"] == "invocations":
             start_response("200 OK", [("Content-Type", "application/json")])
-            return [chat_json(script.tokens, logprobs=bool(script.requests[-1].get("logprobs")),
+            return [chat_json(script.tokens, logprobs=bool(isinstance(request, dict) and request.get("logprobs")),
                               spec_decoding=script.spec_decoding)]
         sse = chat_sse(script.tokens, finish_reason=None if script.truncate else "stop",
                        done=not script.truncate, usage=not script.truncate, spec_decoding=script.spec_decoding)

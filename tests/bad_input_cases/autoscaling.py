@@ -44,7 +44,7 @@ CASES = [
     dict(id="target-nan", argv=[*DRY, "--autoscale", "1:4", "--target-concurrency", "nan"], exit=2,
          stderr=r"--target-concurrency must be more than 0 .* got nan"),
     dict(id="target-words", argv=[*DRY, "--autoscale", "1:4", "--target-concurrency", "lots"], exit=2,
-         stderr=r"'lots' is not a valid float|Invalid value for '--target-concurrency'"),
+         stderr=r"--target-concurrency 'lots' is not a number: pass e\.g\. --target-concurrency 8"),
     dict(id="count-below-min", argv=[*REAL, "--autoscale", "2:4", "--target-concurrency", "8",
                                      "--instance-count", "1"], exit=2,
          stderr=r"--instance-count 1 is outside --autoscale 2:4: pass --instance-count between 2 and 4, or leave it "

@@ -33,7 +33,7 @@ CASES = [
     dict(id="reservation-preference-unknown", argv=[*DRY, "--capacity-reservation", ARN,
                                                     "--capacity-reservation-preference", "reservations-first"],
          exit=2, stderr=r"--capacity-reservation-preference 'reservations-first' is not one SageMaker knows: pass "
-                        r"one of: capacity-reservations-only"),
+                        r"--capacity-reservation-preference capacity-reservations-only$"),
     dict(id="preference-alone", argv=[*DRY, "--capacity-reservation-preference", "capacity-reservations-only"],
          exit=2, stderr=r"--capacity-reservation-preference needs --capacity-reservation"),
     dict(id="pools-with-component", argv=[*DRY, *POOLS, "--scale-to-zero"], exit=2,

@@ -41,7 +41,7 @@ CASES = [
     dict(id="bench-dataset-not-jsonl", argv=["bench", "http://127.0.0.1:9", "-d", "/etc/hostname"], exit=2,
          stderr=r"hostname line 1 is not valid JSON"),
     dict(id="bench-concurrency-zero", argv=["bench", "http://127.0.0.1:9", "-c", "0"], exit=2,
-         stderr=r"--concurrency '0' needs numbers from 1 to 4096"),
+         stderr=r"--concurrency '0': each must be at least 1 and at most 4096, got 0"),
     # metrics windows
     dict(id="metrics-since-on-url", argv=["metrics", "http://127.0.0.1:9", "--since", "5m"], exit=2,
          stderr=r"use --window 60s"),

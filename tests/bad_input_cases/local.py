@@ -8,7 +8,7 @@ CASES = [
     dict(id="local-drafter-with-off", argv=["local", "start", "/", "--drafter", "/", "--mode", "off"], exit=2,
          stderr=r"^error: --drafter has no effect with --mode off"),
     dict(id="local-bad-mode", argv=["local", "start", "/", "--drafter", "/", "--mode", "fast"], exit=2,
-         stderr=r"^error: unknown mode 'fast'"),
+         stderr=r"^error: --mode 'fast' is not a mode: pass --mode p-eagle, eagle3 or off$"),
     dict(id="local-bad-name", argv=["local", "stop", "--name", "a b"], exit=2,
          stderr=r"^error: --name 'a b' is not a valid server name"),
     dict(id="local-logs-unknown", argv=["local", "logs", "--name", "peagle-no-such-server"], exit=2,
@@ -49,7 +49,7 @@ CASES += [
          stderr=r"--k must be at least 1, got 0: pass --k 1\.\.16"),
     dict(id="local-k-too-deep", argv=[*START, "--k", "99"], files=DIRS, exit=2,
          stderr=r"^error: --k 99 is above peagle's limit of 16: pass --k 1\.\.16$"),
-    dict(id="local-k-float-text", argv=[*START, "--k", "1e3"], files=DIRS, exit=2, stderr=r"--k must be a whole number"),
+    dict(id="local-k-float-text", argv=[*START, "--k", "1e3"], files=DIRS, exit=2, stderr=r"--k '1e3' is not a whole number: pass e\.g\. --k 3"),
     # paths: a file, a fifo where a folder belongs
     dict(id="local-model-dir-is-a-file", argv=["local", "start", "{tmp}/f", "--drafter", "{tmp}/d"],
          files={"f": "x", "d/config.json": "{}"}, exit=2, stderr=r"MODEL_DIR .*f is not a directory"),
@@ -60,7 +60,7 @@ CASES += [
     dict(id="local-model-dir-empty", argv=["local", "start", "{tmp}/m", "--drafter", "{tmp}/d"],
          files={"m": "<dir>", "d/config.json": "{}"}, exit=2, stderr=r"MODEL_DIR .*m is empty"),
     # flags that agree: the one mode parser; env rules as deploy's
-    dict(id="local-mode-typo", argv=[*START, "--mode", "p-eagel"], files=DIRS, exit=2, stderr=r"unknown mode 'p-eagel'"),
+    dict(id="local-mode-typo", argv=[*START, "--mode", "p-eagel"], files=DIRS, exit=2, stderr=r"--mode 'p-eagel' is not a mode"),
     dict(id="local-env-sets-k", argv=[*START, "--env", 'SM_VLLM_SPECULATIVE_CONFIG={"num_speculative_tokens": 5}'],
          files=DIRS, exit=2, stderr=r"--env SM_VLLM_SPECULATIVE_CONFIG sets num_speculative_tokens, which peagle sets "
                                     r"from --mode and --k: use --k instead"),

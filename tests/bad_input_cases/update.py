@@ -9,11 +9,11 @@ CASES = [
          stderr=r"^error: nothing to update: pass --k, --mode, --instance-type, --instance-count or --autoscale$"),
     dict(id="nothing-to-update-json", argv=["update", "prod", "--json"], exit=2, stderr=r"nothing to update"),
     dict(id="k-words", argv=["update", "prod", "--k", "seven"], exit=2,
-         stderr=r"--k must be a whole number, got 'seven'"),
+         stderr=r"--k 'seven' is not a whole number: pass e\.g\. --k 3"),
     dict(id="k-with-mode-off", argv=["update", "prod", "--mode", "off", "--k", "7"], exit=2,
          stderr=r"--k has no effect with --mode off: drop --k"),
     dict(id="mode-unknown", argv=["update", "prod", "--mode", "medusa"], exit=2,
-         stderr=r"unknown mode 'medusa': use one of p-eagle, eagle3, dflash, off"),
+         stderr=r"--mode 'medusa' is not a mode: pass --mode p-eagle, eagle3, dflash or off"),
     dict(id="instance-count-zero", argv=["update", "prod", "--instance-count", "0"], exit=2,
          stderr=r"--instance-count must be at least 1"),
     dict(id="instance-type-not-g7e", argv=["update", "prod", "--instance-type", "ml.m5.large"], exit=2,
@@ -21,7 +21,7 @@ CASES = [
     dict(id="bake-no-unit", argv=["update", "prod", "--k", "7", "--bake", "300"], exit=2,
          stderr=r"--bake '300' has no unit: add one: 300s$"),
     dict(id="bake-too-long", argv=["update", "prod", "--k", "7", "--bake", "2h"], exit=2,
-         stderr=r"--bake '2h' is longer than 1h00m"),
+         stderr=r"--bake '2h' is longer than 1h: pass at most 1h"),
     dict(id="bake-negative", argv=["update", "prod", "--k", "7", "--bake=-5m"], exit=2,
          stderr=r"--bake '-5m' is not a duration"),
     dict(id="alarm-twice", argv=["update", "prod", "--k", "7", "--rollback-alarm", "a", "--rollback-alarm", "a"],
@@ -84,10 +84,11 @@ CASES += [
          stderr=r"CloudWatch alarm 'nope' does not exist"),
     # hints that work: the K bound every command shares, NAME (update has no --name)
     dict(id="k-zero-hint", argv=["update", "prod", "--k", "0"], exit=2,
-         stderr=r"--k must be at least 1, got 0: pass --k 1\.\.32, or --mode off"),
-    dict(id="k-above-every-drafter", argv=["update", "prod", "--k", "40"], exit=2,
-         stderr=r"--k 40 is above peagle's limit of 32: pass --k 1\.\.32$"),
-    dict(id="k-float-text", argv=["update", "prod", "--k", "1e3"], exit=2, stderr=r"--k must be a whole number"),
+         stderr=r"--k must be at least 1, got 0: pass --k 1 or more, or --mode off"),
+    # the bound is the endpoint's drafter's (qwen3-coder's: 18), read from it: its hint is a K that works (issue 49)
+    dict(id="k-above-the-drafter", argv=["update", "peagle-autoscaled", "--k", "40", "--dry-run"], exit=2,
+         stderr=r"--k 40 is deeper than the qwen3-coder drafter was trained for \(18\): pass --k 1\.\.18$"),
+    dict(id="k-float-text", argv=["update", "prod", "--k", "1e3"], exit=2, stderr=r"--k '1e3' is not a whole number: pass e\.g\. --k 3"),
     dict(id="name-empty", argv=["update", "", "--k", "4"], exit=2,
          stderr=r"^error: NAME is empty: pass the endpoint's name \(peagle status lists peagle's endpoints\)$"),
     dict(id="name-too-long", argv=["update", "a" * 64, "--k", "4"], exit=2,
@@ -95,7 +96,7 @@ CASES += [
     dict(id="bake-no-unit-within-bounds", argv=["update", "prod", "--k", "4", "--bake", "90"], exit=2,
          stderr=r"--bake '90' has no unit: add one: 90s$"),
     dict(id="bake-overflow", argv=["update", "prod", "--k", "4", "--bake", "99999999999999999999999999d"], exit=2,
-         stderr=r"is longer than 1h00m"),
+         stderr=r"is longer than 1h"),
     # numbers: one bound per flag, the same as deploy's
     dict(id="target-concurrency-huge", argv=[*EP, "--autoscale", "1:4", "--target-concurrency", "1e9"], exit=2,
          stderr=r"--target-concurrency must be more than 0 and at most 4096 concurrent requests per instance, got 1e\+09"),
@@ -111,7 +112,7 @@ CASES += [
          stderr=r"--timeout must be at least 1 and at most 86400 seconds"),
     # flags that agree: the one mode parser (P-EAGLE and EAGLE-3 work as for deploy); refusals still refuse
     dict(id="mode-spelled-off-with-k", argv=["update", "prod", "--mode", "OFF", "--k", "3"], exit=2,
-         stderr=r"--k has no effect with --mode off"),
+         stderr=r"--mode 'OFF' is not a mode: pass --mode off and drop --k \(off drafts nothing, so it takes no K\)$"),
 ]
 
 # a pasted name with its line break: refused before AWS (a regex's $ matches before a final newline; \Z does not)

@@ -28,8 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("lifecycle", "peagle-managed endpoints: status, model, mode, K, instances, age, expiry, cost so far."),
     "cleanup": ("lifecycle", "Delete endpoint, endpoint config and model that peagle created. Never touches anything "
                              "else."),
-    "recover": ("recover", "Finish an interrupted update, cleanup or sweep teardown: complete or revert, restore "
-                           "autoscaling, tidy up."),
+    "recover": ("recover", "Finish an interrupted deploy, update, cleanup or sweep teardown: complete or revert, "
+                           "restore scaling, tidy up."),
     "invoke": ("invoke", "Send an OpenAI-style chat completion; print tokens live, then TTFT, latency and tokens/s."),
     "openai": ("openai_route", "The OpenAI base URL of an endpoint (SageMaker's OpenAI-compatible route) and a "
                                "short-lived bearer token."),

@@ -22,6 +22,7 @@ import pytest
 
 from .aws_shapes import check_every_request
 from .botocore_data import preload, share_botocore_data
+from .command_tree import share_command_tree
 
 PEAGLE = str(Path(sys.executable).parent / "peagle")  # the installed executable of this environment
 # Tests send SIGINT to the processes they start, which inherit an ignored SIGINT (a shell's background job, a
@@ -55,6 +56,7 @@ try:  # peagle's shared botocore loader, warm: every in-process run starts from 
     preload()
 except Exception:  # noqa: BLE001 - e.g. a developer's AWS_PROFILE that does not exist: each run loads its own
     pass
+share_command_tree()  # Typer's Click tree of peagle built once here, not at every in-process run
 
 
 def pytest_sessionfinish(session, exitstatus):

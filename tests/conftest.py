@@ -76,6 +76,12 @@ except Exception:  # noqa: BLE001 - e.g. a developer's AWS_PROFILE that does not
 share_command_tree()  # Typer's Click tree of peagle built once here, not at every in-process run
 
 
+def pytest_configure(config):
+    from . import cpu_budget
+
+    config.pluginmanager.register(cpu_budget, "peagle-cpu-budget")  # each test's CPU budget (issue 48)
+
+
 def pytest_sessionfinish(session, exitstatus):
     from .forked_peagle import stop
 

@@ -11,7 +11,8 @@ to the child and ends the way the child ended (its exit code, or killed by the s
 that disappears (SIGKILL) takes its child with it.
 
 What is shared with the executable is only Python's start-up and the imports below, which read no
-environment (peagle's own modules: tests/fork_preload.py). What differs, and why the suite keeps a small
+environment (peagle's own modules: tests/fork_preload.py), and Typer's Click tree of every command, built from
+them (tests/command_tree.py: a child runs its command from it instead of building it). What differs, and why the suite keeps a small
 set of tests on the executable itself:
 the child's parent is this server (not the caller), it is not the process group leader the caller may
 have made, and the console-script wrapper file itself does not run.
@@ -45,6 +46,7 @@ from peagle_deploy import clock
 from botocore_data import PEAGLE_SERVICES, preload, share_botocore_data  # tests/ is this script's folder, sys.path[0]
 
 from aws_shapes import check_every_request, precompile  # noqa: E402
+from command_tree import share_command_tree  # noqa: E402
 from fork_preload import import_peagle  # noqa: E402
 
 share_botocore_data()
@@ -52,6 +54,7 @@ check_every_request()  # a child's request bodies are checked strictly, as in th
 preload()  # AWS's data files parsed once here, not in each child
 precompile(PEAGLE_SERVICES)  # the strict check's patterns too (0.7 s of CPU per child that sent a request)
 import_peagle()  # every command's own modules (none reads the environment at import): once here, not per child
+share_command_tree(load_all=True)  # and Typer's Click tree of every command (40 ms of CPU per child otherwise)
 
 HEADER = struct.Struct(">Q")
 # in the environment a test gives the shim: keep real time between polls (an emulator whose endpoints turn

@@ -21,13 +21,16 @@ Asserted for every case: the exit code; exactly one non-empty stderr line, match
 starting with `error: `; no traceback; no AWS write (the emulator's write recorder, keyed by a
 per-case AWS_SDK_UA_APP_ID); and with `--json`, stdout is exactly one JSON document, which for a
 failure is `{"error": {"message", "hint", "exit_code", "kind"}}` with the same exit code.
-Cases run in parallel processes (PEAGLE_TABLE_WORKERS, default 4). The first case of each file runs
-the installed executable itself; the others run through `forked_peagle()` (tests/forked_peagle.py: a
-child of a fork server that imported peagle once, with its own process, environment, working directory,
-stdio and exit code; about three quarters of a case's CPU is Python's start-up and imports).
-PEAGLE_TABLE_EXECUTABLE=1 runs every case through the executable. Each hint, followed
-(test_every_hint_works_when_followed), runs in this process (tests/cli_runner.py): what is checked there is the
-command's answer, not its process (the few whose folder holds a named pipe run forked, under TIMEOUT_S).
+How each case runs: the first case of each file runs the installed executable itself (`THROUGH_EXECUTABLE`); a
+case whose folder holds a named pipe runs forked
+(`forked_peagle()`, tests/forked_peagle.py: a command that opened the pipe would wait for a writer, and only a
+process can be stopped after TIMEOUT_S); every other case runs in this process (tests/cli_runner.py: its own
+environment, folder, stdin, captured stdout and stderr, exit code; an exception that escapes is printed as the
+interpreter would, so "no traceback" still holds), since what is asserted is the command's answer, not its
+process. The processes run in parallel (PEAGLE_TABLE_WORKERS, default 4) while the in-process cases run in this
+thread. PEAGLE_TABLE_EXECUTABLE=1 runs every case through the executable, PEAGLE_TABLE_FORKED=1 every case not
+run by the executable forked (as before issue 48). Each hint, followed (test_every_hint_works_when_followed), runs
+in this process too (the few whose folder holds a named pipe run forked, under TIMEOUT_S).
 """
 
 from __future__ import annotations
@@ -111,24 +114,39 @@ def _prepare(case_id: str, case: dict, emulator, root: Path) -> tuple[Path, str,
     return tmp, caller, env, [_fill(a, tmp, emulator) for a in case["argv"]]
 
 
+def _how(case_id: str, case: dict) -> str:
+    """"executable", "forked" or "in-process" (see the module docstring)."""
+    if case_id in THROUGH_EXECUTABLE or os.environ.get("PEAGLE_TABLE_EXECUTABLE") == "1":
+        return "executable"
+    if "<fifo>" in (case.get("files") or {}).values() or os.environ.get("PEAGLE_TABLE_FORKED") == "1":
+        return "forked"
+    return "in-process"
+
+
 def _run_case(case_id: str, case: dict, emulator, root: Path) -> Outcome:
-    """The case as a process: the installed executable (THROUGH_EXECUTABLE) or forked."""
+    """The case as a process: the installed executable or forked (`_how`)."""
     tmp, caller, env, argv = _prepare(case_id, case, emulator, root)
     start = time.monotonic()
-    executable = case_id in THROUGH_EXECUTABLE or os.environ.get("PEAGLE_TABLE_EXECUTABLE") == "1"
-    code, out, err = _run(PEAGLE if executable else forked_peagle(), argv, tmp, env, case.get("stdin"))
+    code, out, err = _run(PEAGLE if _how(case_id, case) == "executable" else forked_peagle(), argv, tmp, env,
+                          case.get("stdin"))
     return Outcome(code, out, err, emulator.recorder.writes(caller), time.monotonic() - start, str(tmp))
 
 
 def _run_case_in_process(case_id: str, case: dict, emulator, root: Path) -> Outcome:
-    """The case in this process (tests/cli_runner.py: its own environment, folder, stdin and module state)."""
+    """The case in this process (tests/cli_runner.py: its own environment, folder, stdin and module state); an
+    exception that escapes `main` ends it as the interpreter would: its traceback on stderr, exit 1."""
+    import traceback
+
     from .cli_runner import run_cli
 
     tmp, caller, env, argv = _prepare(case_id, case, emulator, root)
     start = time.monotonic()
-    got = run_cli(*argv, env=env, cwd=tmp, stdin=case.get("stdin") or "")
-    return Outcome(got.code, got.stdout, got.stderr, emulator.recorder.writes(caller), time.monotonic() - start,
-                   str(tmp))
+    try:
+        got = run_cli(*argv, env=env, cwd=tmp, stdin=case.get("stdin") or "")
+        code, out, err = got.code, got.stdout, got.stderr
+    except Exception:  # noqa: BLE001 - what the interpreter prints for it is what the table asserts on
+        code, out, err = 1, "", traceback.format_exc()  # run_cli put this process back before it left
+    return Outcome(code, out, err, emulator.recorder.writes(caller), time.monotonic() - start, str(tmp))
 
 
 def _run(program: str, argv: list[str], cwd: Path, env: dict, stdin: str | None) -> tuple[int | None, str, str]:
@@ -150,18 +168,22 @@ def outcomes(emulator_server, request):
     emulator_server.reset()
     seed_jumpstart_bucket(emulator_server.client("s3"), emulator_server.region)
     emulator_server.create_endpoint_stack("someone-elses-endpoint")
-    seeded = subprocess.run([PEAGLE, "deploy", "qwen3-coder", "--name", "peagle-autoscaled", "--autoscale", "1:4",
-                             "--target-concurrency", "8", "--role", emulator_server.role_arn, "--yes"],
-                            env={**emulator_server.env, "AWS_SDK_UA_APP_ID": "table-seed"}, capture_output=True,
-                            text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
-    assert seeded.returncode == 0, seeded.stderr
+    from .cli_runner import run_cli
+
+    seeded = run_cli("deploy", "qwen3-coder", "--name", "peagle-autoscaled", "--autoscale", "1:4", "--target-concurrency",
+                     "8", "--role", emulator_server.role_arn, "--yes",
+                     env={**emulator_server.env, "AWS_SDK_UA_APP_ID": "table-seed"})  # set-up: in this process
+    assert seeded.code == 0, seeded.stderr
     selected = {item.callspec.params["case_id"] for item in request.session.items
                 if item.originalname == "test_bad_input" and item.module is request.module}
     workers = int(os.environ.get("PEAGLE_TABLE_WORKERS", "4"))
     with tempfile.TemporaryDirectory(prefix="peagle-bad-inputs-") as root, ThreadPoolExecutor(workers) as pool:
         futures = {case_id: pool.submit(_run_case, case_id, case, emulator_server, Path(root))
-                   for case_id, case in CASES if case_id in selected}
-        yield {case_id: future.result() for case_id, future in futures.items()}
+                   for case_id, case in CASES if case_id in selected and _how(case_id, case) != "in-process"}
+        done = {case_id: _run_case_in_process(case_id, case, emulator_server, Path(root))
+                for case_id, case in CASES if case_id in selected and _how(case_id, case) == "in-process"}
+        done.update((case_id, future.result()) for case_id, future in futures.items())
+        yield done
 
 
 @functools.cache

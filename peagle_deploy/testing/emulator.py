@@ -188,6 +188,7 @@ class SageMakerEmulator(CapacityEmulation):
         self.runtime = RuntimeScript()  # how endpoints answer `invoke` (server mode)
         self.hosting_prices = dict(EMULATED_HOSTING_USD)  # what GetProducts answers (the emulator's own figures)
         self.components = InferenceComponents(self, ACCOUNT)  # inference components and scale to zero
+        self.closing = threading.Event()  # set as the server stops: paced and stalled answers end at once
 
     # configuration ------------------------------------------------------------------------------
     def script_endpoints(self, creating_polls: int = 0, final: str = "InService", reason: str | None = None) -> None:
@@ -708,6 +709,7 @@ class SageMakerEmulator(CapacityEmulation):
             stack.callback(server.server_close)  # serve_forever's own last step; again here in case it never ran
             stack.callback(thread.join, 10)
             stack.callback(server.shutdown)
+            stack.callback(emulator.closing.set)  # first: a stalled answer's thread ends before the server joins it
             emulator.endpoint_url = f"http://127.0.0.1:{server.server_port}"
             emulator.reset()  # moto's backends are process-wide: start from nothing, leave nothing
             stack.callback(emulator.reset)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -53,6 +52,7 @@ class FakeVllm:
         self.authorizations: list[tuple[str, str | None]] = []  # (path, Authorization header) of every request
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._closing = threading.Event()  # set on exit: a stalled or paced answer ends with the server
 
     @property
     def url(self) -> str:
@@ -142,7 +142,8 @@ class FakeVllm:
                     for byte in payload:  # trickle: never idle for long, never done in time
                         self.wfile.write(bytes([byte]))
                         self.wfile.flush()
-                        time.sleep(fake.stall_s / len(payload))
+                        if fake._closing.wait(fake.stall_s / len(payload)):
+                            return
                     return
                 truncated = fake.mode == "truncate"
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -160,13 +161,13 @@ class FakeVllm:
                     half = len(sse) // 2
                     self.wfile.write(sse[:half])
                     self.wfile.flush()
-                    if fake.mode == "stall":
-                        time.sleep(fake.stall_s)
+                    if fake.mode == "stall" and fake._closing.wait(fake.stall_s):
+                        return  # the server stops: the stall ends with it, not JOIN_S later
                     self.wfile.write(sse[half:])
                     return
                 for i, event in enumerate(events):
-                    if 0 < i <= len(fake.tokens):
-                        time.sleep(fake.gap_s)
+                    if 0 < i <= len(fake.tokens) and fake._closing.wait(fake.gap_s):
+                        return
                     self.wfile.write(event)
                     self.wfile.flush()
 
@@ -178,6 +179,7 @@ class FakeVllm:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

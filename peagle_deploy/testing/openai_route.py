@@ -214,4 +214,4 @@ def _stand_in(start_response: Any, emulator: Any, name: str, raw: bytes) -> Iter
                    finish_reason=None if script.truncate else "stop", spec_decoding=script.spec_decoding)
     events = [event + b"\n\n" for event in sse.split(b"\n\n") if event]
     start_response("200 OK", [("Content-Type", "text/event-stream; charset=utf-8")])
-    return (event for _, event in paced(script, events))
+    return (event for _, event in paced(script, events, emulator.closing))

@@ -15,7 +15,7 @@ import binascii
 import json
 import re
 import struct
-import time
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,7 +200,7 @@ def runtime_middleware(app: Any, emulator: Any) -> Any:
                                   ("X-Amzn-SageMaker-Content-Type", "text/event-stream")])
 
         def body() -> Iterable[bytes]:
-            for i, part in paced(script, parts):
+            for i, part in paced(script, parts, emulator.closing):
                 if script.stream_error and i == len(parts) // 2:
                     yield exception_frame(*script.stream_error)
                     return
@@ -252,12 +252,15 @@ def send_reply(handler: Any, status: int, payload: bytes, content_type: str = "a
     handler.wfile.write(payload)
 
 
-def paced(script: RuntimeScript, parts: list[bytes]) -> Iterator[tuple[int, bytes]]:
+def paced(script: RuntimeScript, parts: list[bytes], closing: threading.Event | None = None
+          ) -> Iterator[tuple[int, bytes]]:
     """(index, part) as the script paces a stream: `token_gap_s` before each part, `stall_s` more before the last.
-    Shared by the InvokeEndpointWithResponseStream stand-in and the OpenAI route's."""
+    Shared by the InvokeEndpointWithResponseStream stand-in and the OpenAI route's. Once `closing` is set (the
+    emulator stops) the stream ends where it is: a stalled answer does not hold the server's stop for its stall."""
+    closing = closing or threading.Event()
     for i, part in enumerate(parts):
-        if script.token_gap_s:
-            time.sleep(script.token_gap_s)
-        if script.stall_s and i == len(parts) - 1:
-            time.sleep(script.stall_s)
+        if script.token_gap_s and closing.wait(script.token_gap_s):
+            return
+        if script.stall_s and i == len(parts) - 1 and closing.wait(script.stall_s):
+            return
         yield i, part

@@ -155,9 +155,10 @@ class SweepStandIn:
             return name in self._groups
 
     def _wait(self, event: threading.Event, name: str, component: bool = False, limit_s: float = 120.0) -> None:
-        """Until released, or the endpoint (component) is deleted (SageMaker ends its requests then); bounded."""
+        """Until released, or the endpoint (component) is deleted (SageMaker ends its requests then), or the emulator
+        stops; bounded."""
         deadline = time.monotonic() + limit_s
-        while not event.wait(0.1) and time.monotonic() < deadline:
+        while not event.wait(0.1) and time.monotonic() < deadline and not self.emulator.closing.is_set():
             gone = (self.emulator.components.peek(name) is None if component
                     else self.emulator.endpoint_status(name) is None)
             if gone:

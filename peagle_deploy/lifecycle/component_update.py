@@ -7,23 +7,13 @@ UpdateInferenceComponent with the live specification naming the new model: SageM
 and the endpoint keeps its instances and its config. Instances, autoscaling and rollback alarms are not changed here
 (`check_component_update` refuses them in one line).
 
-Order, and what each failure leaves (as `update_run`, whose helpers it shares):
-1. (the plan) read the endpoint, its component, the model it names, the tags;
-2. right before the first write: the component still InService on the model read in 1 and no other update's intent;
-   then the intent on the endpoint's tags (`lifecycle.intent`: from = the model served, to = the new model) with the
-   update's lease (`lifecycle.lease`);
-3. CreateModel under a new name (`NAME-u<UTC second>-<4 hex>`); a failure or signal removes it again;
-4. the same check as in 2, then UpdateInferenceComponent. From the moment SageMaker may have taken it (answered,
-   answer lost, a signal while it is in flight) the new model is never deleted: DescribeInferenceComponent says
-   whether the component names it (or is Updating); if not known, `peagle recover NAME` finishes;
-5. wait: Updating -> InService (`components.wait_component`). InService on the old model is SageMaker's rollback:
-   the new model is removed, exit 6. A signal or timeout while Updating cannot stop SageMaker: `peagle recover NAME`
-   waits for the component, then completes (it names the new model) or reverts (the old one), as for a classic
-   update;
-6. verify the new model's speculative config and the component (as deploy does), retag the endpoint (its K and
-   mode), delete the old model only if peagle made it and nothing else uses it, clear the intent;
-7. a component that scales to zero by an older peagle's idle rule is moved to AWS's recipe
-   (`scaling_migration`); `peagle update NAME --scale-to-zero` does only this step (`MovePlan`).
+The run is `update_frame`'s (the order, and what each failure leaves). This runner's own: the intent names models
+(from = the model served, to = the new model; the config stays); the re-check reads the component (InService on the
+model read); the one create is the new model; UpdateInferenceComponent took when the component names the new model
+or is Updating; the wait is `components.wait_component`, InService on the old model being SageMaker's rollback;
+verification adds the component and vLLM's start-up lines in its log group; after success the old model goes, and a
+component that scales to zero by an older peagle's idle rule is moved to AWS's recipe (`scaling_migration`;
+`peagle update NAME --scale-to-zero` does only that, `MovePlan`).
 
 Room: SageMaker's rolling update starts the new copies beside the old ones before it removes them (botocore's
 model), so an endpoint whose `MaxInstanceCount` cannot hold both is refused before any write (`check_room`): this
@@ -41,14 +31,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..acceptance_alarm import AcceptanceAlarm, component_log_group, plan_alarm
-from ..errors import EndpointFailed, PeagleError, UsageError, WaitTimeout
+from ..errors import EndpointFailed, PeagleError, UsageError
 from ..plan import DeploymentPlan, FactSource, build_plan
 from ..tags import PeagleTags
 from .apply import _add_hint, _as_peagle_error
-from .intent import UpdateIntent, clear_update_intent, read_update_intent, recover_command, write_update_intent
-from .lease import LeaseHolder, removed_meanwhile
+from .intent import UpdateIntent
 from .signals import SignalGuard
-from .teardown import Outcome, teardown
 from .update_plan import (
     _CONTAINER_KEYS,
     _MODEL_KEYS,
@@ -67,11 +55,10 @@ from .update_plan import (
     read_request,
 )
 from .scaling_migration import ScalingMove, apply_move, read_move
-from .update_run import EndpointChanged, UpdateResult
-from .verify import Check, require, verify
+from .update_frame import Create, EndpointChanged, UpdateFrame, UpdateResult
+from .verify import Check, verify
 from .wait import Progress, read_retrying
 
-Read = Callable[[Callable[[], Any]], Any]
 # UpdateInferenceComponent's InferenceComponentSpecification keys DescribeInferenceComponent answers in the same form
 # (its `Container` there is the deployed image's description, not a request: the ModelName form carries no container)
 _SPEC_KEYS = ("InstanceType", "ModelName", "StartupParameters", "ComputeResourceRequirements",
@@ -268,40 +255,27 @@ def _model_of(described: dict[str, Any] | None) -> str | None:
     return ((described or {}).get("Specification") or {}).get("ModelName")
 
 
-def _moving(plan: ComponentUpdatePlan) -> str:
-    return (f"{plan.component} moves to model {plan.target.model} ({plan.target.label()}) or rolls back to "
-            f"{plan.current.model} ({plan.current.label()}); nothing was deleted")
+class _Run(UpdateFrame):
+    """The frame, with an inference component's own steps."""
 
+    SWITCH = "UpdateInferenceComponent"
+    plan: ComponentUpdatePlan
 
-class _Run:
-    def __init__(self, plan: ComponentUpdatePlan, session: Any, *, sleep: Callable[[float], None],
-                 note: Callable[[str], None]):
-        self.plan, self.session, self.sleep, self.note = plan, session, sleep, note
-        self.sm = session.client("sagemaker")
-        self.read: Read = lambda call: read_retrying(call, sleep=sleep)
-        self.recover = recover_command(plan.endpoint_name, plan.region)
-        self.model_sent = self.intent_written = False
-        self.lease = LeaseHolder(self.sm, "update")
-        self.moving: Any = None  # acceptance_watch.Moving, once read
+    @property
+    def intent(self) -> UpdateIntent:
+        return self.plan.intent
 
-    def recheck(self, *, ours_written: bool) -> None:
-        """Right before a write: the component InService on the model read, no other update's intent."""
+    @property
+    def subject(self) -> str:
+        return f"inference component {self.plan.component!r}"
+
+    def describe_serving(self) -> dict[str, Any] | None:
         from .components import describe_component
-        from .tags import list_tags
 
-        plan, name = self.plan, self.plan.endpoint_name
-        described = self.read(lambda: describe_component(self.sm, plan.component))
-        if described is None:
-            raise EndpointChanged(f"inference component {plan.component!r} no longer exists",
-                                  "someone deleted it meanwhile")
-        intent = read_update_intent(self.read(lambda: list_tags(self.sm, plan.endpoint_arn)))
-        if intent is not None and intent.to_config != plan.target.model:
-            raise EndpointChanged(f"another update of {name!r} is in progress ({intent.from_config} -> "
-                                  f"{intent.to_config})", f"wait for it, or finish it with '{self.recover}', then "
-                                                          "run this update again")
-        if ours_written and intent is None:
-            raise EndpointChanged(f"this update's record on {name!r} was cleared meanwhile (by peagle recover?)",
-                                  "run this update again")
+        return describe_component(self.sm, self.plan.component)
+
+    def check_serving(self, described: dict[str, Any]) -> None:
+        plan = self.plan
         status = described.get("InferenceComponentStatus")
         if status != "InService":
             raise EndpointChanged(f"inference component {plan.component!r} is {status} now, not InService",
@@ -311,215 +285,104 @@ class _Run:
                                   f"not {plan.current.model} which this update read",
                                   "another update ran meanwhile: run this update again")
 
-    def write_model(self, guard: SignalGuard) -> None:
-        plan = self.plan
-        try:
-            self.recheck(ours_written=False)
-            with guard.critical("AddTags"):
-                self.intent_written = True
-                write_update_intent(self.sm, plan.endpoint_arn, plan.intent, lease=self.lease.tags())
-                self.lease.hold(plan.endpoint_arn)
-            with guard.critical("CreateModel"):
-                self.model_sent = True
-                try:
-                    self.sm.create_model(**plan.create_model)
-                except Exception as exc:
-                    raise removed_meanwhile(self.sm, exc, [], call="CreateModel", operation="update") or exc
-            self.note(f"created model {plan.target.model}")
-            if plan.acceptance_alarm is not None:
-                self._watch(guard)
-            self.recheck(ours_written=True)
-        except BaseException as exc:  # noqa: BLE001 - includes signals: the component was not touched
-            error = _as_peagle_error(exc)
-            self.undo(error)
-            raise error from None
+    def creates(self) -> list[Create]:
+        return [Create("model", self.plan.create_model)]
 
-    def _watch(self, guard: SignalGuard) -> None:
-        """The acceptance alarm and filters at the new K, before the component moves (acceptance_watch)."""
-        from .acceptance_watch import Moving
+    def prepare(self, guard: SignalGuard) -> None:
+        """The acceptance alarm at the new K, before the component moves (not a rollback alarm of the update)."""
+        if self.plan.acceptance_alarm is not None:
+            left_alone = self.move_alarm(guard, self.plan.acceptance_alarm)
+            if left_alone is not None:
+                self.note(left_alone)
 
-        logs, cloudwatch = self.session.client("logs"), self.session.client("cloudwatch")
-        moving = Moving.read(logs, cloudwatch, self.plan.acceptance_alarm)
-        if moving.not_ours is not None:
-            self.note(moving.not_ours)
-            return
-        self.moving = moving
-        with guard.critical("PutMetricFilter and PutMetricAlarm"):
-            moving.put(logs, cloudwatch)
+    def send(self) -> None:
+        self.sm.update_inference_component(**self.plan.update_component)
 
-    def move_component(self, guard: SignalGuard) -> None:
-        """UpdateInferenceComponent; once SageMaker may have taken it, the new model is never deleted."""
-        plan = self.plan
-        answered = False
-        call_error: BaseException | None = None
-        try:
-            with guard.critical("UpdateInferenceComponent"):
-                try:
-                    self.sm.update_inference_component(**plan.update_component)
-                    answered = True
-                except BaseException as exc:
-                    call_error = exc
-                    raise
-        except BaseException as exc:  # noqa: BLE001
-            verdict = "accepted" if answered else self._reconcile(call_error)
-            error = _as_peagle_error(exc)
-            if verdict == "refused":
-                self.undo(error)
-                raise error from None
-            if verdict == "unknown" or isinstance(exc, KeyboardInterrupt):
-                _add_hint(error, f"finish with '{self.recover}' once SageMaker settles")
-                said = "UpdateInferenceComponent's answer was lost" if verdict == "unknown" else \
-                    "SageMaker accepted the update"
-                _add_hint(error, f"{said}: SageMaker may be moving {_moving(plan)}")
-                raise error from None
-            self.note(f"UpdateInferenceComponent's answer was lost ({error.one_line()}), but SageMaker took it")
-        self.note(f"UpdateInferenceComponent accepted: {plan.component} moves to model {plan.target.model}")
+    def in_progress(self, error: BaseException) -> bool:
+        """"Cannot update inference component ... while it is in state UPDATE_..."."""
+        from ..aws import error_message
 
-    def _reconcile(self, call_error: BaseException | None) -> str:
-        """'accepted' (the component names the new model or is Updating), 'refused' (SageMaker's own no, or an
-        InService component on the old model after an answer), else 'unknown'."""
-        from ..aws import botocore_exceptions, error_message, is_lost_answer
-        from .components import describe_component
+        return "while it is in state" in error_message(error).lower()
 
-        if call_error is None:
-            return "unknown"
-        # "Cannot update inference component ... while it is in state UPDATE_...": a retry of an attempt SageMaker
-        # took (or someone else's update): what the component names says which
-        in_progress = "while it is in state" in error_message(call_error).lower()
-        if not (in_progress or is_lost_answer(call_error) or isinstance(call_error, KeyboardInterrupt)):
-            return "refused"
-        try:
-            described = self.read(lambda: describe_component(self.sm, self.plan.component))
-        except BaseException:  # noqa: BLE001 - cannot tell
-            return "unknown"
-        if described is None:
-            return "refused"
+    def took(self, described: dict[str, Any]) -> str | None:
+        """The component names the new model or is Updating: 'accepted'."""
         if _model_of(described) == self.plan.target.model or described.get("InferenceComponentStatus") == "Updating":
             return "accepted"
-        bx = botocore_exceptions()
-        if isinstance(call_error, (KeyboardInterrupt, bx.ConnectionError, bx.HTTPClientError)):
-            return "unknown"  # the request may still be on its way
-        return "refused"
+        return None
 
-    def wait(self, *, timeout_s: float, clock: Callable[[], float], on_progress: Progress | None) -> dict[str, Any]:
+    def waiter(self) -> tuple[Callable[..., dict[str, Any]], str]:
         from .components import wait_component
 
-        plan = self.plan
-        try:
-            described = wait_component(self.sm, plan.component, timeout_s=timeout_s, sleep=self.sleep, clock=clock,
-                                       on_progress=on_progress)
-        except BaseException as exc:  # noqa: BLE001 - SageMaker's update goes on without us
-            error = _as_peagle_error(exc)
-            if isinstance(error, WaitTimeout):
-                error.hint = None  # the wait's advice (cleanup) would delete the endpoint: not for an update
-            _add_hint(error, f"finish with '{self.recover}' once SageMaker settles")
-            _add_hint(error, f"SageMaker's update goes on: {_moving(plan)}")
-            raise error from None
-        if _model_of(described) != plan.target.model:
-            error = EndpointFailed(f"the update of {plan.component} failed and SageMaker rolled it back to model "
-                                   f"{_model_of(described)}: {described.get('FailureReason') or 'no reason given'}",
-                                   None)
-            self.undo(error)
-            _add_hint(error, f"container logs: peagle logs {plan.endpoint_name} --region {plan.region}")
-            raise error
-        return described
+        return wait_component, self.plan.component
 
-    def finish(self, described: dict[str, Any], since_ms: int) -> tuple[list[Check], list[Outcome]]:
+    def rolled_back(self, described: dict[str, Any]) -> PeagleError | None:
+        if _model_of(described) == self.plan.target.model:
+            return None
+        return EndpointFailed(f"the update of {self.plan.component} failed and SageMaker rolled it back to model "
+                              f"{_model_of(described)}: {described.get('FailureReason') or 'no reason given'}", None)
+
+    def verify_new(self, described: dict[str, Any], since_ms: int) -> list[Check]:
         from .component_apply import component_check, component_startup
 
         plan = self.plan
-        try:
-            checks = verify(self.sm, plan.verify_plan, None, sleep=self.sleep, read=self.read)
-            checks.append(component_check(plan.verify_plan, described))
-            checks.append(component_startup(self.session.client("logs"), plan.verify_plan, sleep=self.sleep,
-                                            since_ms=since_ms))
-            require(checks)
-            self.sm.add_tags(ResourceArn=plan.endpoint_arn,
-                             Tags=[{"Key": k, "Value": v} for k, v in plan.endpoint_tags.items()])
-            removed = teardown(self.sm, models=[d["name"] for d in plan.delete_after_success], wait=False)
-            if self.moving is not None:  # the old K's filters match nothing now
-                for outcome in self.moving.settle(self.session.client("logs")):
-                    if outcome.result == "failed":
-                        self.note(f"could not remove metric filter {outcome.name} ({outcome.reason}); "
-                                  f"'{self.recover}' removes it")
-            try:
-                clear_update_intent(self.sm, plan.endpoint_arn)
-                self.lease.drop(plan.endpoint_arn)
-            except Exception as exc:  # noqa: BLE001 - the update is done; only its record is left
-                self.note(f"could not clear the update's record on {plan.endpoint_name} "
-                          f"({_as_peagle_error(exc).one_line()}): '{self.recover}' clears it")
-        except BaseException as exc:  # noqa: BLE001 - the component serves the new model now
-            error = _as_peagle_error(exc)
-            _add_hint(error, f"{plan.component} serves model {plan.target.model} ({plan.target.label()}); finish "
-                             f"with '{self.recover}' (tags, the previous model)")
-            raise error from None
-        return checks, removed
+        checks = verify(self.sm, plan.verify_plan, None, sleep=self.sleep, read=self.read)
+        checks.append(component_check(plan.verify_plan, described))
+        checks.append(component_startup(self.session.client("logs"), plan.verify_plan, sleep=self.sleep,
+                                        since_ms=since_ms))
+        return checks
 
-    def undo(self, error: PeagleError) -> None:
-        """The component was not moved: remove the new model (a create whose answer was lost too, by name and this
-        update's created-at), clear the intent; say what is true."""
+    def old_resources(self) -> tuple[list[str], list[str]]:
+        return [], [d["name"] for d in self.plan.delete_after_success]
+
+    def after_update(self, guard: SignalGuard) -> None:
+        """An older peagle's idle rule moved to AWS's scale-to-zero recipe; the update itself is done."""
         plan = self.plan
-        if not isinstance(error, EndpointChanged):
-            _add_hint(error, f"{plan.component} still serves the old model ({plan.current.label()})")
-        left = False
-        if self.moving is not None:
-            try:
-                done = self.moving.put_back(self.session.client("logs"), self.session.client("cloudwatch"))
-                if done:
-                    _add_hint(error, "acceptance alarm: " + ", ".join(done))
-            except BaseException:  # noqa: BLE001 - say what to do instead
-                _add_hint(error, f"the acceptance alarm {self.moving.alarm.alarm_name} could not be put back")
-                left = True
-        if self.model_sent:
-            try:
-                outcomes = teardown(self.sm, wait=False, created_at=plan.created_at, models=[plan.target.model])
-            except BaseException:  # noqa: BLE001
-                outcomes, left = [], True
-            if any(o.result == "deleted" for o in outcomes):
-                _add_hint(error, f"removed the new model {plan.target.model}")
-            left = left or any(o.result in ("left", "failed") for o in outcomes)
-        else:
-            _add_hint(error, "nothing was created")
-        if self.intent_written and not left:
-            try:
-                clear_update_intent(self.sm, plan.endpoint_arn)
-                self.lease.drop(plan.endpoint_arn)
-            except BaseException:  # noqa: BLE001
-                left = True
-        if left:
-            _add_hint(error, f"finish with '{self.recover}'")
+        if plan.scaling_move is None:
+            return
+        try:
+            with guard.critical("PutScalingPolicy, DeleteScalingPolicy and DeleteAlarms"):
+                for line in apply_move(self.session.client("application-autoscaling"),
+                                       self.session.client("cloudwatch"), plan.scaling_move):
+                    self.note(f"scaling of {plan.component}: {line}")
+        except Exception as exc:  # noqa: BLE001 - the update itself is done
+            self.note(f"could not move {plan.component} to AWS's scale-to-zero rule "
+                      f"({_as_peagle_error(exc).one_line()}): '{self.recover}' finishes it")
+
+    def status_of(self, described: dict[str, Any]) -> str:
+        return described.get("InferenceComponentStatus", "InService")
+
+    def moving_text(self) -> str:
+        plan = self.plan
+        return (f"{plan.component} moves to model {plan.target.model} ({plan.target.label()}) or rolls back to "
+                f"{plan.current.model} ({plan.current.label()}); nothing was deleted")
+
+    def switched_note(self) -> str:
+        return f"UpdateInferenceComponent accepted: {self.plan.component} moves to model {self.plan.target.model}"
+
+    def taken_note(self, error: PeagleError) -> str:
+        return f"UpdateInferenceComponent's answer was lost ({error.one_line()}), but SageMaker took it"
+
+    def accepted_hint(self) -> str:
+        return f"SageMaker accepted the update: SageMaker may be moving {self.moving_text()}"
+
+    def serves_new_hints(self, error: PeagleError) -> None:
+        plan = self.plan
+        _add_hint(error, f"{plan.component} serves model {plan.target.model} ({plan.target.label()}); finish "
+                         f"with '{self.recover}' (tags, the previous model)")
+
+    def still_serves(self) -> str:
+        return f"{self.plan.component} still serves the old model ({self.plan.current.label()})"
+
+    def alarm_stuck(self) -> str:
+        return f"the acceptance alarm {self.moving.alarm.alarm_name} could not be put back"
 
 
 def run_component_update(plan: ComponentUpdatePlan, session: Any, *, timeout_s: float = 3600,
                          on_progress: Progress | None = None, on_note: Callable[[str], None] | None = None,
                          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
                          handle_signals: bool = True) -> UpdateResult:
-    note = on_note or (lambda _msg: None)
-    run = _Run(plan, session, sleep=sleep, note=note)
-    start = clock()
-    with SignalGuard("stopping the update", enabled=handle_signals) as guard, run.lease:
-        run.write_model(guard)
-        since_ms = int(time.time() * 1000)  # the new copies' start-up lines come after this
-        run.move_component(guard)
-        described = run.wait(timeout_s=timeout_s, clock=clock, on_progress=on_progress)
-        checks, removed = run.finish(described, since_ms)
-        if plan.scaling_move is not None:
-            try:
-                with guard.critical("PutScalingPolicy, DeleteScalingPolicy and DeleteAlarms"):
-                    for line in apply_move(session.client("application-autoscaling"), session.client("cloudwatch"),
-                                           plan.scaling_move):
-                        note(f"scaling of {plan.component}: {line}")
-            except Exception as exc:  # noqa: BLE001 - the update itself is done
-                note(f"could not move {plan.component} to AWS's scale-to-zero rule ({_as_peagle_error(exc).one_line()})"
-                     f": '{run.recover}' finishes it")
-    for outcome in removed:
-        if outcome.result in ("left", "failed"):
-            then = "" if outcome.reason.startswith("still used") else f"; remove it with '{run.recover}'"
-            note(f"kept model {outcome.name}: {outcome.reason}{then}")
-    return UpdateResult(endpoint_name=plan.endpoint_name, region=plan.region,
-                        status=described.get("InferenceComponentStatus", "InService"), elapsed_s=clock() - start,
-                        previous=plan.current, serving=plan.target, verification=checks, removed=removed,
-                        notes=plan.notes)
+    return _Run(plan, session, sleep=sleep, note=on_note).run(timeout_s=timeout_s, clock=clock,
+                                                              on_progress=on_progress, handle_signals=handle_signals)
 
 
 __all__ = ["ComponentUpdatePlan", "MovePlan", "check_room", "plan_component_update", "prepare_update", "run_move",

@@ -86,7 +86,7 @@ class IdleRule(BaseModel):
 
 def parse_idle(text: str | None) -> IdleRule:
     """`--idle`: only AWS's period (about 15 minutes) is true of AWS's recipe; anything else is one line naming
-    the fix (a malformed value too: its hint is the same)."""
+    the fix (a malformed value too: its hint is the same, but a misspelt 15 minutes names the one spelling)."""
     from datetime import timedelta
 
     from .durations import parse_duration
@@ -96,6 +96,8 @@ def parse_idle(text: str | None) -> IdleRule:
     try:
         value = parse_duration(text, flag="--idle", minimum=None, maximum=None)
     except UsageError as exc:
+        if exc.hint == f"pass --idle {AWS_IDLE_MINUTES}m":  # a spelling of AWS's period (the one input rule)
+            raise
         raise UsageError(exc.message, IDLE_FIX) from None
     if value != timedelta(minutes=AWS_IDLE_MINUTES):
         raise UsageError(f"--idle {text.strip()}: the idle period is AWS's target tracking scale-in, about "

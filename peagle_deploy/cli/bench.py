@@ -76,7 +76,7 @@ def bench_run(
     ] = Path("peagle-bench"),
     mode: Annotated[
         str | None,
-        typer.Option("--mode", help="Label: p-eagle, eagle3 or off (default: the endpoint's peagle:mode tag)."),
+        typer.Option("--mode", help="Label: p-eagle, eagle3, dflash or off (default: the endpoint's peagle:mode tag)."),
     ] = None,
     k: Annotated[
         int | None,

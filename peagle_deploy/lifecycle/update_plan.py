@@ -419,7 +419,7 @@ def _live_mode(live: Live, current: Serving, name: str) -> Mode:
         return Mode(current.mode or Mode.P_EAGLE.value)
     except ValueError:  # the model's environment was unreadable, and so is the tag
         raise UsageError(f"endpoint {name!r} has an unreadable peagle:mode tag {live.peagle.mode!r}",
-                         "pass --mode p-eagle, eagle3 or off") from None
+                         "pass --mode p-eagle, eagle3, dflash or off") from None
 
 
 def _target_request(live: Live, request: UpdateRequest, current: Serving, name: str) -> PlanRequest:

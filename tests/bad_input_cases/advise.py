@@ -60,7 +60,7 @@ CASES = [
          stderr=r"--draft-cost must be"),
     # modes: the one parser (P-EAGLE is accepted); the advisor has no 'off'
     dict(id="advise-mode-typo", argv=[*ADVISE, "--rates", "0.8", "--mode", "p-eagel"], exit=2,
-         stderr=r"--mode 'p-eagel' is not a mode: pass --mode p-eagle, eagle3 or off"),
+         stderr=r"--mode 'p-eagel' is not a mode: pass --mode p-eagle, eagle3, dflash or off"),
     dict(id="advise-mode-off", argv=[*ADVISE, "--rates", "0.8", "--mode", "off"], exit=2,
          stderr=r"unknown mode 'off' for the advisor: use p-eagle, eagle3 or dflash"),
     dict(id="advise-mode-none-spelling", argv=[*ADVISE, "--rates", "0.8", "--mode", "NONE"], exit=2,

@@ -8,7 +8,7 @@ CASES = [
     dict(id="local-drafter-with-off", argv=["local", "start", "/", "--drafter", "/", "--mode", "off"], exit=2,
          stderr=r"^error: --drafter has no effect with --mode off"),
     dict(id="local-bad-mode", argv=["local", "start", "/", "--drafter", "/", "--mode", "fast"], exit=2,
-         stderr=r"^error: --mode 'fast' is not a mode: pass --mode p-eagle, eagle3 or off$"),
+         stderr=r"^error: --mode 'fast' is not a mode: pass --mode p-eagle, eagle3, dflash or off$"),
     dict(id="local-bad-name", argv=["local", "stop", "--name", "a b"], exit=2,
          stderr=r"^error: --name 'a b' is not a valid server name"),
     dict(id="local-logs-unknown", argv=["local", "logs", "--name", "peagle-no-such-server"], exit=2,

@@ -36,7 +36,7 @@ CASES = [
     # issue 45 item 6: the flags first, then the data set (a file read)
     dict(id="sweep-bad-hosting-before-dataset", argv=["sweep", "qwen3-coder", "--hosting", "pods", "--dataset",
                                                       "{tmp}/none.jsonl", "--dry-run"],
-         exit=2, stderr=r"^error: --hosting 'pods' is not endpoint or component: pass --hosting endpoint or component$"),
+         exit=2, stderr=r"^error: --hosting 'pods' is not a hosting: pass --hosting endpoint or component$"),
     dict(id="sweep-resume-missing", argv=["sweep", "--resume", "{tmp}/state.json"], exit=2,
          stderr=r"--resume .*state\.json not found"),
     dict(id="sweep-resume-not-json", argv=["sweep", "--resume", "{tmp}/state.json"], files={"state.json": "{"},

@@ -308,7 +308,10 @@ def parses(root_command, text: str, *, quoted: bool) -> str | None:
     if getattr(command, "commands", None) or "--help" in argv or not path:
         return None
     try:
-        command.make_context(" ".join(["peagle", *path]), list(argv), resilient_parsing=False)
+        # the root's settings (-h beside --help), as under peagle's own root: Click keeps the help option a command
+        # first made, and the suite shares one command tree per process (tests/command_tree.py)
+        command.make_context(" ".join(["peagle", *path]), list(argv), resilient_parsing=False,
+                             **getattr(root_command, "context_settings", {}))
     except Exception as exc:  # noqa: BLE001 - Click's usage errors: the hint's command would be refused
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         if any(gap in message for gap in ("Missing argument", "Missing option", "requires an argument")):

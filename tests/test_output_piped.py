@@ -180,8 +180,10 @@ def test_shell_completion_completes_commands(tmp_path):
     env = _env({"_PEAGLE_COMPLETE": "complete_bash", "COMP_WORDS": "peagle de", "COMP_CWORD": "1"})
     proc = subprocess.run([str(PEAGLE)], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.split() == ["deploy"], proc
-    proc = subprocess.run([str(PEAGLE), "--show-completion", "bash"], env=_env(), capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)
+    # Typer finds the shell among the process's ancestors unless told not to (then --show-completion takes the
+    # shell's name): a suite started by no shell (a detached job, an orphaned process) has none to find
+    proc = subprocess.run([str(PEAGLE), "--show-completion", "bash"], capture_output=True, text=True, timeout=60,
+                          env=_env({"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}), cwd=tmp_path)
     assert proc.returncode == 0 and "_PEAGLE_COMPLETE=complete_bash" in proc.stdout, proc.stdout[:500]
 
 

@@ -22,7 +22,8 @@ empty or the served name (`peagle-emulated`) is accepted, any other name is vLLM
 `/invocations`: through the real route vLLM refuses an endpoint name in `model` (Bifrost's SageMaker provider
 documents it, and sends an empty `model` for that reason; Hugging Face's guide asks for a container that implements
 `/v1/chat/completions`), and vLLM refuses it at `/v1/chat/completions` only: its SageMaker `/invocations` handler
-serves any `model` (tests/real_vllm/test_openai_route_real.py checks both against vLLM 0.32).
+serves any `model` (tests/real_vllm/test_emulator_backend.py's test_openai_sdk_through_the_route_to_real_vllm checks
+both against vLLM 0.32).
 """
 
 from __future__ import annotations

@@ -252,11 +252,14 @@ def server_pool(tiny, mode_drafters, vllm_bin, tmp_path_factory):
 
 _POOLS: list[ServerPool] = []
 # The order of the pool's users, so that each server starts once with at most POOL_SIZE alive and the K=3
-# P-EAGLE server has served greedy requests only when test_speculative.py reads its totals since start:
-# off (its start-up log, then mode off); P-EAGLE K=3; off against P-EAGLE K=3 (greedy, then sampled);
-# EAGLE-3 K=3; both at K=7.
+# servers have served greedy requests only when test_speculative.py reads their totals since start:
+# off (its start-up log, then mode off); P-EAGLE K=3; off against P-EAGLE K=3 (greedy, then sampled); the server
+# facts of P-EAGLE K=3 beside off; DFlash K=3 beside off (P-EAGLE stops); EAGLE-3 K=3; the server facts of
+# EAGLE-3 K=3 beside off, then of off alone; both at K=7. A test matches the first entry of its module whose mode
+# is None or its `spec_server` parameter.
 ORDER = [("test_startup_phases_real", None), ("test_mode_off", None), ("test_speculative", "p-eagle"),
-         ("test_output_agreement", None), ("test_dflash_real", None), ("test_speculative", "eagle3"),
+         ("test_output_agreement", None), ("test_server_facts_real", "p-eagle"), ("test_dflash_real", None),
+         ("test_speculative", "eagle3"), ("test_server_facts_real", "eagle3"), ("test_server_facts_real", None),
          ("test_speculative_k7", None)]
 
 

@@ -1,5 +1,7 @@
-"""The bundled entrypoint in front of a real vLLM: broken drafters refused before vLLM starts, and a vLLM
-that dies on a bad argument leaves its own error line as the container's last words."""
+"""The bundled entrypoint in front of a real vLLM: broken drafters refused before vLLM starts. (A vLLM that dies on a
+bad argument leaving its own error line as the container's last words: test_emulator_backend.py's
+test_container_that_dies_fails_the_endpoint_with_vllms_line, which this file's
+test_bad_argument_container_exits_with_vllms_error_line was merged into: the same fact, one vLLM start fewer.)"""
 
 import re
 import subprocess
@@ -60,16 +62,6 @@ def test_entrypoint_passes_a_pard_token_drafter_on_this_vllm(tiny, vllm_bin, tmp
     out = subprocess.run([sys.executable, "-m", "peagle_deploy.container", "--print-args"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-
-
-def test_bad_argument_container_exits_with_vllms_error_line(tiny, vllm_bin, tmp_path):
-    container = make_container(tmp_path, "off", None, tiny.target, None, vllm_bin,
-                               extra_env={"SM_VLLM_BOGUS_FLAG": "1"})
-    code = container.start().wait_exit(timeout_s=300)
-    assert code != 0
-    lines = [line for line in container.log().splitlines() if line.strip()]
-    assert lines[0].startswith("peagle-container: exec vllm serve")  # the entrypoint did hand over
-    assert lines[-1] == "vllm: error: unrecognized arguments: --bogus-flag 1", lines[-5:]
 
 
 def test_the_newer_speculative_keys_are_checked_against_this_vllms_own_source():

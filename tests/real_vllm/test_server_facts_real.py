@@ -11,6 +11,7 @@ from peagle_deploy.bench.server_facts import from_counters
 from .conftest import K, peagle
 
 pytestmark = pytest.mark.real_vllm
+USES_SERVER_POOL = True  # without it the pool was stopped before this module and its three servers started anew
 
 
 def test_metrics_page_shows_k_or_off(spec_server, off_server):

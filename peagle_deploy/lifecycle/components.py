@@ -166,16 +166,29 @@ def apply_scaling(aas: Any, cloudwatch: Any, requests: list[ScalingRequest],
 def read_registered(aas: Any, cloudwatch: Any, component: str) -> RegisteredScaling:
     """What Application Auto Scaling and CloudWatch hold for `component`: its scalable target, its policies (read
     only when a target is registered: none without one), its wake-up alarm. Reads only; an AWS error raises."""
+    target, policies = read_copy_scaling(aas, component)
+    alarms = metric_alarms(cloudwatch, wake_alarm_name(component))
+    return RegisteredScaling(target=target, policies=policies, wake_alarm=alarms[0] if alarms else None)
+
+
+def read_copy_scaling(aas: Any, component: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """`component`'s scalable target on its copies (None: not registered) and its scaling policies (read only when a
+    target is registered: none without one). Reads only; an AWS error raises."""
     rid = resource_id(component)
     targets = aas.describe_scalable_targets(ServiceNamespace=NAMESPACE, ResourceIds=[rid],
                                             ScalableDimension=COPY_DIMENSION).get("ScalableTargets", [])
+    if not targets:
+        return None, []
     policies = [p for page in aas.get_paginator("describe_scaling_policies").paginate(
         ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=COPY_DIMENSION)
-        for p in page.get("ScalingPolicies", [])] if targets else []
-    alarms = [a for page in cloudwatch.get_paginator("describe_alarms").paginate(
-        AlarmNames=[wake_alarm_name(component)], AlarmTypes=["MetricAlarm"]) for a in page.get("MetricAlarms", [])]
-    return RegisteredScaling(target=targets[0] if targets else None, policies=policies,
-                             wake_alarm=alarms[0] if alarms else None)
+        for p in page.get("ScalingPolicies", [])]
+    return targets[0], policies
+
+
+def metric_alarms(cloudwatch: Any, *names: str) -> list[dict[str, Any]]:
+    """The metric alarms of these names that exist (DescribeAlarms, every page)."""
+    return [a for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNames=list(names), AlarmTypes=[
+        "MetricAlarm"]) for a in page.get("MetricAlarms", [])]
 
 
 def scaling_gap(component: str, tags: PeagleTags, registered: RegisteredScaling) -> tuple[Any, list[str]]:
@@ -219,9 +232,7 @@ def remove_scaling(aas: Any, component: str) -> list[Outcome]:
 def peagle_alarms(cloudwatch: Any, component: str, *others: str) -> list[dict[str, Any]]:
     """peagle's alarms of `component` that exist (DescribeAlarms by their names: the wake-up alarm and an older
     peagle's idle alarm), and the `others` named (status: target tracking's scale-in alarm)."""
-    names = [wake_alarm_name(component), legacy_idle_alarm_name(component), *others]
-    return [a for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNames=names, AlarmTypes=[
-        "MetricAlarm"]) for a in page.get("MetricAlarms", [])]
+    return metric_alarms(cloudwatch, wake_alarm_name(component), legacy_idle_alarm_name(component), *others)
 
 
 def remove_alarms(cloudwatch: Any, component: str) -> list[Outcome]:

@@ -65,15 +65,10 @@ class ScalingMove(BaseModel):
 
 def read_move(aas: Any, cloudwatch: Any, component: str) -> ScalingMove | None:
     """What moving `component` to AWS's rule writes; None when nothing of the old rule is there. Reads only."""
-    rid = resource_id(component)
-    targets = aas.describe_scalable_targets(ServiceNamespace=NAMESPACE, ResourceIds=[rid],
-                                            ScalableDimension=COPY_DIMENSION).get("ScalableTargets", [])
-    policies = [p for page in aas.get_paginator("describe_scaling_policies").paginate(
-        ServiceNamespace=NAMESPACE, ResourceId=rid, ScalableDimension=COPY_DIMENSION)
-        for p in page.get("ScalingPolicies", [])] if targets else []
-    alarms = [a for page in cloudwatch.get_paginator("describe_alarms").paginate(
-        AlarmNames=[legacy_idle_alarm_name(component)], AlarmTypes=["MetricAlarm"])
-        for a in page.get("MetricAlarms", [])]
+    from .components import metric_alarms, read_copy_scaling
+
+    target, policies = read_copy_scaling(aas, component)
+    alarms = metric_alarms(cloudwatch, legacy_idle_alarm_name(component))
     old_policy = any(p.get("PolicyName") == LEGACY_IDLE_POLICY for p in policies)
     if not old_policy and not alarms:
         return None
@@ -85,8 +80,8 @@ def read_move(aas: Any, cloudwatch: Any, component: str) -> ScalingMove | None:
         else:
             foreign = alarm["AlarmName"]
     tracking = None
-    if targets:
-        scaling = scaling_from_live(component, targets[0], policies)
+    if target is not None:
+        scaling = scaling_from_live(component, target, policies)
         live = next((p.get("TargetTrackingScalingPolicyConfiguration") for p in policies
                      if p.get("PolicyName") == POLICY_NAME), None)
         wanted = next(r.body for r in scaling.requests([]) if r.step == "target_tracking")

@@ -164,6 +164,15 @@ def no_aws(monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
+def plain_plan():
+    """qwen3-coder's deploy plan, offline (the shipped spec, the emulator's JumpStart bucket's): a stack to copy."""
+    from peagle_deploy.plan import PlanRequest, build_plan
+
+    return build_plan(PlanRequest(model="qwen3-coder", role="arn:aws:iam::123456789012:role/peagle-emulator", name="x",
+                                  offline=True))
+
+
+@pytest.fixture(scope="module")
 def emulator_server():
     """One SageMakerEmulator server for a whole test module (starting one costs about a second), with
     `emulator_server.recorder`: a WriteRecorder of the writes each process made, by its AWS_SDK_UA_APP_ID.

@@ -34,6 +34,9 @@ LATER = {"FORKED_PEAGLE_CLOCK_OFFSET_S": "660"}
 # a forked command run as if on another machine (tests/peagle_forkserver.py): it cannot see this machine's processes,
 # so a lease this machine's peagle left counts by its expiry alone (lifecycle/lease_owner.py)
 ELSEWHERE = {"FORKED_PEAGLE_HOST": "another-machine"}
+# a sweep of one request per configuration, its waits skipped: what is measured is not the subject
+FAST_SWEEP = ["--concurrency", "1", "--num-prompts", "1", "--warmup", "0", "--logs-wait", "0",
+              "--provision-estimate", "60", "--agreement-prompts", "0", "--budget", "40"]
 
 
 def lease_pid(emu: Any, kind: str, name: str) -> int:

@@ -20,24 +20,14 @@ import pytest
 from peagle_deploy.autoscale import AutoscalePolicy
 from peagle_deploy.testing.emulator import HANG_GUARD_S
 
-from .interrupt_helpers import (ELSEWHERE, UNMANAGED, Forked, assert_recovered, lease_pid, reaped, settled_state,
-                                sigkill_owner, stack, unmanaged_snapshot)
+from .interrupt_helpers import (ELSEWHERE, FAST_SWEEP, UNMANAGED, Forked, assert_recovered, lease_pid, reaped,
+                                settled_state, sigkill_owner, stack, unmanaged_snapshot)
 
 NAME = "ep1"
 RECOVER = "peagle recover ep1 --region us-east-1"
 POLICY = AutoscalePolicy(min_capacity=1, max_capacity=3, metric="concurrency", target=8)
-FAST_SWEEP = ["--concurrency", "1", "--num-prompts", "1", "--warmup", "0", "--logs-wait", "0",
-              "--provision-estimate", "60", "--agreement-prompts", "0", "--budget", "40"]
 GONE = re.compile(r" abandoned \(its process \(pid (\d+)\) is no longer running on \S+\)")
 peagle = Forked()
-
-
-@pytest.fixture(scope="module")
-def plans():
-    from peagle_deploy.plan import PlanRequest, build_plan
-
-    role = "arn:aws:iam::123456789012:role/peagle-emulator"
-    return {"plain": build_plan(PlanRequest(model="qwen3-coder", role=role, name="x", offline=True))}
 
 
 @pytest.fixture
@@ -109,9 +99,9 @@ def test_a_classic_deploy_killed_before_its_endpoint_leaves_config_and_model_tha
     assert settled_state(emu, NAME) == {"configs": [], "models": [], "endpoint": False, "autoscaling": None}
 
 
-def test_an_update_killed_mid_way_is_abandoned_at_once_and_one_recover_rolls_it_back(world, plans):
+def test_an_update_killed_mid_way_is_abandoned_at_once_and_one_recover_rolls_it_back(world, plain_plan):
     emu = world
-    stack(emu, plans["plain"], NAME)
+    stack(emu, plain_plan, NAME)
     gate = emu.gate("CreateEndpointConfig", caller="upd")  # the new model made, its config on the way
     run = peagle.start(["update", NAME, "--k", "7", "--bake", "0s", "--yes"], env(emu, "upd"))
     gate.wait_entered()
@@ -133,9 +123,9 @@ def test_an_update_killed_mid_way_is_abandoned_at_once_and_one_recover_rolls_it_
     assert "peagle:lease" not in state["tags"]
 
 
-def test_a_cleanup_killed_before_delete_endpoint_is_abandoned_at_once_and_one_recover_finishes_it(world, plans):
+def test_a_cleanup_killed_before_delete_endpoint_is_abandoned_at_once_and_one_recover_finishes_it(world, plain_plan):
     emu = world
-    stack(emu, plans["plain"], NAME)
+    stack(emu, plain_plan, NAME)
     gate = emu.gate("DeleteEndpoint", caller="clean")  # peagle:deleting and the lease written; the delete held
     run = peagle.start(["cleanup", NAME, "--yes"], env(emu, "clean"))
     gate.wait_entered()

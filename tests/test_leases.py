@@ -14,23 +14,13 @@ import signal
 
 import pytest
 
-from .interrupt_helpers import (ELSEWHERE, LATER, UNMANAGED, Forked, assert_recovered, settled_state, stack,
-                                unmanaged_snapshot)
+from .interrupt_helpers import (ELSEWHERE, FAST_SWEEP, LATER, UNMANAGED, Forked, assert_recovered, settled_state,
+                                stack, unmanaged_snapshot)
 
 NAME = "ep1"
 DEPLOYED = "ep2"
 RECOVER = "peagle recover ep1 --region us-east-1"
-FAST_SWEEP = ["--concurrency", "1", "--num-prompts", "1", "--warmup", "0", "--logs-wait", "0",
-              "--provision-estimate", "60", "--agreement-prompts", "0", "--budget", "40"]
 peagle = Forked()
-
-
-@pytest.fixture(scope="module")
-def plans():
-    from peagle_deploy.plan import PlanRequest, build_plan
-
-    role = "arn:aws:iam::123456789012:role/peagle-emulator"
-    return {"plain": build_plan(PlanRequest(model="qwen3-coder", role=role, name="x", offline=True))}
 
 
 @pytest.fixture
@@ -67,9 +57,9 @@ def peagle_resources(emu):
 
 
 # item 1: recover beside a running update ------------------------------------------------------------------------
-def test_item1_recover_on_another_machine_leaves_a_running_update_alone(world, plans):
+def test_item1_recover_on_another_machine_leaves_a_running_update_alone(world, plain_plan):
     emu = world
-    stack(emu, plans["plain"], NAME)
+    stack(emu, plain_plan, NAME)
     gate = emu.gate("CreateEndpointConfig", caller=emu.callers["a"])  # A made its new model, its config is on the way
     a = peagle.start(["update", NAME, "--k", "7", "--bake", "0s", "--yes"], on(emu, "a"))
     gate.wait_entered()
@@ -114,9 +104,9 @@ def _killed_update(emu):
     assert len(peagle_resources(emu)["models"]) == 2
 
 
-def test_item1_an_abandoned_update_is_finished_by_one_recover_once_its_lease_expired(world, plans):
+def test_item1_an_abandoned_update_is_finished_by_one_recover_once_its_lease_expired(world, plain_plan):
     emu = world
-    stack(emu, plans["plain"], NAME)
+    stack(emu, plain_plan, NAME)
     _killed_update(emu)
 
     soon = peagle.run(["recover", NAME], on(emu, "b"))  # its lease is still fresh: A may be alive, for all B knows
@@ -137,9 +127,9 @@ def test_item1_an_abandoned_update_is_finished_by_one_recover_once_its_lease_exp
     assert again.code == 0 and "nothing left to finish" in again.stdout, again.stdout
 
 
-def test_item1_recover_force_takes_a_fresh_lease_over_and_says_whose(world, plans):
+def test_item1_recover_force_takes_a_fresh_lease_over_and_says_whose(world, plain_plan):
     emu = world
-    stack(emu, plans["plain"], NAME)
+    stack(emu, plain_plan, NAME)
     _killed_update(emu)
     done = peagle.run(["recover", NAME, "--force"], on(emu, "b"))
     assert done.code == 0, done.stderr

@@ -54,14 +54,6 @@ VALUES = {"accepted": "AcceptedTokens", "drafted": "DraftedTokens"}
 Value = Literal["accepted", "drafted"]
 
 
-def endpoint_log_group(name: str) -> str:
-    return f"/aws/sagemaker/Endpoints/{name}"
-
-
-def component_log_group(name: str) -> str:
-    return f"/aws/sagemaker/InferenceComponents/{name}"
-
-
 def alarm_name(owner: str) -> str:
     """The alarm of an endpoint (or of its inference component, named as the endpoint): peagle-acceptance-NAME."""
     return f"{PREFIX}{owner}"

@@ -28,7 +28,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from . import __version__
-from .acceptance_alarm import AcceptanceAlarm, AcceptanceRequest, component_log_group, endpoint_log_group, plan_alarm
+from .acceptance_alarm import AcceptanceAlarm, AcceptanceRequest, plan_alarm
+from .log_groups import component_log_group, endpoint_log_group
 from .autoscale import AutoscalePolicy
 from .catalog import ModelEntry, get_model
 from .errors import PeagleError, UsageError

@@ -14,6 +14,7 @@ import pytest
 from peagle_deploy import acceptance_alarm as aa
 from peagle_deploy.bench.acceptance import parse_log_line
 from peagle_deploy.errors import UsageError
+from peagle_deploy.log_groups import endpoint_log_group
 from peagle_deploy.testing.acceptance_emulation import match, tokens
 from tests.aws_shapes import assert_valid_request
 from tests.cli_runner import run_cli
@@ -120,7 +121,7 @@ def test_no_alarm_without_speculation_or_when_asked_none():
 @pytest.mark.parametrize("k", [1, 3, 18])
 def test_every_request_is_valid_for_botocores_models(k):
     tags = {"peagle:managed": "true", "peagle:endpoint": "ep-" + "x" * 55, "team": "ml"}
-    alarm, _ = aa.plan_alarm(aa.AcceptanceRequest(), owner="ep-" + "x" * 60, log_group=aa.endpoint_log_group("ep"),
+    alarm, _ = aa.plan_alarm(aa.AcceptanceRequest(), owner="ep-" + "x" * 60, log_group=endpoint_log_group("ep"),
                              k=k, mode="eagle3", tags=tags)
     for body in alarm.put_metric_filters:
         assert_valid_request("logs", "PutMetricFilter", body)

@@ -12,13 +12,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from ..errors import UsageError
+from ..log_groups import endpoint_log_group
 from .acceptance import Acceptance, LogInterval, aggregate_intervals, parse_log_line
 
 Window = tuple[datetime, datetime]
-
-
-def log_group_name(endpoint_name: str) -> str:
-    return f"/aws/sagemaker/Endpoints/{endpoint_name}"
 
 
 def read_intervals(logs_client, endpoint_name: str, windows: Sequence[Window], *,
@@ -27,7 +24,7 @@ def read_intervals(logs_client, endpoint_name: str, windows: Sequence[Window], *
     component's own) inside any of `windows`."""
     from ..aws import translate_error
 
-    group = group or log_group_name(endpoint_name)
+    group = group or endpoint_log_group(endpoint_name)
     paginator = logs_client.get_paginator("filter_log_events")
     intervals: list[LogInterval] = []
     try:
@@ -62,7 +59,7 @@ def read_cloudwatch(logs_client, endpoint_name: str, start: datetime, end: datet
 
 def acceptance_of(intervals: list[LogInterval], endpoint_name: str, start: datetime, end: datetime, *,
                   group: str | None = None) -> Acceptance:
-    acc = aggregate_intervals(intervals, source=f"cloudwatch:{group or log_group_name(endpoint_name)}")
+    acc = aggregate_intervals(intervals, source=f"cloudwatch:{group or endpoint_log_group(endpoint_name)}")
     acc.window_start, acc.window_end = start, end
     if not intervals:
         acc.note = (

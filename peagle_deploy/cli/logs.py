@@ -50,7 +50,7 @@ def show_logs(out, name: str, *, follow: bool, since: str, grep: str | None, reg
     from ..errors import UsageError
     from ..inputs import validate_name
     from ..lifecycle import logs as endpoint_logs
-    from ..lifecycle.wait import log_group
+    from ..log_groups import endpoint_log_group
 
     validate_name(name)
     span = parse_duration(since, flag="--since")
@@ -68,7 +68,7 @@ def show_logs(out, name: str, *, follow: bool, since: str, grep: str | None, reg
     ref = address_component(TargetRef(kind="sagemaker", name=name), session, component, note=out.note, serving=False)
     client = session.client("logs")
     start_ms = int((now() - span.total_seconds()) * 1000)
-    group = ref.log_group or log_group(name)
+    group = ref.log_group or endpoint_log_group(name)
     if follow:
         out.info(f"following {group} (Ctrl-C stops)")
         for batch in endpoint_logs.follow_logs(client, name, start_ms=start_ms, pattern=pattern, sleep=sleep,

@@ -28,14 +28,13 @@ from ..acceptance_alarm import (
     PREFIX,
     AcceptanceAlarm,
     alarm_name,
-    component_log_group,
-    endpoint_log_group,
     k_of_filter,
     mean_length,
     metric_name,
     NAMESPACE,
 )
 from ..aws import error_code, is_not_found
+from ..log_groups import component_log_group, endpoint_log_group
 from ..tags import PeagleTags
 from .autoscaling import _failed
 from .outcome import Outcome

@@ -23,11 +23,11 @@ from typing import Any
 from ..errors import UsageError
 from ..plan import DeploymentPlan
 from .apply import _CREATES, DeployResult, _as_peagle_error, _create, _refuse_existing, _Rollback, watch_acceptance
+from ..log_groups import component_log_group
 from .components import (
     apply_scaling,
     by_hand_component,
     describe_component,
-    log_group,
     remove_component,
     wait_component,
 )
@@ -168,7 +168,7 @@ def component_startup(logs: Any, plan: DeploymentPlan, *, sleep: Callable[[float
     per copy) against the plan's speculative config; missing or lagging logs are 'not verified'."""
     from .startup_log import read_cloudwatch
 
-    group = log_group(plan.inference_component_name)
+    group = component_log_group(plan.inference_component_name)
     expected = json.loads(plan.speculative_config) if plan.speculative_config else None
     info = read_cloudwatch(logs, plan.endpoint_name, expected=expected, sleep=sleep, start_ms=since_ms, group=group)
     return startup_check(info, expected, how_to_check=by_hand_component(plan.inference_component_name, plan.region))

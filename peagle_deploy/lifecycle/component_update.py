@@ -30,7 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..acceptance_alarm import AcceptanceAlarm, component_log_group, plan_alarm
+from ..acceptance_alarm import AcceptanceAlarm, plan_alarm
+from ..log_groups import component_log_group
 from ..errors import EndpointFailed, PeagleError, UsageError
 from ..plan import DeploymentPlan, FactSource, build_plan
 from ..tags import PeagleTags

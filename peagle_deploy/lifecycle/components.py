@@ -42,6 +42,7 @@ from ..scale_to_zero import (
     wake_alarm_name,
     with_policy_arns,
 )
+from ..log_groups import component_log_group
 from ..tags import PeagleTags
 from .autoscaling import _failed
 from .outcome import Outcome
@@ -121,14 +122,9 @@ def wait_component(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[flo
                                         if status in WAITING else status),
         failed=lambda status, reason: EndpointFailed(
             f"inference component {name} is {status}: {reason}",
-            f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})"),
+            f"see why with 'peagle logs {name}' (CloudWatch log group {component_log_group(name)})"),
         timeout_hint=lambda described: f"remove it with 'peagle cleanup {described.get('EndpointName', name)} --yes'",
         timeout_s=timeout_s, sleep=sleep, clock=clock, on_progress=on_progress, report_misses=False)
-
-
-def log_group(component: str) -> str:
-    """Where SageMaker writes a component's container output (one stream per copy)."""
-    return f"/aws/sagemaker/InferenceComponents/{component}"
 
 
 def by_hand_component(component: str, region: str | None = None) -> str:
@@ -136,7 +132,7 @@ def by_hand_component(component: str, region: str | None = None) -> str:
     from .verify import BY_HAND_PATTERN
 
     where = f" --region {region}" if region else ""
-    return (f"aws logs tail {log_group(component)}{where} --since 1h | grep -iE '{BY_HAND_PATTERN}' once the copy "
+    return (f"aws logs tail {component_log_group(component)}{where} --since 1h | grep -iE '{BY_HAND_PATTERN}' once the copy "
             "has started")
 
 

@@ -301,9 +301,10 @@ def _startup(session: Any, sm: Any, name: str, described: dict[str, Any],
         expected = {"method": spec.method, "num_speculative_tokens": spec.k}
         if spec.parallel_drafting is not None:
             expected["parallel_drafting"] = spec.parallel_drafting
-    from .components import by_hand_component, log_group
+    from ..log_groups import component_log_group
+    from .components import by_hand_component
 
-    group = log_group(component) if component else None  # a component writes to its own log group
+    group = component_log_group(component) if component else None  # a component writes to its own log group
     info = read_cloudwatch(session.client("logs"), name, expected=expected, attempts=1, group=group)
     hint = by_hand_component(component, session.region) if component else by_hand(name, session.region)
     if spec.mode is None:  # nothing to check the log against

@@ -24,7 +24,8 @@ from pydantic import BaseModel
 
 from ..errors import UsageError
 from ..vllm_failure import failure_index
-from .wait import log_group, read_retrying
+from ..log_groups import endpoint_log_group
+from .wait import read_retrying
 
 POLL_S = 2.0  # --follow asks this often: CloudWatch itself lags a few seconds behind the container
 WINDOW_LINES = 2000  # --follow judges the failure line over the last this many lines
@@ -63,7 +64,7 @@ def grep_pattern(text: str | None) -> str | None:
 
 
 def _missing_group(name: str, group: str | None = None) -> UsageError:
-    return UsageError(f"no CloudWatch log group {group or log_group(name)}",
+    return UsageError(f"no CloudWatch log group {group or endpoint_log_group(name)}",
                       f"the endpoint's container may not have started yet (SageMaker creates the group then), "
                       f"or the name or --region is wrong: check 'peagle status {name}'")
 
@@ -73,7 +74,7 @@ def read_events(logs: Any, name: str, *, start_ms: int, end_ms: int | None = Non
     """Every event of the group (the endpoint's, or `group`) in [start_ms, end_ms], all streams, in time order."""
     from ..aws import error_code, translate_error
 
-    kwargs: dict[str, Any] = {"logGroupName": group or log_group(name), "startTime": start_ms}
+    kwargs: dict[str, Any] = {"logGroupName": group or endpoint_log_group(name), "startTime": start_ms}
     if end_ms is not None:
         kwargs["endTime"] = end_ms
     if pattern is not None:

@@ -349,7 +349,7 @@ def peagle_component(sm: Any, described: dict[str, Any], peagle: PeagleTags) -> 
 def _align_acceptance(session: Any, name: str, component: str | None, served: Served,
                       tags: dict[str, str]) -> list[str]:
     """peagle's acceptance alarm follows what serves (acceptance_watch.align): an update's, interrupted or not."""
-    from ..acceptance_alarm import component_log_group, endpoint_log_group
+    from ..log_groups import component_log_group, endpoint_log_group
     from .acceptance_watch import align
 
     owner = component or name

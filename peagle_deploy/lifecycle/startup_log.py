@@ -39,6 +39,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..log_groups import endpoint_log_group
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # the version, from the API server's banner (its plain line or its ASCII logo's) and from the engine core's line;
 # startup_phases reads the same lines as the markers of a start and of the engine's
@@ -250,7 +252,7 @@ def read_cloudwatch(logs: Any, endpoint_name: str, *, expected: dict[str, Any] |
                     sleep: Callable[[float], None] = time.sleep, group: str | None = None) -> StartupInfo:
     """From the endpoint's CloudWatch log group (`group`: another one, e.g. an inference component's); retried
     because logs lag. Never raises."""
-    group = group or f"/aws/sagemaker/Endpoints/{endpoint_name}"
+    group = group or endpoint_log_group(endpoint_name)
     info = StartupInfo(source=f"cloudwatch:{group}")
     for attempt in range(attempts):
         try:

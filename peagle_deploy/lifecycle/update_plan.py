@@ -26,7 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..acceptance_alarm import AcceptanceAlarm, AcceptanceRequest, endpoint_log_group, plan_alarm
+from ..acceptance_alarm import AcceptanceAlarm, AcceptanceRequest, plan_alarm
+from ..log_groups import endpoint_log_group
 from ..autoscale import AutoscalePolicy, resource_id
 from ..describe import describe
 from ..errors import PeagleError, UsageError

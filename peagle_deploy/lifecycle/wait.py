@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from ..aws import is_not_found, is_transient, translate_error
 from ..clock import POLL_ENV, poll_intervals  # noqa: F401 - the one poll setting (runtime/waking.py reads it too)
 from ..errors import EndpointFailed, QuotaError, WaitTimeout
+from ..log_groups import endpoint_log_group
 from ..pools import is_capacity_failure
 
 T = TypeVar("T")
@@ -22,10 +23,6 @@ Progress = Callable[[str, float, str], None]
 # UpdateRollbackFailed is an end state: the update and its rollback both failed, the endpoint serves a mix of
 # the two configurations until someone updates it again; waiting longer would only run into the timeout.
 WAITING = {"Creating", "Updating", "SystemUpdating", "OutOfService"}
-
-
-def log_group(name: str) -> str:
-    return f"/aws/sagemaker/Endpoints/{name}"
 
 
 def progress_text(status: str, elapsed: float, doing: str) -> str:
@@ -130,7 +127,7 @@ def wait_in_service(sm: Any, name: str, *, timeout_s: float, sleep: Callable[[fl
         if is_capacity_failure(reason):  # no instance to be had, of any type listed: capacity, exit 4
             return QuotaError(f"endpoint {name} is {status}: {reason}", capacity_hint)
         return EndpointFailed(f"endpoint {name} is {status}: {reason}",
-                              f"see why with 'peagle logs {name}' (CloudWatch log group {log_group(name)})")
+                              f"see why with 'peagle logs {name}' (CloudWatch log group {endpoint_log_group(name)})")
 
     return poll_until_in_service(
         lambda: sm.describe_endpoint(EndpointName=name), what=f"endpoint {name}",

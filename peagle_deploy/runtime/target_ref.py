@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import UsageError
+from ..log_groups import component_log_group, endpoint_log_group
 from ..redaction import redact_url, register_url
 
 Kind = Literal["sagemaker", "container", "openai"]
@@ -112,8 +113,8 @@ class TargetRef(BaseModel):
         if self.kind != "sagemaker":
             return None
         if self.inference_component:
-            return f"/aws/sagemaker/InferenceComponents/{self.inference_component}"
-        return f"/aws/sagemaker/Endpoints/{self.name}"
+            return component_log_group(self.inference_component)
+        return endpoint_log_group(self.name)
 
     @property
     def log_hint(self) -> str:

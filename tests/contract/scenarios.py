@@ -391,7 +391,7 @@ def component_probes(account: Account) -> Probes:
     """One component (a tenth of the instance's memory) on a component-based endpoint, then in turn: its log
     group; an invocation without the component; creates SageMaker should refuse; a delete while Creating; a
     component with a scalable target deleted; a second copy-count write while one is under way; DeleteEndpoint."""
-    from peagle_deploy.lifecycle.components import log_group
+    from peagle_deploy.log_groups import component_log_group as log_group
     from peagle_deploy.lifecycle.startup_log import read_cloudwatch
 
     stack = account.name("probes")

@@ -109,6 +109,20 @@ def _own_price_cache(monkeypatch, tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
+def _signal_state_kept():
+    """A test leaves this process's signal handlers and mask as it found them: the processes later tests start
+    inherit an ignored or blocked signal (a SIGINT test would then wait for a child that never sees it)."""
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+    def state():
+        return [signal.getsignal(s) for s in watched], signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+    before = state()
+    yield
+    assert state() == before, f"this test changed the suite's signal state: {before} -> {state()}"
+
+
+@pytest.fixture(autouse=True)
 def _no_peagle_left_running():
     """A `peagle` child (tests/peagle_process.py) still running when its test ends (the test failed before it
     finished) is killed: left alone it would go on and reach the next test's emulator gates."""

@@ -44,13 +44,14 @@ def forward(signum, _frame):
 
 
 ignored = [s for s in FORWARDED if signal.getsignal(s) == signal.SIG_IGN]
+blocked = [int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])]  # inherited, as an exec keeps them
 for s in FORWARDED:
     if s not in ignored:
         signal.signal(s, forward)
 umask = os.umask(0)
 os.umask(umask)
 request = json.dumps({{"argv0": {argv0!r}, "argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(),
-                      "umask": umask, "ignored": [int(s) for s in ignored]}}).encode("utf-8", "surrogateescape")
+                      "umask": umask, "ignored": [int(s) for s in ignored], "blocked": blocked}}).encode("utf-8", "surrogateescape")
 conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 try:
     conn.connect({socket_path!r})
@@ -98,6 +99,12 @@ def forked_peagle() -> str:
         if not _server:
             _start()
         return _server["shim"]
+
+
+def forked_peagle_server_pid() -> int:
+    """The fork server's pid (its children are the forked commands)."""
+    forked_peagle()
+    return _server["proc"].pid
 
 
 def stop() -> None:

@@ -2,7 +2,7 @@
 (and boto3) once; each run is a child forked from it that becomes the executable's process.
 
 A run is asked for by `peagle` shim executables (tests/forked_peagle.py writes one): the shim sends its
-argv, environment, working directory, umask, the signals it inherited as ignored, and its own stdin,
+argv, environment, working directory, umask, the signals it inherited as ignored or blocked, and its own stdin,
 stdout and stderr file descriptors (SCM_RIGHTS) over a Unix socket; the forked child takes all of them
 over, then runs the console script's `sys.exit(main())` and what Python does at exit (non-daemon threads
 joined, atexit handlers, stdio flushed, a KeyboardInterrupt ending by SIGINT; `run_console_script`). The server
@@ -18,7 +18,7 @@ the child's parent is this server (not the caller), it is not the process group 
 have made, and the console-script wrapper file itself does not run.
 
 Protocol: the shim sends 8 bytes (big-endian length) + a JSON object {"argv0", "argv", "env", "cwd",
-"umask", "ignored"} with three fds on the first byte; the server answers lines `{"pid": N}` and
+"umask", "ignored", "blocked"} with three fds on the first byte; the server answers lines `{"pid": N}` and
 `{"status": <os.waitpid status>}`.
 """
 
@@ -57,6 +57,8 @@ import_peagle()  # every command's own modules (none reads the environment at im
 share_command_tree(load_all=True)  # and Typer's Click tree of every command (40 ms of CPU per child otherwise)
 
 HEADER = struct.Struct(">Q")
+# the signals a shim forwards to its child (tests/forked_peagle.py: SHIM)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 # in the environment a test gives the shim: keep real time between polls (an emulator whose endpoints turn
 # InService in real time, e.g. with a ContainerBackend). Taken out before the command runs; peagle never sees it.
 REAL_CLOCK = "FORKED_PEAGLE_REAL_CLOCK"
@@ -107,8 +109,12 @@ def _become(request: dict, fds: list[int]) -> None:
     offset = float(os.environ.pop(CLOCK_OFFSET, None) or 0)
     lease_beats = os.environ.pop(LEASE_BEATS, None) == "1"
     host = os.environ.pop(HOST, None)
-    for signum in request["ignored"]:
-        signal.signal(signum, signal.SIG_IGN)
+    # what an exec from the shim would leave: its ignored signals ignored, its blocked ones blocked, every other
+    # forwarded one as a fresh interpreter sets it, whatever this server inherited when it was started
+    for signum in FORWARDED:
+        signal.signal(signum, signal.SIG_IGN if signum in request["ignored"] else
+                      signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, request["blocked"])
     tempfile.tempdir = None  # computed from TMPDIR on first use, as in a new process
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     encoding, errors = sys.__stdout__.encoding, sys.__stdout__.errors

@@ -9,10 +9,11 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from .cli_runner import FakeClock, fake_wait_clock, run_cli
 from .conftest import PEAGLE
-from .forked_peagle import forked_peagle
+from .forked_peagle import forked_peagle, forked_peagle_server_pid
 
 
 def test_a_forked_run_answers_like_the_executable(tmp_path):
@@ -88,6 +89,17 @@ def test_a_forked_run_has_the_callers_cwd_environment_stdin_and_umask(tmp_path):
     assert piped.returncode == 2 and "stdin" in piped.stderr.lower(), piped.stderr  # it read our stdin
 
 
+def _signal_state(pid: int) -> dict[str, str]:
+    """A process's signal lines from /proc (ignored, blocked, caught, pending) and its state."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return dict(line.split(":\t", 1) for line in lines if line.startswith(("Sig", "ShdPnd", "State")))
+
+
+def _forked_children() -> list[int]:
+    server = forked_peagle_server_pid()
+    return [int(p) for t in Path(f"/proc/{server}/task").iterdir() for p in (t / "children").read_text().split()]
+
+
 def test_a_signal_to_the_shim_reaches_the_forked_child(emu):
     proc = subprocess.Popen([forked_peagle(), "status", "--watch", "--interval", "60"], env=emu.env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
@@ -95,12 +107,40 @@ def test_a_signal_to_the_shim_reaches_the_forked_child(emu):
         first = proc.stdout.readline()  # the first refresh is printed: the child runs, its handlers are in place
         assert first, proc.stderr.read()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # say where the signal stopped: the shim's and the child's signal state
+            states = {pid: _signal_state(pid) for pid in (proc.pid, *_forked_children())}
+            raise AssertionError(f"Ctrl-C did not end `status --watch` in 60 s: {states}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0 and err == "", err  # `status --watch` ends quietly on Ctrl-C, as documented
+
+
+EXEC_WITH_SIGNALS_SET = ("import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+                         "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1]); os.execv(sys.argv[1], sys.argv[1:])")
+
+
+def test_a_forked_child_has_the_signal_state_an_exec_would_give_it(emu):
+    """A caller's ignored and blocked signals reach the command as through an exec, whatever the fork server
+    inherited; the rest are as a fresh interpreter sets them (SIGINT caught, for KeyboardInterrupt)."""
+    states = []
+    for program in (PEAGLE, forked_peagle()):
+        proc = subprocess.Popen([sys.executable, "-c", EXEC_WITH_SIGNALS_SET, program, "status", "--watch",
+                                 "--interval", "60"], env=emu.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, text=True)
+        try:
+            assert proc.stdout.readline(), proc.stderr.read()
+            (pid,) = [proc.pid] if program == PEAGLE else _forked_children()
+            state = _signal_state(pid)  # the 31 standard signals: glibc keeps 32 and 33 for its threads
+            states.append({k: int(state[k], 16) & 0x7FFFFFFF for k in ("SigIgn", "SigBlk", "SigCgt")})
+        finally:
+            proc.kill()
+            proc.communicate()
+    assert states[0]["SigBlk"] & (1 << (signal.SIGUSR1 - 1)) and states[0]["SigIgn"] & (1 << (signal.SIGHUP - 1))
+    assert states[1] == states[0]
 
 
 def test_an_in_process_run_leaves_this_process_as_it_found_it(tmp_path):

@@ -79,13 +79,15 @@ _CATCHABLE = [s for s in signal.valid_signals() if s not in (signal.SIGKILL, sig
 
 
 def _module_state() -> list[tuple[object, object]]:
-    """(container, shallow copy) for every module-level set, dict and list of peagle_deploy."""
+    """(container, shallow copy) for every module-level set, dict and list of peagle_deploy. Not the module's own
+    dunders: `__builtins__` is the interpreter's builtins dict, which restoring would empty for a moment under every
+    other thread (an emulator's request thread then finds no `super`), and `__all__`/`__path__` are not state."""
     saved = []
     for name, module in list(sys.modules.items()):
         if not (name == "peagle_deploy" or name.startswith("peagle_deploy.")) or module is None:
             continue
-        for value in vars(module).values():
-            if type(value) in (set, dict, list):
+        for key, value in vars(module).items():
+            if type(value) in (set, dict, list) and not key.startswith("__"):
                 saved.append((value, value.copy()))
     return saved
 
@@ -98,7 +100,9 @@ def _restore_module_state(saved: list[tuple[object, object]]) -> None:
             container.clear()
             container.update(copy)
     for name, module in list(sys.modules.items()):
-        if (name == "peagle_deploy" or name.startswith("peagle_deploy.")) and module is not None:
+        # the emulator's caches (peagle_deploy.testing: AWS's side, which outlives a run) hold data, not a run's state
+        if (name == "peagle_deploy" or name.startswith("peagle_deploy.")) and module is not None \
+                and not name.startswith("peagle_deploy.testing"):
             for value in list(vars(module).values()):
                 if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", "") == name:
                     value.cache_clear()

@@ -154,6 +154,17 @@ def test_an_in_process_run_leaves_this_process_as_it_found_it(tmp_path):
     assert (dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM), set(redaction._SECRET_VALUES)) == before
 
 
+def test_an_in_process_run_never_empties_the_builtins_other_threads_use():
+    """The run's module state is put back by emptying and refilling each saved container: the interpreter's
+    builtins dict (every module's `__builtins__`) must not be one, or an emulator thread finds no `super`."""
+    import builtins
+
+    from .cli_runner import _module_state
+
+    assert run_cli("--version").code == 0  # peagle's modules are imported
+    assert not [c for c, _ in _module_state() if c is vars(builtins)]
+
+
 def test_the_waits_between_polls_run_on_the_fake_clock(emu):
     emu.script_endpoints(creating_polls=3)
     with fake_wait_clock(FakeClock()) as clock:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from .. import interruptible
 from .common import ComponentOpt, JsonOpt, ProfileOpt, RegionOpt, run
 
 DEFAULT_SINCE = "1h"
@@ -43,7 +44,7 @@ def logs(
 
 
 def show_logs(out, name: str, *, follow: bool, since: str, grep: str | None, region: str | None,
-              profile: str | None, sleep: Callable[[float], None] = time.sleep,
+              profile: str | None, sleep: Callable[[float], None] = interruptible.sleep,
               now: Callable[[], float] = time.time, component: str | None = None) -> None:
     """The command's body; `sleep` and `now` are injectable so tests never wait."""
     from ..inputs import parse_duration

@@ -99,7 +99,7 @@ def metrics(
 
 def _url_window(ref, window: str, out, sleep=None):
     """Two scrapes `window` apart; 0 s: one scrape, the totals since the server started (said so)."""
-    import time
+    from .. import interruptible
     from datetime import datetime, timedelta, timezone
 
     from ..bench.prometheus import scrape
@@ -118,7 +118,7 @@ def _url_window(ref, window: str, out, sleep=None):
         return acc, server
     began = datetime.now(timezone.utc)
     out.info(f"measuring {url} for {seconds:g}s (two scrapes)")
-    (sleep or time.sleep)(seconds)
+    (sleep or interruptible.sleep)(seconds)
     acc = scrape(url, headers=ref.headers).minus(first).acceptance(source=f"prometheus:{url}")
     acc.window_start, acc.window_end = began, datetime.now(timezone.utc)
     out.info(f"window: {acc.window_start:%H:%M:%S} to {acc.window_end:%H:%M:%S} UTC ({seconds:g}s between two scrapes)")

@@ -6,11 +6,11 @@ its `sleep` and `now` from the caller so tests never wait.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .. import interruptible
 from ..errors import ExitCode, PeagleError
 from ..output import Output, human_duration, human_expiry, print_table, table_view
 
@@ -151,7 +151,7 @@ def line(row: Any) -> str:
 
 
 def watch(out: Output, fetch: Callable[[], Sequence[Any]], *, interval: float,
-          sleep: Callable[[float], None] = time.sleep, now: Callable[[], datetime] = lambda: datetime.now(UTC),
+          sleep: Callable[[float], None] = interruptible.sleep, now: Callable[[], datetime] = lambda: datetime.now(UTC),
           max_refreshes: int | None = None) -> None:
     """Show the status every `interval` seconds until Ctrl-C (which ends it normally, exit 0).
 

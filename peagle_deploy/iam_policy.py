@@ -17,6 +17,7 @@ JUMPSTART_BUCKETS = ["arn:aws:s3:::jumpstart-cache-prod-*", "arn:aws:s3:::jumpst
 LOG_GROUPS = "arn:aws:logs:*:*:log-group:/aws/sagemaker/Endpoints/*"
 COMPONENT_LOG_GROUPS = "arn:aws:logs:*:*:log-group:/aws/sagemaker/InferenceComponents/*"
 DRAFTER_OBJECTS = "arn:aws:s3:::*/*"  # your bucket and prefix: `peagle iam-policy --bucket BUCKET/PREFIX` names it
+DRAFTER_BUCKETS = "arn:aws:s3:::*"  # and that bucket itself (its unfinished multipart uploads are listed on it)
 
 # API calls that IAM authorizes under another action's name
 _CALL_TO_ACTION = {
@@ -29,6 +30,7 @@ _CALL_TO_ACTION = {
     "s3:CreateMultipartUpload": "s3:PutObject",
     "s3:UploadPart": "s3:PutObject",
     "s3:CompleteMultipartUpload": "s3:PutObject",
+    "s3:ListMultipartUploads": "s3:ListBucketMultipartUploads",
 }
 
 
@@ -99,6 +101,8 @@ SCOPES: dict[str, Scope] = {
     "JumpStartSpecs": Scope(resources=tuple(f"{b}/*" for b in JUMPSTART_BUCKETS), means="JumpStart's buckets"),
     "DrafterPrefix": Scope(resources=(DRAFTER_OBJECTS,), means="the S3 prefix `drafter stage --to` writes (`iam-policy "
                                                               "--bucket BUCKET/PREFIX`: only there)"),
+    "DrafterBucket": Scope(resources=(DRAFTER_BUCKETS,), means="the bucket `drafter stage --to` writes to, for its "
+                                                              "unfinished uploads (`iam-policy --bucket`: only it)"),
     "EndpointLogs": Scope(resources=(LOG_GROUPS,), means="the endpoints' log groups"),
     "ComponentLogs": Scope(resources=(COMPONENT_LOG_GROUPS,), means="the inference components' log groups"),
     "ReadEndpoints": Scope(resources=(ENDPOINTS,), means="any endpoint (read, invoke)"),
@@ -185,6 +189,7 @@ ACTION_SCOPES: dict[str, tuple[str, ...]] = {
     "s3:GetObject": ("JumpStartSpecs",),
     "s3:PutObject": ("DrafterPrefix",),
     "s3:AbortMultipartUpload": ("DrafterPrefix",),
+    "s3:ListBucketMultipartUploads": ("DrafterBucket",),
     "logs:FilterLogEvents": ("EndpointLogs",),
     "sagemaker:ListInferenceComponents": ("Anywhere",),
     "sagemaker:DescribeInferenceComponent": ("ReadComponents",),
@@ -700,9 +705,10 @@ COMMANDS["drafter"] = [
     _IDENTITY,
     _p("s3:PutObject", "drafter stage: upload the drafter's files and peagle-drafter.json to --to (boto3's managed "
                        "transfer: large files as multipart uploads)", resources=(DRAFTER_OBJECTS,)),
-    _p("s3:AbortMultipartUpload", "drafter stage: a multipart upload that fails is aborted, leaving no parts",
-       resources=(DRAFTER_OBJECTS,),
-       unobserved="only after a failed multipart upload; the test's files are below the multipart threshold"),
+    _p("s3:ListBucketMultipartUploads", "drafter stage: the unfinished multipart uploads an interrupted stage left "
+                                        "under --to (S3 bills their parts), before uploading", resources=(DRAFTER_BUCKETS,)),
+    _p("s3:AbortMultipartUpload", "drafter stage: those leftovers are aborted, and so is a multipart upload that "
+                                  "fails, leaving no parts", resources=(DRAFTER_OBJECTS,)),
 ]
 
 # not asked of the caller but of the execution role (--role) SageMaker runs the endpoint with
@@ -786,6 +792,8 @@ def _narrow(resource: str, sid: str, role: str | None, name_prefix: str | None, 
         return role
     if sid == "DrafterPrefix" and bucket is not None:
         return f"arn:aws:s3:::{bucket}/*"
+    if sid == "DrafterBucket" and bucket is not None:
+        return f"arn:aws:s3:::{bucket.split('/', 1)[0]}"
     if name_prefix and resource in _NAMED and sid.startswith(_WRITES):
         return resource.removesuffix("*") + name_prefix + "*"
     if name_prefix and resource == AUTOSCALING_ALARMS:

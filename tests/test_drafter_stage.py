@@ -178,3 +178,42 @@ def test_bad_input_is_one_line(tmp_path, args, says):
     result = run_cli("drafter", "stage", *args, "--dry-run", env=no_aws(tmp_path))
     assert result.code == 2
     assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unfinished_uploads_an_interrupted_stage_left_are_aborted_and_no_others(emu, tmp_path):
+    """A stage killed mid-upload (SIGKILL: boto3 cannot abort) leaves a multipart upload whose parts S3 bills and no
+    object listing shows; the next stage to that prefix aborts it and says so, and leaves other prefixes' alone."""
+    s3 = emu.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    left = s3.create_multipart_upload(Bucket=BUCKET, Key="drafters/qwen/model.safetensors")["UploadId"]
+    s3.upload_part(Bucket=BUCKET, Key="drafters/qwen/model.safetensors", UploadId=left, PartNumber=1, Body=b"x" * 1024)
+    others = s3.create_multipart_upload(Bucket=BUCKET, Key="drafters/qwen-other/model.safetensors")["UploadId"]
+    with HubStandIn({REPO: dflash_repo(TARGET)}) as hub:
+        result = _stage(emu, hub, tmp_path)
+    assert result.code == 0, result.stderr
+    assert ("aborted 1 unfinished multipart upload(s) an interrupted stage left under s3://drafters-bucket/drafters/qwen/"
+            " (drafters/qwen/model.safetensors)") in result.stderr
+    remaining = s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])
+    assert [(u["Key"], u["UploadId"]) for u in remaining] == [("drafters/qwen-other/model.safetensors", others)]
+
+
+def test_a_stage_that_cannot_list_unfinished_uploads_says_how_to_look_and_goes_on():
+    """An identity without s3:ListBucketMultipartUploads (a policy from before it was listed) still stages; the
+    leftovers it could not look for are named with the command that lists them (botocore's Stubber: S3's answer)."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from peagle_deploy.drafter_stage import _remove_leftovers
+
+    s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+    notes: list[str] = []
+    with Stubber(s3) as stub:
+        stub.add_client_error("list_multipart_uploads", service_error_code="AccessDenied", service_message="Access Denied",
+                              http_status_code=403, expected_params={"Bucket": BUCKET, "Prefix": "drafters/qwen/"})
+        _remove_leftovers(s3, BUCKET, "drafters/qwen", notes.append)
+        stub.assert_no_pending_responses()
+    assert len(notes) == 1, notes
+    assert notes[0].startswith("could not look for unfinished uploads an interrupted stage left under "
+                               f"s3://{BUCKET}/drafters/qwen/ (")
+    assert "(AccessDenied)" in notes[0]
+    assert notes[0].endswith(f"aws s3api list-multipart-uploads --bucket {BUCKET} --prefix drafters/qwen/")

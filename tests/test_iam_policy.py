@@ -200,8 +200,9 @@ def recorded(policed_server, tmp_path_factory):
                 emu.create_endpoint_stack("not-peagles")
             if setup == "interrupted":
                 _interrupted_update(emu)
-            if setup == "drafter":  # the user's own bucket, where the drafter goes
+            if setup == "drafter":  # the user's own bucket, where the drafter goes, and an interrupted stage's upload
                 emu.client("s3").create_bucket(Bucket=DRAFTER_BUCKET)
+                emu.client("s3").create_multipart_upload(Bucket=DRAFTER_BUCKET, Key="dflash/model.safetensors")
             if setup == "component-gone":
                 _component_gone(emu, NAME + "-zero")
             if setup == "at-zero":  # what the scale-in leaves: no copy in service

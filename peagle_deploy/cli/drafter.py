@@ -93,7 +93,7 @@ def _stage(out, plan, info, entry, *, bucket: str, prefix: str, profile, yes: bo
 
     with out.status(f"staging {plan.repo}") as progress:
         return stage(plan, info, entry, s3=session.client("s3"), bucket=bucket, prefix=prefix, progress=progress,
-                     show_license=show_license)
+                     show_license=show_license, note=out.warn)
 
 
 def _render(console, plan) -> None:

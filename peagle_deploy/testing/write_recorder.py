@@ -115,9 +115,18 @@ def api_call(environ: dict[str, Any], action: str) -> str:
     if service == "s3":
         has_key = "/" in path.strip("/")
         query = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
-        if has_key:
+        # a multipart upload's calls by their query markers, as botocore's S3 model routes them (`?uploads`,
+        # `?uploadId=`): ListMultipartUploads, CreateMultipartUpload, UploadPart, CompleteMultipartUpload, ...
+        if has_key and "uploadId" in query:
+            operation = {"PUT": "UploadPart", "POST": "CompleteMultipartUpload", "DELETE": "AbortMultipartUpload",
+                         "GET": "ListParts"}.get(method, f"{method}Part")
+        elif has_key and method == "POST" and "uploads" in query:
+            operation = "CreateMultipartUpload"
+        elif has_key:
             operation = {"GET": "GetObject", "HEAD": "HeadObject", "PUT": "PutObject",
                          "DELETE": "DeleteObject"}.get(method, f"{method}Object")
+        elif method == "GET" and "uploads" in query:
+            operation = "ListMultipartUploads"
         elif method == "GET":
             operation = "ListObjectsV2" if query.get("list-type") == ["2"] else (
                 "ListObjects" if any(k in query for k in _S3_LIST) or not query else f"GetBucket({','.join(query)})")

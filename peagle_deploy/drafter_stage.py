@@ -322,41 +322,20 @@ def _upload(s3: Any, bucket: str, prefix: str, root: Path, files: list[StagedFil
 
 def abort_leftovers(s3: Any, bucket: str, prefix: str) -> list[str]:
     """Abort the unfinished multipart uploads under `prefix/` (a stage killed mid-upload leaves its parts, which S3
-    bills and no listing of objects shows); returns their keys. The stage that follows writes the same keys."""
-    from . import clock
-    from .lifecycle.wait import read_retrying
-
-    paginator = s3.get_paginator("list_multipart_uploads")
-    pages = read_retrying(lambda: list(paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/")), sleep=clock.sleep)
+    bills and no listing of objects shows); returns their keys. The stage that follows writes the same keys.
+    Raises what the list raises (the caller says what could not be looked at)."""
+    pages = s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket, Prefix=f"{prefix}/")
     uploads = [u for page in pages for u in page.get("Uploads", [])]
     for upload in uploads:
         s3.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
     return [u["Key"] for u in uploads]
 
 
-def _remove_leftovers(s3: Any, bucket: str, prefix: str, note: Callable[[str], None]) -> None:
-    from .errors import PeagleError
-    from .aws import botocore_exceptions, translate_error
-
-    bx = botocore_exceptions()
-    try:
-        removed = abort_leftovers(s3, bucket, prefix)
-    except (bx.ClientError, bx.BotoCoreError, PeagleError) as exc:
-        why = exc.one_line() if isinstance(exc, PeagleError) else (translate_error(exc) or exc)
-        note(f"could not look for unfinished uploads an interrupted stage left under s3://{bucket}/{prefix}/ "
-             f"({why}); S3 bills their parts until removed: aws s3api list-multipart-uploads --bucket {bucket} "
-             f"--prefix {prefix}/")
-        return
-    if removed:
-        note(f"aborted {len(removed)} unfinished multipart upload(s) an interrupted stage left under "
-             f"s3://{bucket}/{prefix}/ ({', '.join(sorted(set(removed)))}): S3 billed their parts")
-
-
 def stage(plan: StagePlan, info: Any, entry: ModelEntry, *, s3: Any, bucket: str, prefix: str,
           progress: Progress, show_license: Callable[[StagePlan], None],
-          note: Callable[[str], None] = lambda _text: None) -> StagedDrafter:
+          before_upload: Callable[[], None] = lambda: None) -> StagedDrafter:
     """Fetch, check, show the license, upload, record. `info`: the hub's answer from `plan_stage` (needed).
-    `note`: what else was done or could not be (an interrupted stage's unfinished uploads)."""
+    `before_upload`: run once the license is accepted, before the first byte goes (`abort_leftovers`)."""
     dflash = require_dflash(entry)
     if info is None:
         raise unreachable(dflash, entry.alias, plan.not_fetched or plan.hub_answer)
@@ -388,7 +367,7 @@ def stage(plan: StagePlan, info: Any, entry: ModelEntry, *, s3: Any, bucket: str
         staged = StagedDrafter(model=entry.alias, repo=plan.repo, revision=plan.revision, commit=plan.commit,
                                license=plan.license, target_check=target_check, block_size=block, files=files,
                                s3_uri=uri, region=plan.region, staged_at=datetime.now(UTC).replace(microsecond=0))
-        _remove_leftovers(s3, bucket, prefix, note)
+        before_upload()
         _upload(s3, bucket, prefix, root, files, progress)
         s3.put_object(Bucket=bucket, Key=f"{prefix}/{MANIFEST}", Body=staged.model_dump_json(indent=2).encode(),
                       ContentType="application/json")

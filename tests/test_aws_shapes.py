@@ -149,6 +149,7 @@ IAM_SERVICES = {"sagemaker": ("sagemaker", "sagemaker-runtime"), "application-au
 PERMISSION_ONLY = {
     "iam:PassRole": "handing the execution role to SageMaker (CreateModel)",
     "s3:ListBucket": "authorizes ListObjects, ListObjectsV2 and HeadBucket",
+    "s3:ListBucketMultipartUploads": "authorizes ListMultipartUploads",
     "sagemaker:CallWithBearerToken": "calling SageMaker's OpenAI-compatible route with a bearer token",
 }
 

@@ -203,14 +203,14 @@ def test_a_stage_that_cannot_list_unfinished_uploads_says_how_to_look_and_goes_o
     import boto3
     from botocore.stub import Stubber
 
-    from peagle_deploy.drafter_stage import _remove_leftovers
+    from peagle_deploy.cli.drafter import remove_leftovers
 
     s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
     notes: list[str] = []
     with Stubber(s3) as stub:
         stub.add_client_error("list_multipart_uploads", service_error_code="AccessDenied", service_message="Access Denied",
                               http_status_code=403, expected_params={"Bucket": BUCKET, "Prefix": "drafters/qwen/"})
-        _remove_leftovers(s3, BUCKET, "drafters/qwen", notes.append)
+        remove_leftovers(s3, BUCKET, "drafters/qwen", notes.append)
         stub.assert_no_pending_responses()
     assert len(notes) == 1, notes
     assert notes[0].startswith("could not look for unfinished uploads an interrupted stage left under "

@@ -92,8 +92,32 @@ def _stage(out, plan, info, entry, *, bucket: str, prefix: str, profile, yes: bo
         out.confirm(f"upload {plan.describe_size()} to s3://{bucket}/{prefix}/ under this license?", yes=yes)
 
     with out.status(f"staging {plan.repo}") as progress:
-        return stage(plan, info, entry, s3=session.client("s3"), bucket=bucket, prefix=prefix, progress=progress,
-                     show_license=show_license, note=out.warn)
+        s3 = session.client("s3")
+        return stage(plan, info, entry, s3=s3, bucket=bucket, prefix=prefix, progress=progress,
+                     show_license=show_license, before_upload=lambda: remove_leftovers(s3, bucket, prefix, out.warn))
+
+
+def remove_leftovers(s3, bucket: str, prefix: str, warn) -> None:
+    """`drafter_stage.abort_leftovers`, said in one line; a list that fails (no s3:ListBucketMultipartUploads in an
+    older policy) is a warning naming the command that lists them, and the stage goes on."""
+    from .. import clock
+    from ..aws import botocore_exceptions, translate_error
+    from ..drafter_stage import abort_leftovers
+    from ..errors import PeagleError
+    from ..lifecycle.wait import read_retrying
+
+    bx = botocore_exceptions()
+    try:
+        removed = read_retrying(lambda: abort_leftovers(s3, bucket, prefix), sleep=clock.sleep)
+    except (bx.ClientError, bx.BotoCoreError, PeagleError) as exc:
+        why = exc.one_line() if isinstance(exc, PeagleError) else (translate_error(exc) or exc)
+        warn(f"could not look for unfinished uploads an interrupted stage left under s3://{bucket}/{prefix}/ "
+             f"({why}); S3 bills their parts until removed: aws s3api list-multipart-uploads --bucket {bucket} "
+             f"--prefix {prefix}/")
+        return
+    if removed:
+        warn(f"aborted {len(removed)} unfinished multipart upload(s) an interrupted stage left under "
+             f"s3://{bucket}/{prefix}/ ({', '.join(sorted(set(removed)))}): S3 billed their parts")
 
 
 def _render(console, plan) -> None:

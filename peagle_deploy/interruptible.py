@@ -1,4 +1,4 @@
-"""A wait that Ctrl-C always ends at once (`status --watch`, `logs --follow`, `metrics --watch`).
+"""A wait that Ctrl-C always ends at once (`status --watch`, `logs --follow`, `metrics --window`).
 
 `time.sleep` loses a signal that arrives just before its system call starts: Python's handler only notes it and
 runs at the next bytecode, which comes after the whole interval (a Ctrl-C ignored for up to `--interval` seconds;

@@ -325,6 +325,13 @@ def is_lost_answer(exc: BaseException) -> bool:
     return isinstance(exc, (bx.ConnectionError, bx.HTTPClientError))
 
 
+def error_line(exc: BaseException) -> str:
+    """Any failure as the one line a warning quotes: `translate_error`'s for AWS's (and peagle's own), else its type
+    and text."""
+    error = translate_error(exc)
+    return error.one_line() if error is not None else f"{type(exc).__name__}: {exc}"
+
+
 def translate_error(exc: BaseException) -> PeagleError | None:
     """Any AWS failure as a one-line PeagleError with the README's exit code; None if `exc` is not AWS's.
 

@@ -194,11 +194,13 @@ def read_served(sm: Any, config_name: str, *, read: Callable[[Callable[[], Any]]
                 model: str | None = None) -> Served:
     """DescribeEndpointConfig, then DescribeModel of its (single) variant's model (`model`: the one an inference
     component names, for a config whose variant names none)."""
+    from .aws import error_line
+
     served = Served(endpoint_config=config_name)
     try:
         config = read(lambda: describe(sm, "endpoint_config", config_name))
     except Exception as exc:  # noqa: BLE001 - a read failure is a problem to show, not a failure
-        served.problem = f"could not read endpoint config {config_name} ({_one_line(exc)})"
+        served.problem = f"could not read endpoint config {config_name} ({error_line(exc)})"
         return served
     if config is None:
         served.problem = f"endpoint config {config_name} no longer exists"
@@ -220,7 +222,7 @@ def read_served(sm: Any, config_name: str, *, read: Callable[[Callable[[], Any]]
     try:
         model = read(lambda: describe(sm, "model", served.model))
     except Exception as exc:  # noqa: BLE001
-        served.problem = f"could not read model {served.model} ({_one_line(exc)})"
+        served.problem = f"could not read model {served.model} ({error_line(exc)})"
         return served
     if model is None:
         served.problem = f"model {served.model} of endpoint config {config_name} no longer exists"
@@ -233,8 +235,3 @@ def read_served(sm: Any, config_name: str, *, read: Callable[[Callable[[], Any]]
     return served
 
 
-def _one_line(exc: BaseException) -> str:
-    from .aws import translate_error
-
-    error = translate_error(exc)
-    return error.one_line() if error is not None else f"{type(exc).__name__}: {exc}"

@@ -101,7 +101,7 @@ def remove_leftovers(s3, bucket: str, prefix: str, warn) -> None:
     """`drafter_stage.abort_leftovers`, said in one line; a list that fails (no s3:ListBucketMultipartUploads in an
     older policy) is a warning naming the command that lists them, and the stage goes on."""
     from .. import clock
-    from ..aws import botocore_exceptions, translate_error
+    from ..aws import botocore_exceptions, error_line
     from ..drafter_stage import abort_leftovers
     from ..errors import PeagleError
     from ..lifecycle.wait import read_retrying
@@ -110,9 +110,8 @@ def remove_leftovers(s3, bucket: str, prefix: str, warn) -> None:
     try:
         removed = read_retrying(lambda: abort_leftovers(s3, bucket, prefix), sleep=clock.sleep)
     except (bx.ClientError, bx.BotoCoreError, PeagleError) as exc:
-        why = exc.one_line() if isinstance(exc, PeagleError) else (translate_error(exc) or exc)
         warn(f"could not look for unfinished uploads an interrupted stage left under s3://{bucket}/{prefix}/ "
-             f"({why}); S3 bills their parts until removed: aws s3api list-multipart-uploads --bucket {bucket} "
+             f"({error_line(exc)}); S3 bills their parts until removed: aws s3api list-multipart-uploads --bucket {bucket} "
              f"--prefix {prefix}/")
         return
     if removed:

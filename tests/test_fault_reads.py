@@ -97,3 +97,21 @@ def test_the_emulator_refuses_duplicate_names_like_sagemaker(emu, create, kind):
     assert err.value.response["Error"]["Code"] == "ValidationException"
     assert f'Cannot create already existing {kind} "arn:aws:sagemaker:us-east-1:' in str(err.value)
     assert sm.describe_model(ModelName="taken")["PrimaryContainer"]["Image"].endswith("other:1")  # not overwritten
+
+
+def test_status_and_leftovers_back_off_on_peagles_clock_not_the_real_one(emu):
+    """The back-off between read retries waits on `peagle_deploy.clock` (which a harness can swap), as every
+    other poll does: `status` and `leftovers` had bound `time.sleep` itself, a real 1 + 2 s per retried read."""
+    from peagle_deploy.lifecycle import inventory
+
+    from .cli_runner import fake_wait_clock
+
+    run(emu)
+    emu.fail("DescribeEndpoint", code="ThrottlingException", status=400, times=2)
+    with fake_wait_clock() as clock:
+        rows = inventory.status(AwsSession(emu.region))
+    assert [row.name for row in rows] == ["reads"] and clock.sleeps == [1.0, 2.0]
+    emu.fail("ListEndpoints", code="ServiceUnavailable", status=503, times=1)
+    with fake_wait_clock() as clock:
+        assert inventory.leftovers(AwsSession(emu.region)) == []
+    assert clock.sleeps == [1.0]

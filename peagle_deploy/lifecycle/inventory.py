@@ -211,13 +211,11 @@ def report(session: Any, name: str | None = None, *, sleep: Any = None) -> tuple
 def status(session: Any, name: str | None = None, *, now: datetime | None = None,
            sleep: Any = None, allow_missing: bool = False, sm: Any = None) -> list[EndpointStatus]:
     """One row per peagle endpoint (or NAME's; with `allow_missing`, [] when NAME does not exist)."""
-    import time
-
     from .. import clock
 
     sm = sm or session.client("sagemaker")
     now = now or clock.now()
-    read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
+    read = lambda call: read_retrying(call, sleep=sleep or clock.sleep)  # noqa: E731
     if name:
         validate_name(name)
         found = described_with_tags(sm, name, read)
@@ -329,12 +327,11 @@ def _served(sm: Any, described: dict[str, Any], read: Any, tags: PeagleTags | No
 
 def leftovers(session: Any, name: str | None = None, *, sleep: Any = None, sm: Any = None) -> list[Any]:
     """peagle-made configs and models no endpoint uses (of endpoint `name`, or all), each with its command."""
-    import time
-
+    from .. import clock
     from .leftovers import References, find_leftovers
 
     sm = sm or session.client("sagemaker")
-    read = lambda call: read_retrying(call, sleep=sleep or time.sleep)  # noqa: E731
+    read = lambda call: read_retrying(call, sleep=sleep or clock.sleep)  # noqa: E731
     refs = read(lambda: References.read(sm))
     return read(lambda: find_leftovers(sm, refs, endpoint=name, region=session.region))
 

@@ -14,6 +14,7 @@ or region refuses it, `--target-invocations N` (invocations per instance per min
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Literal
@@ -95,8 +96,10 @@ def resource_id(endpoint_name: str, variant: str) -> str:
     return f"endpoint/{endpoint_name}/variant/{variant}"
 
 
+@functools.cache
 def metric_known(metric_type: str) -> bool:
-    """Whether the installed botocore's Application Auto Scaling model lists `metric_type` (no AWS call)."""
+    """Whether the installed botocore's Application Auto Scaling model lists `metric_type` (no AWS call; remembered,
+    as the model cannot change while peagle runs)."""
     import botocore.session
 
     model = botocore.session.get_session().get_service_model("application-autoscaling")

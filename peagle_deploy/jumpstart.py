@@ -81,7 +81,9 @@ def _shipped_unverified(model_id: str) -> dict[str, str]:
 
 def _fetch_specs(model_id: str, version: str | None, region: str, s3_client: Any) -> Any:
     accessors, _, _ = _sdk()
-    accessors.JumpStartModelsAccessor.reset_cache()
+    # a fresh cache (nothing remembered from the other source: shipped or S3), built with the client the fetch
+    # uses: a bare reset_cache() builds one with a default S3 client of its own, which nothing then uses
+    accessors.JumpStartModelsAccessor.reset_cache({"s3_client": s3_client} if s3_client is not None else {}, region)
     try:
         return accessors.JumpStartModelsAccessor.get_model_specs(
             region=region, model_id=model_id, version=version or "*", s3_client=s3_client)

@@ -117,6 +117,29 @@ def test_live_resolution_of_a_model_the_bucket_lacks_is_an_error_not_a_fallback(
     assert "JumpStart has no model" in str(err.value)
 
 
+def test_each_resolution_reads_its_own_source_not_what_the_other_left_in_the_sdks_cache(aws_env):
+    """The SDK keeps one process-wide cache of manifests and specs: a live resolution after one from the shipped
+    specs (and the other way round) must not be answered from what the other read."""
+    import json
+
+    import boto3
+    from moto import mock_aws
+
+    from peagle_deploy.testing.jumpstart_bucket import seed_jumpstart_bucket
+
+    model = "huggingface-llm-qwen3-coder-30b-a3b-instruct"
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        bucket = seed_jumpstart_bucket(s3, "us-east-1")
+        manifest = json.loads(s3.get_object(Bucket=bucket, Key="models_manifest.json")["Body"].read())
+        s3.put_object(Bucket=bucket, Key="models_manifest.json",
+                      Body=json.dumps([entry for entry in manifest if entry["model_id"] != model]).encode())
+        assert jumpstart.resolve(model, region="us-east-1", offline=True).source == "shipped"
+        with pytest.raises(UsageError, match="JumpStart has no model"):  # the bucket's manifest, not the shipped one
+            jumpstart.resolve(model, region="us-east-1")
+        assert jumpstart.resolve(model, region="us-east-1", offline=True).source == "shipped"
+
+
 def test_unreachable_s3_falls_back_to_shipped_specs_and_says_so(aws_env, monkeypatch):
     import socket
 

@@ -29,7 +29,9 @@ import pytest
 
 BUDGET_S = 30.0
 # a file, or a test's node id (or its start) -> (budget in CPU seconds, why it needs more); measured on a loaded
-# machine (load average 15-20): the most its first test used, then about three times that
+# machine (load average 15-20): the most its first test used, then about three times that. On a slower machine
+# (2026-12-02: the whole suite on 1.7 times the CPU) the first tests of these files used 22.9-75.7 s alone, and the
+# most any other test used was 9.0 s (docs/performance.md, "A slower machine").
 EXCEPTIONS: dict[str, tuple[float, str]] = {
     "tests/test_bad_inputs_table.py": (150.0, "its module fixtures run every bad-input case and follow every hint "
                                               "(471 cases, 17 through the executable, and ~190 hints) before its first "
@@ -40,8 +42,15 @@ EXCEPTIONS: dict[str, tuple[float, str]] = {
     "tests/test_documented_commands.py": (60.0, "the first test of a document runs all of its lines (docs/sweep.md: "
                                                 "sweeps of seven configurations; the README: deploys, benches, "
                                                 "agreement, update, cleanup) (15 s)"),
-    "tests/test_iam_policy.py": (40.0, "its module fixture runs every command's scenarios against the recording "
-                                       "emulator (30 forked runs) before its first test (12 s)"),
+    "tests/test_iam_policy.py": (60.0, "its module fixture runs every command's scenarios against the recording "
+                                       "emulator (30 forked runs) before its first test (12 s; 22.9 s on a "
+                                       "machine that runs the suite on 1.7 times the CPU)"),
+    "tests/test_recover_scale_to_zero.py": (90.0, "its module fixture SIGKILLs a scale-to-zero deploy at each of its "
+                                                  "8 writes, on this machine and another (16 deploys, each followed "
+                                                  "by status and recover: about 50 forked runs) before its first "
+                                                  "test (17.8 s on the machine the other budgets were set on, 33.6 s "
+                                                  "in a clean-clone CI on one that runs the suite on 1.7 times the "
+                                                  "CPU)"),
 }
 
 

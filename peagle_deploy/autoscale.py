@@ -14,7 +14,6 @@ or region refuses it, `--target-invocations N` (invocations per instance per min
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from typing import Literal
@@ -96,13 +95,11 @@ def resource_id(endpoint_name: str, variant: str) -> str:
     return f"endpoint/{endpoint_name}/variant/{variant}"
 
 
-@functools.cache
 def metric_known(metric_type: str) -> bool:
-    """Whether the installed botocore's Application Auto Scaling model lists `metric_type` (no AWS call; remembered,
-    as the model cannot change while peagle runs)."""
-    import botocore.session
+    """Whether the installed botocore's Application Auto Scaling model lists `metric_type` (no AWS call)."""
+    from .botocore_facts import service_model
 
-    model = botocore.session.get_session().get_service_model("application-autoscaling")
+    model = service_model("application-autoscaling")
     return metric_type in (model.shape_for("MetricType").enum or [])
 
 

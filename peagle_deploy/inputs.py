@@ -26,7 +26,6 @@ hourly price guard needs an explicit confirmation (docs/configuration.md).
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import unicodedata
@@ -539,15 +538,13 @@ TEXT_CHECKS = {"instance_type": check_instance_types}
 ARGUMENT_CHECKS = {"name": check_endpoint_name}
 
 
-@functools.cache
 def partition_of(region: str) -> str | None:
     """The AWS partition of a region (aws, aws-cn, aws-us-gov, ...), from botocore's own endpoint data;
-    None for a region botocore does not know (the region check names that problem). Remembered per region: each
-    answer cost a new botocore session and a parse of its endpoint data (half of a plan's CPU)."""
-    import botocore.session
+    None for a region botocore does not know (the region check names that problem)."""
+    from .botocore_facts import data_session
 
     try:
-        return botocore.session.get_session().get_partition_for_region(region)
+        return data_session().get_partition_for_region(region)
     except Exception as exc:  # botocore's UnknownRegionError (its exceptions are imported by aws.py alone)
         if type(exc).__name__ == "UnknownRegionError":
             return None

@@ -30,7 +30,6 @@ fits nowhere, so the extra room bills only while an update runs; the plan prices
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -187,14 +186,12 @@ def inference_component(p: _Params) -> Part:
                       "(ModelName form): a component's own container cannot carry the drafter channel"]}
 
 
-@functools.cache
 def caching_known() -> bool:
     """Whether the installed botocore's SageMaker model has `InferenceComponentSpecification.DataCacheConfig`
-    (no AWS call; botocore 1.44 has it): an older one would refuse the member. Remembered: each answer parsed the
-    SageMaker model again, once per component planned."""
-    import botocore.session
+    (no AWS call; botocore 1.44 has it): an older one would refuse the member."""
+    from .botocore_facts import service_model
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
+    model = service_model("sagemaker")
     return "DataCacheConfig" in model.shape_for("InferenceComponentSpecification").members
 
 

@@ -43,10 +43,9 @@ def check_provision_timeout(seconds: int | None) -> int | None:
 @cache
 def _reservation_shape() -> tuple[str, tuple[str, ...]]:
     """MlReservationArn's pattern and CapacityReservationPreference's values, from botocore's SageMaker model."""
-    import botocore.session
+    from .botocore_facts import service_model
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
-    members = model.shape_for("ProductionVariantCapacityReservationConfig").members
+    members = service_model("sagemaker").shape_for("ProductionVariantCapacityReservationConfig").members
     return members["MlReservationArn"].metadata["pattern"], tuple(members["CapacityReservationPreference"].enum)
 
 

@@ -2,7 +2,7 @@
 JumpStart resolution from its bucket, the role's partition, the component checks. Prints milliseconds of CPU and
 wall per plan, the median of ROUNDS rounds of N plans each, for the classic and the component shape.
 
-    .venv/bin/python benchmarks/bench_plan_cpu.py            # docs/performance.md, "Per-command costs"
+    .venv/bin/python benchmarks/bench_plan_cpu.py            # docs/performance.md, "A slower machine"
 """
 
 from __future__ import annotations
